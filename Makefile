@@ -1,0 +1,28 @@
+# make demo: run Conduit on the embedded default (SQLite, django-q2's ORM broker).
+# make test: the whole suite on a throwaway PostgreSQL cluster started here.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	touch $@
+
+demo: venv
+	scripts/demo
+
+test: venv
+	SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
+		scripts/with-postgres $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) conduit.sqlite3 .demo.env .pytest_cache

@@ -1,0 +1,1 @@
+"""Conduit: durable records and human-approved replies for social comments and DMs."""

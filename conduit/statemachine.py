@@ -1,0 +1,178 @@
+"""Declared transition tables and the one transition function every ledger uses.
+
+A ledger model has a state field; its history model records every move with
+the owning ledger, prior state, next state, time, actor and reason code. A move
+outside the declared table is refused, and the refusal is itself appended to
+the history, so callers must not roll it back: `transition` never raises for a
+refused move, it returns the outcome and leaves the decision to the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable
+
+from django.db import models, transaction
+from django.utils import timezone
+
+
+class TransitionRefused(Exception):
+    """An undeclared move was asked for; the refusal is already recorded."""
+
+    def __init__(self, outcome: "Outcome") -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class TransitionTable:
+    ledger: str
+    moves: frozenset[tuple[str | None, str]]
+
+    @classmethod
+    def declare(cls, ledger: str, moves: Iterable[tuple[str | None, str]]) -> "TransitionTable":
+        return cls(ledger=ledger, moves=frozenset(moves))
+
+    def allows(self, prior: str | None, nxt: str) -> bool:
+        return (prior, nxt) in self.moves
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The table as (prior, next) pairs, for documentation and reports."""
+        return sorted((p or "(created)", n) for p, n in self.moves)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ledger: str
+    applied: bool
+    prior: str | None
+    next: str
+    reason_code: str
+    at: datetime
+
+    @property
+    def message(self) -> str:
+        if self.applied:
+            return f"{self.ledger}: {self.prior} -> {self.next} ({self.reason_code})"
+        return (
+            f"{self.ledger}: the move {self.prior} -> {self.next} is not in the declared "
+            f"transition table; the record stays {self.prior}"
+        )
+
+    def raise_if_refused(self) -> "Outcome":
+        if not self.applied:
+            raise TransitionRefused(self)
+        return self
+
+
+class TransitionRecord(models.Model):
+    """Append-only history row shared in shape by every ledger."""
+
+    ledger = models.CharField(max_length=32, editable=False)
+    prior_state = models.CharField(max_length=32, null=True, blank=True, editable=False)
+    next_state = models.CharField(max_length=32, editable=False)
+    at = models.DateTimeField(editable=False, db_index=True)
+    actor = models.CharField(max_length=150, editable=False)
+    reason_code = models.CharField(max_length=64, editable=False)
+    refused = models.BooleanField(default=False, editable=False)
+
+    class Meta:
+        abstract = True
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        verdict = "REFUSED " if self.refused else ""
+        return f"{verdict}{self.prior_state or '(created)'} -> {self.next_state} by {self.actor} ({self.reason_code})"
+
+
+def record_created(
+    *,
+    table: TransitionTable,
+    history: type[TransitionRecord],
+    owner_field: str,
+    owner_ids: Iterable[int],
+    state: str,
+    actor: str,
+    reason_code: str,
+    at: datetime | None = None,
+) -> None:
+    """Append the creation move (None -> state) for rows just inserted."""
+    if not table.allows(None, state):
+        raise ValueError(f"{table.ledger}: rows cannot be created in state {state}")
+    at = at or timezone.now()
+    history.objects.bulk_create(
+        history(
+            **{f"{owner_field}_id": owner_id},
+            ledger=table.ledger,
+            prior_state=None,
+            next_state=state,
+            at=at,
+            actor=actor,
+            reason_code=reason_code,
+        )
+        for owner_id in owner_ids
+    )
+
+
+def transition(
+    *,
+    table: TransitionTable,
+    model: type[models.Model],
+    history: type[TransitionRecord],
+    owner_field: str,
+    pk: int,
+    to: str,
+    actor: str,
+    reason_code: str,
+    state_field: str = "state",
+    expected: str | None = None,
+    extra: dict | None = None,
+    at: datetime | None = None,
+) -> Outcome:
+    """Move one ledger row to `to` if the table allows it; record either way.
+
+    With `expected`, the move is a compare-and-set UPDATE ... WHERE state =
+    expected (one round trip, no lock held beyond the statement's). Without it,
+    the row is locked with SELECT ... FOR NO KEY UPDATE and its state read.
+    `extra` holds other columns to set in the same UPDATE.
+    """
+    at = at or timezone.now()
+    # No savepoint: inside an ingest or admin transaction the move and its
+    # history commit or roll back with the caller's work.
+    with transaction.atomic(savepoint=False):
+        if expected is not None and table.allows(expected, to):
+            changed = model.objects.filter(pk=pk, **{state_field: expected}).update(
+                **{state_field: to}, **(extra or {})
+            )
+            prior = expected
+            if not changed:
+                prior = model.objects.filter(pk=pk).values_list(state_field, flat=True).first()
+                applied = False
+            else:
+                applied = True
+        else:
+            prior = (
+                model.objects.select_for_update(no_key=True)
+                .filter(pk=pk)
+                .values_list(state_field, flat=True)
+                .first()
+            )
+            if prior is None:
+                raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
+            applied = table.allows(prior, to)
+            if applied:
+                model.objects.filter(pk=pk).update(**{state_field: to}, **(extra or {}))
+        history.objects.create(
+            **{f"{owner_field}_id": pk},
+            ledger=table.ledger,
+            prior_state=prior,
+            next_state=to,
+            at=at,
+            actor=actor,
+            reason_code=reason_code,
+            refused=not applied,
+        )
+    return Outcome(
+        ledger=table.ledger, applied=applied, prior=prior, next=to, reason_code=reason_code, at=at
+    )

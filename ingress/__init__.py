@@ -1,0 +1,1 @@
+"""Sources, the webhook endpoint, the canonical event ledger, delivery dedup and quarantine."""

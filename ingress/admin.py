@@ -1,0 +1,165 @@
+"""Ingress in the admin: sources (editable), event, delivery and quarantine ledgers (read-only)."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
+from ingress import services
+from ingress.models import (
+    Delivery,
+    EventTransition,
+    InboundEvent,
+    QuarantineReceipt,
+    QuarantineState,
+    QuarantineTransition,
+    Source,
+)
+from ingress.sources import ADAPTERS
+from replies.models import ReplyAction
+
+LIST_FIELDS = ("event_types", "purposes", "trigger_keywords")
+
+
+class CommaList(forms.CharField):
+    def prepare_value(self, value: Any) -> Any:
+        return ", ".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:
+        return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+class SourceForm(forms.ModelForm):
+    adapter = forms.ChoiceField(choices=[(name, name) for name in sorted(ADAPTERS)])
+    event_types = CommaList(help_text="Comma-separated allowlist, e.g. comment.created")
+    purposes = CommaList(required=False, help_text="Comma-separated, e.g. public_ack, private_delivery")
+    trigger_keywords = CommaList(
+        required=False, help_text="Comma-separated; a change is a new trigger rule version"
+    )
+
+    class Meta:
+        model = Source
+        fields = [
+            "name", "adapter", "account_ref", "event_types", "contract_version", "purposes",
+            "trigger_keywords", "retention_days", "secret_env", "canary",
+        ]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.instance.pk and not self.errors:
+            moved = [
+                f for f in ("adapter", "account_ref") if data.get(f) != getattr(self.instance, f)
+            ]
+            if moved and self.instance.events.exists():
+                raise forms.ValidationError(
+                    f"This source already has events, so its {' and '.join(moved)} cannot "
+                    "change. Register the new account as a new source."
+                )
+        return data
+
+    def validate_unique(self) -> None:
+        # source_system is derived from the adapter, so check the identity here.
+        super().validate_unique()
+        adapter = ADAPTERS.get(self.cleaned_data.get("adapter", ""))
+        account = self.cleaned_data.get("account_ref")
+        if adapter and account:
+            clash = Source.objects.filter(
+                source_system=adapter.source_system, account_ref=account
+            ).exclude(pk=self.instance.pk).first()
+            if clash:
+                self.add_error("account_ref", f"This account is already registered as {clash.name}.")
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin):
+    form = SourceForm
+    list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "updated_at")
+    list_filter = ("adapter", "canary")
+    search_fields = ("name", "account_ref")
+    readonly_fields = ("source_system", "trigger_rule_version", "created_at", "updated_at")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a source with history is renamed, never deleted
+
+    def save_model(self, request: HttpRequest, obj: Source, form: forms.ModelForm, change: bool) -> None:
+        values = {f: form.cleaned_data[f] for f in SourceForm.Meta.fields}
+        if change:
+            updated = services.source_update(source_id=obj.pk, changes=values)
+        else:
+            updated, _ = services.source_register(**values)
+        obj.pk = updated.pk
+        obj.refresh_from_db()
+
+
+class EventTransitionInline(LedgerInline):
+    model = EventTransition
+    fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
+
+
+class ReplyActionInline(LedgerInline):
+    model = ReplyAction
+    fields = readonly_fields = ("reply_key", "purpose", "approval_state", "delivery_state", "attempt_count")
+
+
+@admin.register(InboundEvent)
+class InboundEventAdmin(LedgerAdmin):
+    list_display = (
+        "event_key", "source", "event_type", "event_state", "seen_count", "trigger_match",
+        "canary", "reconcile_status", "last_received_at",
+    )
+    list_filter = ("source", "event_state", "canary", "trigger_match", "reconcile_status")
+    search_fields = ("=event_key", "=source_event_id", "=message_ref")
+    date_hierarchy = "first_received_at"
+    exclude = ("message_text",)
+    inlines = [ReplyActionInline, EventTransitionInline]
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(LedgerAdmin):
+    list_display = ("delivery_id", "source", "seen_count", "first_received_at", "last_received_at")
+    list_filter = ("source",)
+    search_fields = ("=delivery_id",)
+
+
+class QuarantineTransitionInline(LedgerInline):
+    model = QuarantineTransition
+    fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
+
+
+@admin.register(QuarantineReceipt)
+class QuarantineReceiptAdmin(LedgerAdmin):
+    list_display = (
+        "receipt_id", "source", "reason_code", "authenticated", "state", "received_at", "reviewed_by",
+    )
+    list_filter = ("source", "state", "reason_code", "authenticated")
+    search_fields = ("=receipt_id", "=event_key", "=delivery_id")
+    inlines = [QuarantineTransitionInline]
+    actions = ["dismiss", "mark_corrected"]
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ingress.review_quarantinereceipt")
+
+    def _review(self, request: HttpRequest, queryset: QuerySet, outcome: str, title: str, action: str):
+        def apply(receipt: QuarantineReceipt, note: str) -> tuple[bool, str]:
+            outcome_ = services.quarantine_review(
+                receipt_id=receipt.pk, outcome=outcome, actor=request.user.get_username(), note=note
+            )
+            return outcome_.applied, outcome_.message
+
+        return confirmed_action(
+            self, request, queryset, title=title, action=action, apply=apply,
+            note_required=outcome == QuarantineState.CORRECTED,
+        )
+
+    @admin.action(permissions=["review"], description="Dismiss selected receipts")
+    def dismiss(self, request: HttpRequest, queryset: QuerySet):
+        return self._review(request, queryset, QuarantineState.DISMISSED, "Dismiss receipts", "dismiss")
+
+    @admin.action(permissions=["review"], description="Mark selected receipts corrected")
+    def mark_corrected(self, request: HttpRequest, queryset: QuerySet):
+        return self._review(
+            request, queryset, QuarantineState.CORRECTED, "Mark receipts corrected", "mark_corrected"
+        )

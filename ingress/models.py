@@ -1,0 +1,198 @@
+"""Ingress ledgers: sources, canonical events, deliveries and quarantine receipts."""
+
+import uuid
+
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from conduit.statemachine import TransitionRecord
+
+ENV_NAME = RegexValidator(
+    r"^[A-Z_][A-Z0-9_]{0,127}$",
+    "Give the NAME of an environment variable (upper case, digits, underscores), never its value.",
+)
+
+
+class Source(models.Model):
+    """A registered source: identity, allowlist, purposes, trigger rule and secret NAME."""
+
+    name = models.SlugField(max_length=64, unique=True, help_text="URL slug: /webhooks/<name>/")
+    adapter = models.CharField(max_length=64)
+    source_system = models.CharField(max_length=64, editable=False)
+    account_ref = models.CharField(max_length=200)
+    event_types = models.JSONField(default=list, help_text="Allowlisted event types.")
+    contract_version = models.CharField(max_length=32, default="event-v1")
+    purposes = models.JSONField(default=list, blank=True, help_text="Declared reply purposes.")
+    trigger_keywords = models.JSONField(default=list, blank=True, help_text="Keywords a person supplies.")
+    trigger_rule_version = models.PositiveIntegerField(default=1, editable=False)
+    retention_days = models.PositiveIntegerField(
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="Days message content is retained; keys, hashes and states stay.",
+    )
+    secret_env = models.CharField(
+        max_length=128,
+        validators=[ENV_NAME],
+        help_text="Name of the environment variable that holds the signing secret.",
+    )
+    canary = models.BooleanField(
+        default=False, help_text="Trusted test source: every event it accepts is a canary."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_system", "account_ref"], name="source_identity_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EventState(models.TextChoices):
+    RECEIVED = "RECEIVED"
+    RECORD_READY = "RECORD_READY"
+    CLOSED_NO_REPLY = "CLOSED_NO_REPLY"
+
+
+class ReconcileStatus(models.TextChoices):
+    UNRECONCILED = "UNRECONCILED"
+    MATCHED = "MATCHED"
+    SOURCE_UNVERIFIED = "SOURCE_UNVERIFIED"
+
+
+class InboundEvent(models.Model):
+    """The canonical event ledger: exactly one row per event_key."""
+
+    event_key = models.CharField(max_length=512)
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="events")
+    source_system = models.CharField(max_length=64)
+    source_account_ref = models.CharField(max_length=200)
+    source_event_id = models.CharField(max_length=200, blank=True)
+    event_type = models.CharField(max_length=64)
+    conversation_ref = models.CharField(max_length=200)
+    message_ref = models.CharField(max_length=200)
+    sender_ref = models.CharField(max_length=200)
+    occurred_at = models.DateTimeField()
+    occurred_at_original = models.CharField(
+        max_length=64, help_text="Audit metadata: the source timestamp as sent, offset included."
+    )
+    payload_hash = models.CharField(max_length=64)
+    contract_version = models.CharField(max_length=32)
+    canary = models.BooleanField()
+    trigger_rule_version = models.PositiveIntegerField()
+    trigger_match = models.BooleanField()
+    event_state = models.CharField(max_length=32, choices=EventState.choices)
+    reconcile_status = models.CharField(
+        max_length=32, choices=ReconcileStatus.choices, default=ReconcileStatus.UNRECONCILED
+    )
+    first_received_at = models.DateTimeField()
+    last_received_at = models.DateTimeField()
+    seen_count = models.PositiveIntegerField(default=1)
+    # Retained content: purged on the source's retention rule; never logged.
+    message_text = models.TextField(blank=True)
+
+    class Meta:
+        db_table = "inbound_events"
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["event_key"], name="inbound_event_key_unique"),
+            models.CheckConstraint(
+                condition=Q(event_state__in=EventState.values), name="inbound_event_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(reconcile_status__in=ReconcileStatus.values),
+                name="inbound_event_reconcile_status_valid",
+            ),
+            models.CheckConstraint(condition=Q(seen_count__gte=1), name="inbound_event_seen_positive"),
+        ]
+        indexes = [models.Index(fields=["source", "event_state"], name="inbound_event_src_state")]
+
+    def __str__(self) -> str:
+        return self.event_key
+
+
+class EventTransition(TransitionRecord):
+    event = models.ForeignKey(InboundEvent, on_delete=models.CASCADE, related_name="transitions")
+
+    class Meta(TransitionRecord.Meta):
+        db_table = "inbound_event_transitions"
+
+
+class Delivery(models.Model):
+    """One row per (source, delivery id): the first authenticated envelope of a delivery."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries")
+    delivery_id = models.CharField(max_length=200)
+    body_hash = models.CharField(max_length=64, help_text="SHA-256 of the first envelope's body.")
+    event_keys = models.JSONField(default=list)
+    first_received_at = models.DateTimeField()
+    last_received_at = models.DateTimeField()
+    seen_count = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        db_table = "ingress_deliveries"
+        ordering = ["-id"]
+        verbose_name_plural = "deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "delivery_id"], name="delivery_identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.delivery_id}"
+
+
+class QuarantineState(models.TextChoices):
+    QUARANTINED = "QUARANTINED"
+    DISMISSED = "DISMISSED"
+    CORRECTED = "CORRECTED"
+
+
+class QuarantineReceipt(models.Model):
+    """The quarantine ledger: input that failed proof or identity, kept for review."""
+
+    receipt_id = models.UUIDField(default=uuid.uuid4, editable=False)
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="quarantine")
+    reason_code = models.CharField(max_length=64)
+    detail = models.CharField(max_length=256, blank=True, help_text="Conduit-authored, no content.")
+    state = models.CharField(
+        max_length=32, choices=QuarantineState.choices, default=QuarantineState.QUARANTINED
+    )
+    authenticated = models.BooleanField(help_text="Whether the source proof passed.")
+    received_at = models.DateTimeField()
+    delivery_id = models.CharField(max_length=200, blank=True)
+    event_index = models.PositiveIntegerField(null=True, blank=True)
+    event_key = models.CharField(max_length=512, blank=True)
+    body_sha256 = models.CharField(max_length=64)
+    body_bytes = models.PositiveIntegerField()
+    reviewed_by = models.CharField(max_length=150, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True)
+
+    class Meta:
+        db_table = "quarantine_receipts"
+        ordering = ["-id"]
+        permissions = [("review_quarantinereceipt", "Can review quarantine receipts")]
+        constraints = [
+            models.UniqueConstraint(fields=["receipt_id"], name="quarantine_receipt_id_unique"),
+            models.CheckConstraint(
+                condition=Q(state__in=QuarantineState.values), name="quarantine_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.receipt_id} {self.reason_code}"
+
+
+class QuarantineTransition(TransitionRecord):
+    receipt = models.ForeignKey(
+        QuarantineReceipt, on_delete=models.CASCADE, related_name="transitions"
+    )
+
+    class Meta(TransitionRecord.Meta):
+        db_table = "quarantine_transitions"

@@ -1,0 +1,465 @@
+"""Ingress writes: webhook acceptance, quarantine and its review, source registration."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conduit.canonical import sha256_hex
+from conduit.statemachine import Outcome, record_created, transition
+from ingress.contract import EVENT_TABLE, QUARANTINE_TABLE, trigger_matches
+from ingress.models import (
+    Delivery,
+    EventState,
+    EventTransition,
+    InboundEvent,
+    QuarantineReceipt,
+    QuarantineState,
+    QuarantineTransition,
+    Source,
+)
+from ingress.sources import get_adapter
+from ingress.sources.base import Observation, ProofError, SecretUnavailable, SourceConfig
+from replies.services import reply_actions_plan
+
+logger = logging.getLogger("conduit.ingress")
+
+INGEST_ACTOR = "system:ingest"
+
+
+@dataclass(frozen=True)
+class EventResult:
+    index: int | None
+    result: str  # accepted | duplicate | quarantined
+    event_key: str = ""
+    receipt_id: str = ""
+    reason_code: str = ""
+
+
+@dataclass
+class IngestResult:
+    delivery_id: str
+    results: list[EventResult] = field(default_factory=list)
+
+    @property
+    def receipt_ids(self) -> list[str]:
+        return [r.receipt_id for r in self.results if r.receipt_id]
+
+    @property
+    def quarantined(self) -> bool:
+        return bool(self.receipt_ids)
+
+
+class ProofRefused(Exception):
+    """Proof failed; a quarantine receipt was committed before this was raised."""
+
+    def __init__(self, error: ProofError, receipt_id: str) -> None:
+        super().__init__(error.detail)
+        self.code = error.code
+        self.detail = error.detail
+        self.receipt_id = receipt_id
+
+
+def source_config(source: Source) -> SourceConfig:
+    return SourceConfig(
+        name=source.name,
+        source_system=source.source_system,
+        account_ref=source.account_ref,
+        event_types=frozenset(source.event_types),
+        contract_version=source.contract_version,
+        canary=source.canary,
+    )
+
+
+def source_secret(source: Source) -> str:
+    """The signing secret, read from the environment variable the source names."""
+    value = os.environ.get(source.secret_env, "")
+    if not value:
+        raise SecretUnavailable(f"environment variable {source.secret_env} is not set")
+    return value
+
+
+def _insert_ignoring_conflict(model: type, values: dict[str, Any]) -> int | None:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING id: the database decides who is first.
+
+    Returns the new primary key, or None when a unique constraint already holds
+    the row. Works on PostgreSQL and on SQLite 3.35+.
+    """
+    meta = model._meta
+    qn = connection.ops.quote_name
+    columns, params = [], []
+    for name, value in values.items():
+        model_field = meta.get_field(name)
+        columns.append(qn(model_field.column))
+        params.append(model_field.get_db_prep_save(value, connection))
+    sql = (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))}) "
+        f"ON CONFLICT DO NOTHING RETURNING {qn(meta.pk.column)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _quarantine(
+    *,
+    source: Source,
+    reason_code: str,
+    detail: str,
+    authenticated: bool,
+    body: bytes,
+    at: datetime,
+    delivery_id: str = "",
+    event_index: int | None = None,
+    event_key: str = "",
+) -> QuarantineReceipt:
+    receipt = QuarantineReceipt.objects.create(
+        source=source,
+        reason_code=reason_code,
+        detail=detail[:256],
+        authenticated=authenticated,
+        received_at=at,
+        delivery_id=delivery_id,
+        event_index=event_index,
+        event_key=event_key,
+        body_sha256=sha256_hex(body),
+        body_bytes=len(body),
+    )
+    record_created(
+        table=QUARANTINE_TABLE,
+        history=QuarantineTransition,
+        owner_field="receipt",
+        owner_ids=[receipt.pk],
+        state=QuarantineState.QUARANTINED,
+        actor=INGEST_ACTOR,
+        reason_code=reason_code,
+        at=at,
+    )
+    logger.info(
+        "quarantined source=%s reason=%s receipt=%s", source.name, reason_code, receipt.receipt_id
+    )
+    return receipt
+
+
+def _event_upsert(
+    *, source: Source, observation: Observation, at: datetime
+) -> tuple[str, str]:
+    """Insert the event by event_key or converge on the existing row.
+
+    Returns (result, event_key) with result accepted, duplicate or conflict.
+    """
+    key = observation.event_key
+    trigger = trigger_matches(observation.text, source.trigger_keywords)
+    event_id = _insert_ignoring_conflict(
+        InboundEvent,
+        {
+            "event_key": key,
+            "source": source.pk,
+            "source_system": observation.source_system,
+            "source_account_ref": observation.source_account_ref,
+            "source_event_id": observation.source_event_id,
+            "event_type": observation.event_type,
+            "conversation_ref": observation.conversation_ref,
+            "message_ref": observation.message_ref,
+            "sender_ref": observation.sender_ref,
+            "occurred_at": observation.occurred_at,
+            "occurred_at_original": observation.occurred_at_original,
+            "payload_hash": observation.payload_hash,
+            "contract_version": observation.contract_version,
+            "canary": observation.canary,
+            "trigger_rule_version": source.trigger_rule_version,
+            "trigger_match": trigger,
+            "event_state": EventState.RECEIVED,
+            "reconcile_status": "UNRECONCILED",
+            "first_received_at": at,
+            "last_received_at": at,
+            "seen_count": 1,
+            "message_text": observation.text,
+        },
+    )
+    if event_id is None:
+        # Same key: converge only when the payload is the one first accepted.
+        updated = InboundEvent.objects.filter(
+            event_key=key, payload_hash=observation.payload_hash
+        ).update(seen_count=F("seen_count") + 1, last_received_at=at)
+        return ("duplicate" if updated else "conflict"), key
+
+    record_created(
+        table=EVENT_TABLE,
+        history=EventTransition,
+        owner_field="event",
+        owner_ids=[event_id],
+        state=EventState.RECEIVED,
+        actor=INGEST_ACTOR,
+        reason_code="source_proof_passed",
+        at=at,
+    )
+    if trigger:
+        reply_actions_plan(
+            event_key=key, purposes=list(source.purposes), canary=observation.canary,
+            actor=INGEST_ACTOR, at=at,
+        )
+    event_transition(
+        event_id=event_id,
+        to=EventState.RECORD_READY if trigger else EventState.CLOSED_NO_REPLY,
+        actor=INGEST_ACTOR,
+        reason_code="reply_plan_created" if trigger else "trigger_not_matched",
+        expected=EventState.RECEIVED,
+        at=at,
+    ).raise_if_refused()
+    return "accepted", key
+
+
+def webhook_receive(
+    *, source: Source, body: bytes, headers: Mapping[str, str], now: datetime | None = None
+) -> IngestResult:
+    """Verify, parse and accept one webhook body in one transaction.
+
+    Raises ProofRefused (after committing a quarantine receipt) when the proof
+    fails, SecretUnavailable when the source's secret is not configured, and
+    lets database errors propagate so the caller can answer 503: the
+    transaction guarantees nothing was half-written.
+    """
+    now = now or timezone.now()
+    adapter = get_adapter(source.adapter)
+    try:
+        proof = adapter.verify(body=body, headers=headers, secret=source_secret(source), now=now)
+    except ProofError as error:
+        with transaction.atomic(durable=True):
+            receipt = _quarantine(
+                source=source, reason_code=error.code, detail=error.detail,
+                authenticated=False, body=body, at=now,
+            )
+        raise ProofRefused(error, str(receipt.receipt_id)) from None
+
+    parsed = adapter.parse(body=body, config=source_config(source))
+    result = IngestResult(delivery_id=proof.delivery_id)
+    body_hash = sha256_hex(body)
+    quarantine = dict(source=source, authenticated=True, body=body, at=now, delivery_id=proof.delivery_id)
+
+    with transaction.atomic(durable=True):
+        delivery_pk = _insert_ignoring_conflict(
+            Delivery,
+            {
+                "source": source.pk,
+                "delivery_id": proof.delivery_id,
+                "body_hash": body_hash,
+                "event_keys": sorted({o.event_key for o in parsed.observations}),
+                "first_received_at": now,
+                "last_received_at": now,
+                "seen_count": 1,
+            },
+        )
+        if delivery_pk is None:
+            redelivered = Delivery.objects.filter(
+                source=source, delivery_id=proof.delivery_id, body_hash=body_hash
+            ).update(seen_count=F("seen_count") + 1, last_received_at=now)
+            if not redelivered:
+                receipt = _quarantine(
+                    reason_code="delivery_conflict",
+                    detail="this delivery id was first accepted with a different body",
+                    **quarantine,
+                )
+                result.results.append(
+                    EventResult(None, "quarantined", receipt_id=str(receipt.receipt_id),
+                                reason_code="delivery_conflict")
+                )
+                return result
+
+        outcomes: dict[int | None, EventResult] = {}
+        # A consistent lock order across concurrent batches avoids deadlocks.
+        for observation in sorted(parsed.observations, key=lambda o: o.event_key):
+            verdict, key = _event_upsert(source=source, observation=observation, at=now)
+            if verdict == "conflict":
+                receipt = _quarantine(
+                    reason_code="identity_conflict",
+                    detail="this event key was first accepted with a different payload",
+                    event_index=observation.index, event_key=key, **quarantine,
+                )
+                outcomes[observation.index] = EventResult(
+                    observation.index, "quarantined", key, str(receipt.receipt_id), "identity_conflict"
+                )
+            else:
+                outcomes[observation.index] = EventResult(observation.index, verdict, key)
+        for rejection in parsed.rejections:
+            receipt = _quarantine(
+                reason_code=rejection.reason_code, detail=rejection.detail,
+                event_index=rejection.index, **quarantine,
+            )
+            outcomes[rejection.index] = EventResult(
+                rejection.index, "quarantined", receipt_id=str(receipt.receipt_id),
+                reason_code=rejection.reason_code,
+            )
+    result.results = [outcomes[i] for i in sorted(outcomes, key=lambda i: -1 if i is None else i)]
+    logger.info(
+        "ingested source=%s delivery=%s results=%s",
+        source.name, proof.delivery_id, ",".join(f"{r.result}:{r.reason_code or 'ok'}" for r in result.results),
+    )
+    return result
+
+
+def event_transition(
+    *, event_id: int, to: str, actor: str, reason_code: str, expected: str | None = None,
+    at: datetime | None = None,
+) -> Outcome:
+    """The canonical event ledger's one transition function."""
+    return transition(
+        table=EVENT_TABLE, model=InboundEvent, history=EventTransition, owner_field="event",
+        pk=event_id, to=to, actor=actor, reason_code=reason_code, state_field="event_state",
+        expected=expected, at=at,
+    )
+
+
+def quarantine_transition(
+    *, receipt_id: int, to: str, actor: str, reason_code: str, extra: dict | None = None
+) -> Outcome:
+    """The quarantine ledger's one transition function."""
+    return transition(
+        table=QUARANTINE_TABLE, model=QuarantineReceipt, history=QuarantineTransition,
+        owner_field="receipt", pk=receipt_id, to=to, actor=actor, reason_code=reason_code,
+        extra=extra,
+    )
+
+
+def quarantine_review(*, receipt_id: int, outcome: str, actor: str, note: str) -> Outcome:
+    """A person dismisses a receipt or marks it corrected; actor, time and note recorded."""
+    if outcome not in (QuarantineState.DISMISSED, QuarantineState.CORRECTED):
+        raise ValueError(f"a review ends in DISMISSED or CORRECTED, not {outcome}")
+    if outcome == QuarantineState.CORRECTED and not note.strip():
+        raise ValueError("say what was corrected: a note is required")
+    now = timezone.now()
+    with transaction.atomic():
+        return quarantine_transition(
+            receipt_id=receipt_id, to=outcome, actor=actor,
+            reason_code="reviewed_dismissed" if outcome == QuarantineState.DISMISSED else "reviewed_corrected",
+            extra={"reviewed_by": actor, "reviewed_at": now, "review_note": note.strip()},
+        )
+
+
+class SourceConflict(Exception):
+    """A registration or edit that would move a source's identity silently."""
+
+
+REGISTERED_FIELDS = (
+    "adapter", "account_ref", "event_types", "contract_version", "purposes",
+    "trigger_keywords", "retention_days", "secret_env", "canary",
+)
+
+
+def _dedupe(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(v.strip() for v in values if v.strip()))
+
+
+def _validated(source: Source) -> Source:
+    from django.core.exceptions import ValidationError
+
+    try:
+        adapter = get_adapter(source.adapter)
+    except KeyError as exc:
+        raise ValidationError({"adapter": str(exc.args[0])}) from None
+    source.source_system = adapter.source_system
+    source.event_types = _dedupe(source.event_types)
+    source.purposes = _dedupe(source.purposes)
+    source.trigger_keywords = _dedupe(source.trigger_keywords)
+    errors = {}
+    if not source.event_types:
+        errors["event_types"] = "allowlist at least one event type"
+    bad = [p for p in source.purposes if not p.replace("_", "").isalnum() or not p.islower()]
+    if bad:
+        errors["purposes"] = f"purposes are lower-case words with underscores: {', '.join(bad)}"
+    if errors:
+        raise ValidationError(errors)
+    source.full_clean(validate_unique=False, validate_constraints=False)
+    return source
+
+
+def source_register(
+    *,
+    name: str,
+    adapter: str,
+    account_ref: str,
+    event_types: list[str],
+    purposes: list[str],
+    trigger_keywords: list[str],
+    secret_env: str,
+    contract_version: str = "event-v1",
+    retention_days: int = 30,
+    canary: bool = False,
+) -> tuple[Source, bool]:
+    """Create a source, or confirm an identical one. Returns (source, created).
+
+    Conflicting values are refused with SourceConflict naming each field;
+    edits go through the admin (source_update), where they are deliberate.
+    """
+    wanted = _validated(
+        Source(
+            name=name, adapter=adapter, account_ref=account_ref, event_types=event_types,
+            purposes=purposes, trigger_keywords=trigger_keywords, secret_env=secret_env,
+            contract_version=contract_version, retention_days=retention_days, canary=canary,
+        )
+    )
+    with transaction.atomic():
+        existing = Source.objects.select_for_update().filter(name=name).first()
+        if existing is not None:
+            differences = [
+                f"{f}: registered {getattr(existing, f)!r}, given {getattr(wanted, f)!r}"
+                for f in REGISTERED_FIELDS
+                if getattr(existing, f) != getattr(wanted, f)
+            ]
+            if differences:
+                raise SourceConflict(
+                    f"source {name!r} is already registered with other values; change it in the "
+                    "admin if that is intended. " + "; ".join(differences)
+                )
+            return existing, False
+        owner = Source.objects.filter(
+            source_system=wanted.source_system, account_ref=wanted.account_ref
+        ).first()
+        if owner is not None:
+            raise SourceConflict(
+                f"account {wanted.account_ref!r} of {wanted.source_system} is already registered "
+                f"as source {owner.name!r}; rename that source instead of registering a new one"
+            )
+        wanted.save()
+    logger.info("source registered name=%s adapter=%s", wanted.name, wanted.adapter)
+    return wanted, True
+
+
+def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
+    """Apply an edit made by a person. Identity cannot move once events exist.
+
+    Renaming keeps all history (events point at the source row, not its name).
+    A change of trigger keywords is a new trigger rule version.
+    """
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)
+        before = {f: getattr(source, f) for f in ("adapter", "account_ref", "trigger_keywords")}
+        for name, value in changes.items():
+            setattr(source, name, value)
+        _validated(source)
+        identity_moved = [f for f in ("adapter", "account_ref") if getattr(source, f) != before[f]]
+        if identity_moved and source.events.exists():
+            raise SourceConflict(
+                f"source {source.name!r} already has events, so its {' and '.join(identity_moved)} "
+                "cannot change: its events would no longer match their source. Register the new "
+                "account as a new source."
+            )
+        clash = Source.objects.filter(
+            source_system=source.source_system, account_ref=source.account_ref
+        ).exclude(pk=source.pk).first()
+        if clash is not None:
+            raise SourceConflict(f"account {source.account_ref!r} is already source {clash.name!r}")
+        if source.trigger_keywords != before["trigger_keywords"]:
+            source.trigger_rule_version = F("trigger_rule_version") + 1
+        source.save()
+        source.refresh_from_db()
+    return source

@@ -1,0 +1,127 @@
+"""The source adapter surface: verify proof, parse a body into observations. Pure: no ORM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Mapping
+
+from conduit.canonical import sha256_hex
+
+# Identifiers are preserved exactly but bounded, so keys stay indexable.
+MAX_REF_LENGTH = 200
+
+
+class ProofError(Exception):
+    """The source proof failed; `code` is stable and safe to return and log."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class SecretUnavailable(Exception):
+    """The source's secret is missing or malformed in the environment (operator error)."""
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """The trusted configuration an adapter may read; never taken from a payload."""
+
+    name: str
+    source_system: str
+    account_ref: str
+    event_types: frozenset[str]
+    contract_version: str
+    canary: bool
+
+
+@dataclass(frozen=True)
+class Proof:
+    delivery_id: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One event mapped onto the event contract (seed 000 step 1)."""
+
+    index: int
+    source_system: str
+    source_account_ref: str
+    source_event_id: str
+    event_type: str
+    conversation_ref: str
+    message_ref: str
+    sender_ref: str
+    occurred_at: datetime
+    occurred_at_original: str
+    payload_hash: str
+    contract_version: str
+    canary: bool
+    text: str = field(repr=False)
+
+    @property
+    def event_key(self) -> str:
+        return event_key(
+            source_system=self.source_system,
+            source_account_ref=self.source_account_ref,
+            event_type=self.event_type,
+            source_event_id=self.source_event_id,
+            conversation_ref=self.conversation_ref,
+            message_ref=self.message_ref,
+        )
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Input that must go to quarantine; `index` is None when the whole body failed."""
+
+    index: int | None
+    reason_code: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Parsed:
+    observations: list[Observation]
+    rejections: list[Rejection]
+
+
+def event_key(
+    *,
+    source_system: str,
+    source_account_ref: str,
+    event_type: str,
+    source_event_id: str,
+    conversation_ref: str,
+    message_ref: str,
+) -> str:
+    """Seed 000 step 1: the provider event id when there is one, else a hash of stable refs.
+
+    Receipt time, display names and message text never enter a key.
+    """
+    if source_event_id:
+        return f"{source_system}:{source_account_ref}:{event_type}:{source_event_id}"
+    return sha256_hex(
+        "|".join((source_system, source_account_ref, event_type, conversation_ref, message_ref))
+    )
+
+
+class SourceAdapter:
+    """Base for one provider: subclasses implement proof and parsing."""
+
+    name: str = ""
+    source_system: str = ""
+
+    def verify(
+        self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime
+    ) -> Proof:
+        raise NotImplementedError(".verify() must be overridden.")
+
+    def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
+        raise NotImplementedError(".parse() must be overridden.")
+
+    def sign(self, *, body: bytes, secret: str, delivery_id: str, at: datetime) -> dict[str, str]:
+        """Headers a sender would attach; used by fixtures, the canary and benchmarks."""
+        raise NotImplementedError(".sign() must be overridden.")

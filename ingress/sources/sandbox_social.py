@@ -1,0 +1,182 @@
+"""The sandbox-social adapter: Standard Webhooks proof and the frozen sandbox field map."""
+
+from __future__ import annotations
+
+import binascii
+import json
+from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from conduit.canonical import payload_hash
+from ingress.sources.base import (
+    MAX_REF_LENGTH,
+    Observation,
+    Parsed,
+    Proof,
+    ProofError,
+    Rejection,
+    SecretUnavailable,
+    SourceAdapter,
+    SourceConfig,
+)
+
+TOLERANCE = timedelta(minutes=5)
+MAX_EVENTS_PER_BODY = 1000
+
+# The frozen field map (seed 000 step 2): payload field -> event contract field.
+# Changing it is a new contract_version, never an edit in place.
+FIELD_MAP: Mapping[str, str] = MappingProxyType(
+    {
+        "id": "source_event_id",
+        "type": "event_type",
+        "post_id": "conversation_ref",
+        "comment_id": "message_ref",
+        "from_id": "sender_ref",
+        "created_at": "occurred_at",
+    }
+)
+# Stable identity a payload must carry; `id` is optional (seed 000's hashed key form).
+REQUIRED = ("type", "post_id", "comment_id", "from_id", "created_at")
+OPTIONAL = ("id",)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class SandboxSocialAdapter(SourceAdapter):
+    name = "sandbox-social"
+    source_system = "sandbox-social"
+
+    def verify(
+        self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime
+    ) -> Proof:
+        try:
+            webhook = Webhook(secret)
+        except (ValueError, binascii.Error, TypeError, RuntimeError) as exc:
+            raise SecretUnavailable("the source secret is not a valid whsec_ value") from exc
+        except Exception as exc:  # EmptyWebhookSecretError and anything else the constructor raises
+            raise SecretUnavailable("the source secret is empty or unusable") from exc
+
+        delivery_id = headers.get("webhook-id", "")
+        timestamp = headers.get("webhook-timestamp", "")
+        signature = headers.get("webhook-signature", "")
+        if not (delivery_id and timestamp and signature):
+            raise ProofError(
+                "missing_proof_headers",
+                "webhook-id, webhook-timestamp and webhook-signature are all required",
+            )
+        if len(delivery_id) > MAX_REF_LENGTH or not delivery_id.isprintable():
+            raise ProofError("malformed_proof_headers", "webhook-id is too long or not printable")
+        if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 12:
+            raise ProofError("malformed_proof_headers", "webhook-timestamp must be integer seconds")
+        sent_at = datetime.fromtimestamp(int(timestamp), tz=timezone.utc)
+        if sent_at < now - TOLERANCE:
+            raise ProofError("stale_timestamp", "webhook-timestamp is more than 5 minutes old")
+        if sent_at > now + TOLERANCE:
+            raise ProofError("future_timestamp", "webhook-timestamp is more than 5 minutes ahead")
+        try:
+            webhook.verify(
+                body,
+                {"webhook-id": delivery_id, "webhook-timestamp": timestamp, "webhook-signature": signature},
+                json_parse=False,
+            )
+        except WebhookVerificationError as exc:
+            # The library checks the window again on its own clock; ours ran first,
+            # so what reaches here is a signature that does not match.
+            raise ProofError("invalid_signature", "no signature matches the body") from exc
+        except (ValueError, binascii.Error, TypeError, UnicodeDecodeError) as exc:
+            # Malformed signature lists ("v1" without a comma, bad base64) and
+            # bodies that are not UTF-8 raise plain exceptions in the library.
+            raise ProofError(
+                "malformed_proof_headers", "webhook-signature or body is not in the signed form"
+            ) from exc
+        return Proof(delivery_id=delivery_id)
+
+    def sign(self, *, body: bytes, secret: str, delivery_id: str, at: datetime) -> dict[str, str]:
+        signature = Webhook(secret).sign(msg_id=delivery_id, timestamp=at, data=body.decode("utf-8"))
+        return {
+            "webhook-id": delivery_id,
+            "webhook-timestamp": str(int(at.timestamp())),
+            "webhook-signature": signature,
+        }
+
+    def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
+        try:
+            document = json.loads(body, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError):
+            return Parsed([], [Rejection(None, "unparsable_body", "the body is not JSON")])
+        if not isinstance(document, dict) or not isinstance(document.get("events"), list):
+            return Parsed(
+                [], [Rejection(None, "invalid_body", "expected an object with an events list")]
+            )
+        account = document.get("account")
+        if not isinstance(account, str) or not account:
+            return Parsed([], [Rejection(None, "missing_identity", "account is required")])
+        if account != config.account_ref:
+            return Parsed(
+                [], [Rejection(None, "account_mismatch", "account is not this source's account")]
+            )
+        events = document["events"]
+        if not events or len(events) > MAX_EVENTS_PER_BODY:
+            return Parsed(
+                [],
+                [Rejection(None, "invalid_body", f"events must hold 1 to {MAX_EVENTS_PER_BODY} items")],
+            )
+        observations: list[Observation] = []
+        rejections: list[Rejection] = []
+        for index, item in enumerate(events):
+            result = self._observe(index, item, account, config)
+            (observations if isinstance(result, Observation) else rejections).append(result)
+        return Parsed(observations, rejections)
+
+    def _observe(
+        self, index: int, item: Any, account: str, config: SourceConfig
+    ) -> Observation | Rejection:
+        if not isinstance(item, dict):
+            return Rejection(index, "invalid_body", "each event must be an object")
+        values: dict[str, str] = {}
+        for name in REQUIRED + OPTIONAL:
+            value = item.get(name)
+            if value is None:
+                if name in REQUIRED:
+                    return Rejection(index, "missing_identity", f"{name} is required")
+                value = ""
+            elif not isinstance(value, str) or not value.strip() or not value.isprintable():
+                return Rejection(
+                    index, "invalid_identity", f"{name} must be a non-empty printable string"
+                )
+            elif len(value) > MAX_REF_LENGTH:
+                return Rejection(index, "invalid_identity", f"{name} exceeds {MAX_REF_LENGTH} characters")
+            values[FIELD_MAP[name]] = value
+        if values["event_type"] not in config.event_types:
+            return Rejection(index, "event_type_not_allowed", "the event type is not allowlisted")
+        try:
+            occurred = datetime.fromisoformat(values["occurred_at"])
+        except ValueError:
+            return Rejection(index, "invalid_occurred_at", "created_at is not an ISO 8601 time")
+        if occurred.tzinfo is None:
+            return Rejection(index, "invalid_occurred_at", "created_at must carry a UTC offset")
+        text = item.get("text", "")
+        if not isinstance(text, str):
+            return Rejection(index, "invalid_body", "text must be a string")
+        return Observation(
+            index=index,
+            source_system=self.source_system,
+            source_account_ref=account,
+            source_event_id=values["source_event_id"],
+            event_type=values["event_type"],
+            conversation_ref=values["conversation_ref"],
+            message_ref=values["message_ref"],
+            sender_ref=values["sender_ref"],
+            occurred_at=occurred.astimezone(timezone.utc),
+            occurred_at_original=values["occurred_at"][:64],
+            payload_hash=payload_hash(item),
+            contract_version=config.contract_version,
+            canary=config.canary,
+            # PostgreSQL text cannot hold NUL; the hash above keeps the original.
+            text=text.replace("\x00", "\ufffd"),
+        )

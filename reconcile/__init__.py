@@ -1,0 +1,1 @@
+"""Reconcile runs, findings, reports, repairs and the replay-decision engine."""

@@ -1,0 +1,8 @@
+"""App configuration for reconcile."""
+
+from django.apps import AppConfig
+
+
+class ReconcileConfig(AppConfig):
+    name = "reconcile"
+    verbose_name = "Reconciliation"

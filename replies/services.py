@@ -1,0 +1,62 @@
+"""Reply-action writes: planning at ingest and every state change through REPLY_TABLE."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from conduit.statemachine import Outcome, record_created, transition
+from replies.contract import REPLY_TABLE, reply_key
+from replies.models import DeliveryState, ReplyAction, ReplyTransition
+
+
+def reply_actions_plan(
+    *, event_key: str, purposes: list[str], canary: bool, actor: str, at: datetime
+) -> list[ReplyAction]:
+    """Create one REVIEW_PENDING action per declared purpose for a newly inserted event.
+
+    Called only inside the ingest transaction that inserted the event, so the
+    event's own unique key already guarantees this runs once per event_key; the
+    unique reply_key constraint guards it a second time.
+    """
+    actions = ReplyAction.objects.bulk_create(
+        ReplyAction(
+            reply_key=reply_key(event_key, purpose),
+            event_id=event_key,
+            purpose=purpose,
+            delivery_state=DeliveryState.REVIEW_PENDING,
+            canary=canary,
+            created_at=at,
+        )
+        for purpose in purposes
+    )
+    record_created(
+        table=REPLY_TABLE,
+        history=ReplyTransition,
+        owner_field="action",
+        owner_ids=[a.pk for a in actions],
+        state=DeliveryState.REVIEW_PENDING,
+        actor=actor,
+        reason_code="planned_on_first_receipt",
+        at=at,
+    )
+    return actions
+
+
+def reply_action_transition(
+    *, action_id: int, to: str, actor: str, reason_code: str, expected: str | None = None,
+    extra: dict | None = None,
+) -> Outcome:
+    """The reply ledger's one transition function."""
+    return transition(
+        table=REPLY_TABLE,
+        model=ReplyAction,
+        history=ReplyTransition,
+        owner_field="action",
+        pk=action_id,
+        to=to,
+        actor=actor,
+        reason_code=reason_code,
+        state_field="delivery_state",
+        expected=expected,
+        extra=extra,
+    )
