@@ -1,0 +1,115 @@
+"""Source registration: idempotent, identity never moves silently, trigger rules are versioned."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from ingress.models import InboundEvent, Source
+from ingress.services import SourceConflict, source_register, source_update
+from tests.conftest import SECRET_ENV, fixture_body
+
+ARGS = [
+    "sandbox", "--adapter", "sandbox-social", "--account-ref", "acct_test_01",
+    "--event-type", "comment.created", "--purpose", "public_ack", "--purpose", "private_delivery",
+    "--trigger-keyword", "CHECKLIST", "--secret-env", SECRET_ENV,
+]
+
+
+@pytest.mark.django_db
+def test_register_source_command_is_idempotent(capsys):
+    call_command("register_source", *ARGS)
+    first = Source.objects.get()
+    call_command("register_source", *ARGS)
+    out = capsys.readouterr().out
+    assert "registered" in out and "unchanged" in out
+    again = Source.objects.get()
+    assert (again.pk, again.updated_at) == (first.pk, first.updated_at)
+    assert (again.source_system, again.purposes, again.trigger_keywords) == (
+        "sandbox-social", ["public_ack", "private_delivery"], ["CHECKLIST"],
+    )
+
+
+@pytest.mark.django_db
+def test_conflicting_values_are_refused_with_each_difference_named():
+    call_command("register_source", *ARGS)
+    changed = [a if a != "acct_test_01" else "acct_test_02" for a in ARGS]
+    with pytest.raises(CommandError, match="account_ref: registered 'acct_test_01', given 'acct_test_02'"):
+        call_command("register_source", *changed)
+    assert Source.objects.get().account_ref == "acct_test_01"
+
+
+@pytest.mark.django_db
+def test_one_account_cannot_be_registered_twice_under_two_names():
+    call_command("register_source", *ARGS)
+    with pytest.raises(CommandError, match="already registered as source 'sandbox'"):
+        call_command("register_source", "sandbox-two", *ARGS[1:])
+
+
+@pytest.mark.django_db
+def test_the_database_enforces_source_identity():
+    from django.db import IntegrityError, transaction
+
+    call_command("register_source", *ARGS)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Source.objects.create(
+            name="other", adapter="sandbox-social", source_system="sandbox-social",
+            account_ref="acct_test_01", event_types=["comment.created"], secret_env=SECRET_ENV,
+        )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--secret-env", "whsec_literal_value"], "NAME of an environment variable"),
+        (["--purpose", "Public Ack"], "purposes are lower-case"),
+    ],
+)
+def test_invalid_registrations_are_refused_clearly(args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("register_source", *ARGS, *args)
+    assert Source.objects.count() == 0
+
+
+def test_unknown_adapter_is_refused_by_the_command():
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("register_source", "x", "--adapter", "nope", "--account-ref", "a",
+                     "--event-type", "t", "--secret-env", "X")
+
+
+def test_account_ref_cannot_change_once_the_source_has_events(sandbox_source, deliver):
+    source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_03"})
+    source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_01"})
+    deliver(fixture_body("comment__northstar"))
+    with pytest.raises(SourceConflict, match="already has events"):
+        source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_02"})
+    assert Source.objects.get().account_ref == "acct_test_01"
+
+
+def test_a_renamed_source_keeps_its_history(sandbox_source, deliver, client):
+    deliver(fixture_body("comment__northstar"))
+    source_update(source_id=sandbox_source.pk, changes={"name": "sandbox-renamed"})
+    assert InboundEvent.objects.get().source.name == "sandbox-renamed"
+    assert deliver(fixture_body("comment__northstar"), source="sandbox").status_code == 404
+    response = deliver(fixture_body("comment__northstar"), source="sandbox-renamed")
+    assert response.json()["results"][0]["result"] == "duplicate"
+
+
+def test_new_trigger_keywords_are_a_new_rule_version_recorded_on_events(sandbox_source, deliver):
+    deliver(fixture_body("comment__no_trigger"))
+    updated = source_update(source_id=sandbox_source.pk, changes={"trigger_keywords": ["post"]})
+    assert updated.trigger_rule_version == 2
+    unchanged = source_update(source_id=sandbox_source.pk, changes={"retention_days": 7})
+    assert unchanged.trigger_rule_version == 2
+    deliver(fixture_body("comment__offset_time").replace(b"CHECKLIST", b"great post"))
+    versions = dict(InboundEvent.objects.values_list("source_event_id", "trigger_rule_version"))
+    assert versions == {"evt_test_0043": 1, "evt_test_0044": 2}
+    assert InboundEvent.objects.get(source_event_id="evt_test_0044").trigger_match is True
+
+
+def test_register_source_accepts_a_canary_flag_from_trusted_configuration(db):
+    source, created = source_register(
+        name="canary", adapter="sandbox-social", account_ref="acct_test_09",
+        event_types=["comment.created"], purposes=[], trigger_keywords=[],
+        secret_env=SECRET_ENV, canary=True,
+    )
+    assert created and source.canary
