@@ -17,6 +17,11 @@ SECRET_ENV = "CONDUIT_TEST_SANDBOX_SECRET"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Django's development server listens with a backlog of 10; the concurrency
+    # tests open 32 connections at once, so give the live server a deeper queue.
+    from django.core.servers import basehttp
+
+    basehttp.WSGIServer.request_queue_size = 128
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         raise pytest.UsageError(
