@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from django.db import models, transaction
 from django.utils import timezone
+
+from conduit.sql import insert_rows
 
 
 class TransitionRefused(Exception):
@@ -72,7 +74,7 @@ class TransitionRecord(models.Model):
     ledger = models.CharField(max_length=32, editable=False)
     prior_state = models.CharField(max_length=32, null=True, blank=True, editable=False)
     next_state = models.CharField(max_length=32, editable=False)
-    at = models.DateTimeField(editable=False, db_index=True)
+    at = models.DateTimeField(editable=False)
     actor = models.CharField(max_length=150, editable=False)
     reason_code = models.CharField(max_length=64, editable=False)
     refused = models.BooleanField(default=False, editable=False)
@@ -92,26 +94,31 @@ def record_created(
     history: type[TransitionRecord],
     owner_field: str,
     owner_ids: Iterable[int],
-    state: str,
+    path: Sequence[str],
     actor: str,
-    reason_code: str,
+    reason_codes: Sequence[str],
     at: datetime | None = None,
 ) -> None:
-    """Append the creation move (None -> state) for rows just inserted."""
-    if not table.allows(None, state):
-        raise ValueError(f"{table.ledger}: rows cannot be created in state {state}")
+    """Append the history of rows just inserted in the last state of `path`.
+
+    `path` is the creation move and any moves made before the row was first
+    written (ingest inserts a record already RECORD_READY through RECEIVED);
+    every step must be in the table, so creation obeys the same declared moves
+    as `transition`. One reason code per step.
+    """
+    steps = list(zip([None, *path[:-1]], path))
+    refused = [f"{p} -> {n}" for p, n in steps if not table.allows(p, n)]
+    if refused or len(reason_codes) != len(steps):
+        raise ValueError(f"{table.ledger}: undeclared creation path {refused or path}")
     at = at or timezone.now()
-    history.objects.bulk_create(
-        history(
-            **{f"{owner_field}_id": owner_id},
-            ledger=table.ledger,
-            prior_state=None,
-            next_state=state,
-            at=at,
-            actor=actor,
-            reason_code=reason_code,
-        )
-        for owner_id in owner_ids
+    insert_rows(
+        history,
+        [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"],
+        (
+            (owner_id, table.ledger, prior, nxt, at, actor, reason, False)
+            for owner_id in owner_ids
+            for (prior, nxt), reason in zip(steps, reason_codes)
+        ),
     )
 
 

@@ -70,7 +70,8 @@ class InboundEvent(models.Model):
     """The canonical event ledger: exactly one row per event_key."""
 
     event_key = models.CharField(max_length=512)
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="events")
+    # Indexed by (source, event_state) below; a separate FK index would be redundant.
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="events", db_index=False)
     source_system = models.CharField(max_length=64)
     source_account_ref = models.CharField(max_length=200)
     source_event_id = models.CharField(max_length=200, blank=True)
@@ -127,7 +128,10 @@ class EventTransition(TransitionRecord):
 class Delivery(models.Model):
     """One row per (source, delivery id): the first authenticated envelope of a delivery."""
 
-    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries")
+    # Indexed by the (source, delivery_id) unique constraint.
+    source = models.ForeignKey(
+        Source, on_delete=models.PROTECT, related_name="deliveries", db_index=False
+    )
     delivery_id = models.CharField(max_length=200)
     body_hash = models.CharField(max_length=64, help_text="SHA-256 of the first envelope's body.")
     event_keys = models.JSONField(default=list)

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from conduit.canonical import sha256_hex
+from conduit.sql import increment_where, insert_rows
 from conduit.statemachine import Outcome, record_created, transition
 from ingress.contract import EVENT_TABLE, QUARANTINE_TABLE, trigger_matches
 from ingress.models import (
@@ -87,27 +88,9 @@ def source_secret(source: Source) -> str:
 
 
 def _insert_ignoring_conflict(model: type, values: dict[str, Any]) -> int | None:
-    """INSERT ... ON CONFLICT DO NOTHING RETURNING id: the database decides who is first.
-
-    Returns the new primary key, or None when a unique constraint already holds
-    the row. Works on PostgreSQL and on SQLite 3.35+.
-    """
-    meta = model._meta
-    qn = connection.ops.quote_name
-    columns, params = [], []
-    for name, value in values.items():
-        model_field = meta.get_field(name)
-        columns.append(qn(model_field.column))
-        params.append(model_field.get_db_prep_save(value, connection))
-    sql = (
-        f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))}) "
-        f"ON CONFLICT DO NOTHING RETURNING {qn(meta.pk.column)}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return row[0] if row else None
+    """INSERT ... ON CONFLICT DO NOTHING: the new primary key, or None if already held."""
+    (pk,) = insert_rows(model, list(values), [list(values.values())], ignore_conflicts=True) or [None]
+    return pk
 
 
 def _quarantine(
@@ -139,9 +122,9 @@ def _quarantine(
         history=QuarantineTransition,
         owner_field="receipt",
         owner_ids=[receipt.pk],
-        state=QuarantineState.QUARANTINED,
+        path=[QuarantineState.QUARANTINED],
         actor=INGEST_ACTOR,
-        reason_code=reason_code,
+        reason_codes=[reason_code],
         at=at,
     )
     logger.info(
@@ -159,6 +142,7 @@ def _event_upsert(
     """
     key = observation.event_key
     trigger = trigger_matches(observation.text, source.trigger_keywords)
+    final_state = EventState.RECORD_READY if trigger else EventState.CLOSED_NO_REPLY
     event_id = _insert_ignoring_conflict(
         InboundEvent,
         {
@@ -178,7 +162,7 @@ def _event_upsert(
             "canary": observation.canary,
             "trigger_rule_version": source.trigger_rule_version,
             "trigger_match": trigger,
-            "event_state": EventState.RECEIVED,
+            "event_state": final_state,
             "reconcile_status": "UNRECONCILED",
             "first_received_at": at,
             "last_received_at": at,
@@ -188,19 +172,22 @@ def _event_upsert(
     )
     if event_id is None:
         # Same key: converge only when the payload is the one first accepted.
-        updated = InboundEvent.objects.filter(
-            event_key=key, payload_hash=observation.payload_hash
-        ).update(seen_count=F("seen_count") + 1, last_received_at=at)
+        updated = increment_where(
+            InboundEvent, counter="seen_count", assign={"last_received_at": at},
+            where={"event_key": key, "payload_hash": observation.payload_hash},
+        )
         return ("duplicate" if updated else "conflict"), key
 
+    # The record is written once, already in the state its plan puts it in; its
+    # history walks the declared moves: created -> RECEIVED -> final state.
     record_created(
         table=EVENT_TABLE,
         history=EventTransition,
         owner_field="event",
         owner_ids=[event_id],
-        state=EventState.RECEIVED,
+        path=[EventState.RECEIVED, final_state],
         actor=INGEST_ACTOR,
-        reason_code="source_proof_passed",
+        reason_codes=["source_proof_passed", "reply_plan_created" if trigger else "trigger_not_matched"],
         at=at,
     )
     if trigger:
@@ -208,14 +195,6 @@ def _event_upsert(
             event_key=key, purposes=list(source.purposes), canary=observation.canary,
             actor=INGEST_ACTOR, at=at,
         )
-    event_transition(
-        event_id=event_id,
-        to=EventState.RECORD_READY if trigger else EventState.CLOSED_NO_REPLY,
-        actor=INGEST_ACTOR,
-        reason_code="reply_plan_created" if trigger else "trigger_not_matched",
-        expected=EventState.RECEIVED,
-        at=at,
-    ).raise_if_refused()
     return "accepted", key
 
 
@@ -260,9 +239,10 @@ def webhook_receive(
             },
         )
         if delivery_pk is None:
-            redelivered = Delivery.objects.filter(
-                source=source, delivery_id=proof.delivery_id, body_hash=body_hash
-            ).update(seen_count=F("seen_count") + 1, last_received_at=now)
+            redelivered = increment_where(
+                Delivery, counter="seen_count", assign={"last_received_at": now},
+                where={"source": source.pk, "delivery_id": proof.delivery_id, "body_hash": body_hash},
+            )
             if not redelivered:
                 receipt = _quarantine(
                     reason_code="delivery_conflict",
@@ -300,10 +280,11 @@ def webhook_receive(
                 reason_code=rejection.reason_code,
             )
     result.results = [outcomes[i] for i in sorted(outcomes, key=lambda i: -1 if i is None else i)]
-    logger.info(
-        "ingested source=%s delivery=%s results=%s",
-        source.name, proof.delivery_id, ",".join(f"{r.result}:{r.reason_code or 'ok'}" for r in result.results),
-    )
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "ingested source=%s delivery=%s results=%s", source.name, proof.delivery_id,
+            ",".join(f"{r.result}:{r.reason_code or 'ok'}" for r in result.results),
+        )
     return result
 
 

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conduit.api import error
-from ingress.models import Source
+from ingress.selectors import source_by_name
 from ingress.services import ProofRefused, webhook_receive
 from ingress.sources.base import SecretUnavailable
 
@@ -47,7 +47,7 @@ class WebhookView(APIView):
         headers = {name: request.headers.get(name, "") for name in PROOF_HEADERS}
 
         try:
-            source = Source.objects.filter(name=source_name).first()
+            source = source_by_name(source_name)
             if source is None:
                 return error(
                     status.HTTP_404_NOT_FOUND, "unknown_source",

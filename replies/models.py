@@ -32,20 +32,20 @@ class ReplyAction(models.Model):
         on_delete=models.PROTECT, related_name="reply_actions",
     )
     purpose = models.CharField(max_length=64)
-    channel = models.CharField(max_length=64, blank=True)
-    copy_version = models.CharField(max_length=64, blank=True)
+    channel = models.CharField(max_length=64, blank=True, db_default="")
+    copy_version = models.CharField(max_length=64, blank=True, db_default="")
     approval_state = models.CharField(
         max_length=32, choices=ApprovalState.choices, default=ApprovalState.REVIEW_PENDING
     )
-    approved_by = models.CharField(max_length=150, blank=True)
+    approved_by = models.CharField(max_length=150, blank=True, db_default="")
     approved_at = models.DateTimeField(null=True, blank=True)
     delivery_state = models.CharField(
         max_length=32, choices=DeliveryState.choices, default=DeliveryState.REVIEW_PENDING
     )
-    provider_reply_id = models.CharField(max_length=200, blank=True)
-    attempt_count = models.PositiveIntegerField(default=0)
-    last_error_code = models.CharField(max_length=64, blank=True)
-    canary = models.BooleanField(default=False)
+    provider_reply_id = models.CharField(max_length=200, blank=True, db_default="")
+    attempt_count = models.PositiveIntegerField(db_default=0)
+    last_error_code = models.CharField(max_length=64, blank=True, db_default="")
+    canary = models.BooleanField(db_default=False)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -4,42 +4,41 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from conduit.sql import insert_rows
 from conduit.statemachine import Outcome, record_created, transition
 from replies.contract import REPLY_TABLE, reply_key
-from replies.models import DeliveryState, ReplyAction, ReplyTransition
+from replies.models import ApprovalState, DeliveryState, ReplyAction, ReplyTransition
 
 
 def reply_actions_plan(
     *, event_key: str, purposes: list[str], canary: bool, actor: str, at: datetime
-) -> list[ReplyAction]:
+) -> list[int]:
     """Create one REVIEW_PENDING action per declared purpose for a newly inserted event.
 
     Called only inside the ingest transaction that inserted the event, so the
     event's own unique key already guarantees this runs once per event_key; the
-    unique reply_key constraint guards it a second time.
+    unique reply_key constraint guards it a second time. Returns the new ids.
     """
-    actions = ReplyAction.objects.bulk_create(
-        ReplyAction(
-            reply_key=reply_key(event_key, purpose),
-            event_id=event_key,
-            purpose=purpose,
-            delivery_state=DeliveryState.REVIEW_PENDING,
-            canary=canary,
-            created_at=at,
-        )
-        for purpose in purposes
+    ids = insert_rows(
+        ReplyAction,
+        ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at"],
+        (
+            (reply_key(event_key, purpose), event_key, purpose, DeliveryState.REVIEW_PENDING,
+             ApprovalState.REVIEW_PENDING, canary, at)
+            for purpose in purposes
+        ),
     )
     record_created(
         table=REPLY_TABLE,
         history=ReplyTransition,
         owner_field="action",
-        owner_ids=[a.pk for a in actions],
-        state=DeliveryState.REVIEW_PENDING,
+        owner_ids=ids,
+        path=[DeliveryState.REVIEW_PENDING],
         actor=actor,
-        reason_code="planned_on_first_receipt",
+        reason_codes=["planned_on_first_receipt"],
         at=at,
     )
-    return actions
+    return ids
 
 
 def reply_action_transition(
