@@ -113,3 +113,13 @@ def test_register_source_accepts_a_canary_flag_from_trusted_configuration(db):
         secret_env=SECRET_ENV, canary=True,
     )
     assert created and source.canary
+
+
+def test_the_hot_path_source_read_matches_the_orm(sandbox_source):
+    from ingress.selectors import source_by_name
+
+    fast, orm = source_by_name("sandbox"), Source.objects.get(name="sandbox")
+    for field in Source._meta.concrete_fields:
+        assert getattr(fast, field.attname) == getattr(orm, field.attname), field.name
+        assert type(getattr(fast, field.attname)) is type(getattr(orm, field.attname)), field.name
+    assert source_by_name("nobody") is None
