@@ -21,7 +21,6 @@ from ingress.models import (
 from ingress.sources import ADAPTERS
 from replies.models import ReplyAction
 
-LIST_FIELDS = ("event_types", "purposes", "trigger_keywords")
 
 
 class CommaList(forms.CharField):
@@ -42,10 +41,7 @@ class SourceForm(forms.ModelForm):
 
     class Meta:
         model = Source
-        fields = [
-            "name", "adapter", "account_ref", "event_types", "contract_version", "purposes",
-            "trigger_keywords", "retention_days", "secret_env", "canary",
-        ]
+        fields = ["name", *services.REGISTERED_FIELDS]
 
     def clean(self) -> dict:
         data = super().clean()

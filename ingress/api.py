@@ -16,11 +16,19 @@ class NewestFirst(CursorPagination):
     page_size_query_param = "page_size"
 
 
-def _choice(request, name: str, allowed: list[str]) -> str | None:
-    value = request.query_params.get(name)
-    if value is not None and value not in allowed:
-        raise ValidationError({name: f"expected one of: {', '.join(allowed)}"}, code="invalid_filter")
-    return value
+def filter_source_and_state(
+    request, queryset: QuerySet, *, state_field: str, states: list[str]
+) -> QuerySet:
+    """Apply ?source=<name> and ?state=<one of states>; an unknown state is a 400."""
+    params = request.query_params
+    if params.get("source"):
+        queryset = queryset.filter(source__name=params["source"])
+    state = params.get("state")
+    if state is not None:
+        if state not in states:
+            raise ValidationError({"state": f"expected one of: {', '.join(states)}"})
+        queryset = queryset.filter(**{state_field: state})
+    return queryset
 
 
 class EventList(generics.ListAPIView):
@@ -50,15 +58,11 @@ class EventList(generics.ListAPIView):
         queryset = InboundEvent.objects.select_related("source").prefetch_related(
             Prefetch("reply_actions", queryset=ReplyAction.objects.order_by("purpose"))
         )
-        params = self.request.query_params
-        if params.get("event_key"):
-            queryset = queryset.filter(event_key=params["event_key"])
-        if params.get("source"):
-            queryset = queryset.filter(source__name=params["source"])
-        state = _choice(self.request, "state", EventState.values)
-        if state:
-            queryset = queryset.filter(event_state=state)
-        return queryset
+        if self.request.query_params.get("event_key"):
+            queryset = queryset.filter(event_key=self.request.query_params["event_key"])
+        return filter_source_and_state(
+            self.request, queryset, state_field="event_state", states=EventState.values
+        )
 
 
 class QuarantineList(generics.ListAPIView):
@@ -76,11 +80,7 @@ class QuarantineList(generics.ListAPIView):
     serializer_class = OutputSerializer
 
     def get_queryset(self) -> QuerySet:
-        queryset = QuarantineReceipt.objects.select_related("source")
-        params = self.request.query_params
-        if params.get("source"):
-            queryset = queryset.filter(source__name=params["source"])
-        state = _choice(self.request, "state", QuarantineState.values)
-        if state:
-            queryset = queryset.filter(state=state)
-        return queryset
+        return filter_source_and_state(
+            self.request, QuarantineReceipt.objects.select_related("source"),
+            state_field="state", states=QuarantineState.values,
+        )
