@@ -107,7 +107,8 @@ class SandboxSocialAdapter(SourceAdapter):
     def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
         try:
             document = json.loads(body, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            # RecursionError: nesting deeper than the interpreter's limit.
             return Parsed([], [Rejection(None, "unparsable_body", "the body is not JSON")])
         if not isinstance(document, dict) or not isinstance(document.get("events"), list):
             return Parsed(
@@ -163,6 +164,10 @@ class SandboxSocialAdapter(SourceAdapter):
         text = item.get("text", "")
         if not isinstance(text, str):
             return Rejection(index, "invalid_body", "text must be a string")
+        try:
+            digest = payload_hash(item)
+        except RecursionError:
+            return Rejection(index, "invalid_body", "the event is nested too deeply to hash")
         return Observation(
             index=index,
             source_system=self.source_system,
@@ -174,7 +179,7 @@ class SandboxSocialAdapter(SourceAdapter):
             sender_ref=values["sender_ref"],
             occurred_at=occurred.astimezone(timezone.utc),
             occurred_at_original=values["occurred_at"][:64],
-            payload_hash=payload_hash(item),
+            payload_hash=digest,
             contract_version=config.contract_version,
             canary=config.canary,
             # PostgreSQL text cannot hold NUL; the hash above keeps the original.

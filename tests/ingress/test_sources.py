@@ -123,3 +123,17 @@ def test_the_hot_path_source_read_matches_the_orm(sandbox_source):
         assert getattr(fast, field.attname) == getattr(orm, field.attname), field.name
         assert type(getattr(fast, field.attname)) is type(getattr(orm, field.attname)), field.name
     assert source_by_name("nobody") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_post_fixture_signs_and_delivers_over_http(live_server, sandbox_source, capsys):
+    from tests.conftest import FIXTURES
+
+    call_command(
+        "post_fixture", str(FIXTURES / "sandbox_social" / "comment__northstar.json"),
+        "--source", "sandbox", "--url", live_server.url,
+    )
+    assert "HTTP 200" in capsys.readouterr().out
+    assert InboundEvent.objects.get().seen_count == 1
+    with pytest.raises(CommandError, match="no source named"):
+        call_command("post_fixture", "x.json", "--source", "nobody", "--url", live_server.url)

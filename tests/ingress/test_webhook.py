@@ -209,3 +209,19 @@ def test_canary_source_marks_events_and_their_actions(deliver, sandbox_source):
     deliver(fixture_body("comment__northstar"))
     assert InboundEvent.objects.get().canary is True
     assert set(ReplyAction.objects.values_list("canary", flat=True)) == {True}
+
+
+def test_pathologically_nested_json_is_quarantined_not_a_server_error(deliver):
+    body = b'{"account": "acct_test_01", "events": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    response = deliver(body)
+    assert response.status_code == 202
+    assert response.json()["results"][0]["reason_code"] == "unparsable_body"
+
+
+def test_deeply_nested_event_fields_are_quarantined_not_a_server_error(deliver):
+    event = json.loads(fixture_body("comment__northstar"))["events"][0]
+    prefix = json.dumps({"account": "acct_test_01", "events": [{**event, "extra": "X"}]})
+    for depth in (100, 990, 5000):
+        body = prefix.replace('"X"', "[" * depth + "]" * depth).replace("evt_test_0042", f"evt_test_{depth}")
+        response = deliver(body.encode())
+        assert response.status_code in (200, 202), depth  # accepted or quarantined, never a 500
