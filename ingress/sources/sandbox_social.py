@@ -73,7 +73,10 @@ class SandboxSocialAdapter(SourceAdapter):
             raise ProofError("malformed_proof_headers", "webhook-id is too long or not printable")
         if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 12:
             raise ProofError("malformed_proof_headers", "webhook-timestamp must be integer seconds")
-        sent_at = datetime.fromtimestamp(int(timestamp), tz=timezone.utc)
+        try:
+            sent_at = datetime.fromtimestamp(int(timestamp), tz=timezone.utc)
+        except (ValueError, OverflowError, OSError):  # beyond the year 9999
+            raise ProofError("malformed_proof_headers", "webhook-timestamp is out of range") from None
         if sent_at < now - TOLERANCE:
             raise ProofError("stale_timestamp", "webhook-timestamp is more than 5 minutes old")
         if sent_at > now + TOLERANCE:
