@@ -107,18 +107,30 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "conduit.api.exception_handler",
 }
 
-# django-q2 on its ORM broker: no Redis needed. The replies issue sets the
-# send-task timeouts; these defaults keep `retry` above `timeout` as django-q2
-# requires.
+# django-q2 on its ORM broker: no Redis needed. The queue is at-least-once: a
+# task whose worker dies or overruns is delivered again. That is harmless here,
+# because the claim (APPROVED -> SENDING, committed before the transport is
+# called) makes every send at-most-once: a redelivered task finds nothing to claim.
 Q_CLUSTER = {
     "name": "conduit",
     "orm": "default",
     "workers": env.int("CONDUIT_Q_WORKERS", default=2),
+    # A send task is killed after this many seconds; the transport's own
+    # timeout (10 s) ends every call well before.
     "timeout": 60,
-    "retry": 120,
-    "max_attempts": 1,
+    # Must exceed timeout: a task not acknowledged within 90 s is handed out
+    # again (the ORM broker's redelivery), which the claim makes harmless.
+    "retry": 90,
+    # Deliveries of one task at most; retries of a send that failed before
+    # sending are the sender's own (backoff under the same reply key), not the queue's.
+    "max_attempts": 3,
+    "ack_failures": True,
     "catch_up": False,
+    "poll": 0.5,
 }
+# A reply SENDING longer than this (its worker died or hung) is parked in
+# SEND_STATUS_UNKNOWN by the sweeper. Longer than the task timeout above.
+CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)
 
 # Webhook bodies above this size are refused with 413 before any parsing.
 CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")

@@ -134,28 +134,38 @@ def transition(
     reason_code: str,
     state_field: str = "state",
     expected: str | None = None,
+    where: dict | None = None,
     extra: dict | None = None,
     at: datetime | None = None,
+    record_lost_race: bool = True,
 ) -> Outcome:
     """Move one ledger row to `to` if the table allows it; record either way.
 
     With `expected`, the move is a compare-and-set UPDATE ... WHERE state =
     expected (one round trip, no lock held beyond the statement's). Without it,
     the row is locked with SELECT ... FOR NO KEY UPDATE and its state read.
-    `extra` holds other columns to set in the same UPDATE.
+    `where` adds conditions to that UPDATE and `extra` other columns to set.
+    A compare-and-set that finds the row moved on (a claim lost to another
+    worker) is recorded as refused unless `record_lost_race` is False: a lost
+    race is not an attempted undeclared move, and the winner's history says it all.
     """
     at = at or timezone.now()
     # No savepoint: inside an ingest or admin transaction the move and its
     # history commit or roll back with the caller's work.
     with transaction.atomic(savepoint=False):
         if expected is not None and table.allows(expected, to):
-            changed = model.objects.filter(pk=pk, **{state_field: expected}).update(
+            changed = model.objects.filter(pk=pk, **{state_field: expected}, **(where or {})).update(
                 **{state_field: to}, **(extra or {})
             )
             prior = expected
             if not changed:
                 prior = model.objects.filter(pk=pk).values_list(state_field, flat=True).first()
                 applied = False
+                if not record_lost_race:
+                    return Outcome(
+                        ledger=table.ledger, applied=False, prior=prior, next=to,
+                        reason_code=reason_code, at=at,
+                    )
             else:
                 applied = True
         else:

@@ -39,11 +39,20 @@ class Source(models.Model):
     canary = models.BooleanField(
         default=False, help_text="Trusted test source: every event it accepts is a canary."
     )
+    transport = models.CharField(
+        max_length=64, default="sandbox", help_text="Where approved replies are sent."
+    )
+    transport_url = models.URLField(blank=True, help_text="Base URL of the sandbox provider.")
+    live_send_enabled = models.BooleanField(
+        default=False,
+        help_text="Owner only: allow a live transport (CONDUIT_LIVE_SEND=on must also be set).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
+        permissions = [("enable_live_send", "Can enable live sending for a source")]
         constraints = [
             models.UniqueConstraint(
                 fields=["source_system", "account_ref"], name="source_identity_unique"
@@ -101,6 +110,7 @@ class InboundEvent(models.Model):
     class Meta:
         db_table = "inbound_events"
         ordering = ["-id"]
+        permissions = [("view_message_content", "Can view retained message content")]
         constraints = [
             models.UniqueConstraint(fields=["event_key"], name="inbound_event_key_unique"),
             models.CheckConstraint(

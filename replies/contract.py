@@ -17,7 +17,6 @@ REPLY_TABLE = TransitionTable.declare(
         (S.REVIEW_PENDING, S.APPROVED),
         (S.REVIEW_PENDING, S.CLOSED_NO_REPLY),
         (S.APPROVED, S.SENDING),
-        (S.APPROVED, S.SUPPRESSED_TEST),
         (S.APPROVED, S.CLOSED_NO_REPLY),
         (S.SENDING, S.SENT),
         (S.SENDING, S.FAILED_BEFORE_SEND),
@@ -31,3 +30,14 @@ REPLY_TABLE = TransitionTable.declare(
         (S.SENT, S.SEND_STATUS_UNKNOWN),
     ],
 )
+
+
+# How long the sender waits before the next automatic attempt after a failure
+# before send: 5 s doubling, capped, for at most MAX_AUTOMATIC_ATTEMPTS attempts.
+BACKOFF_BASE_SECONDS = 5
+BACKOFF_CAP_SECONDS = 300
+MAX_AUTOMATIC_ATTEMPTS = 5
+
+
+def backoff_seconds(attempt_count: int) -> int:
+    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempt_count - 1))

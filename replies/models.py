@@ -47,10 +47,18 @@ class ReplyAction(models.Model):
     last_error_code = models.CharField(max_length=64, blank=True, db_default="")
     canary = models.BooleanField(db_default=False)
     created_at = models.DateTimeField()
+    # When the current SENDING claim started: the sweeper's lease clock.
+    sending_since = models.DateTimeField(null=True, blank=True)
+    # FAILED_BEFORE_SEND waits until then before the next automatic attempt.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "reply_actions"
         ordering = ["-id"]
+        permissions = [
+            ("approve_replyaction", "Can approve or close reply actions"),
+            ("resolve_unknown_send", "Can resolve reply actions in SEND_STATUS_UNKNOWN"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["reply_key"], name="reply_action_key_unique"),
             models.CheckConstraint(
@@ -72,3 +80,98 @@ class ReplyTransition(TransitionRecord):
 
     class Meta(TransitionRecord.Meta):
         db_table = "reply_action_transitions"
+
+
+class ReplyCopy(models.Model):
+    """Approved copy per (source, purpose): a new text is a new version; old ones are kept."""
+
+    source = models.ForeignKey("ingress.Source", on_delete=models.PROTECT, related_name="copies")
+    purpose = models.CharField(max_length=64)
+    channel = models.CharField(max_length=64, help_text="Destination, e.g. public_reply or dm.")
+    text = models.TextField()
+    copy_version = models.CharField(max_length=64, editable=False)
+    created_by = models.CharField(max_length=150, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "reply_copies"
+        ordering = ["source", "purpose", "-id"]
+        verbose_name_plural = "reply copies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "purpose", "copy_version"], name="reply_copy_version_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}/{self.purpose} {self.copy_version}"
+
+
+class AttemptTransport(models.TextChoices):
+    """How far an attempt got; the replay-decision engine reads exactly these values."""
+
+    NOT_SENT = "not_sent"
+    SENT = "sent"
+    RESPONSE_RECEIVED = "response_received"
+
+
+class SendAttempt(models.Model):
+    """One transport attempt under a reply key. Written as `sent` before the call."""
+
+    action = models.ForeignKey(ReplyAction, on_delete=models.PROTECT, related_name="attempts")
+    attempt_number = models.PositiveIntegerField()
+    at = models.DateTimeField()
+    transport = models.CharField(max_length=32, choices=AttemptTransport.choices)
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    evidence = models.CharField(max_length=200, blank=True)
+    transport_name = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "reply_send_attempts"
+        ordering = ["action", "attempt_number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["action", "attempt_number"], name="send_attempt_number_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(transport__in=AttemptTransport.values), name="send_attempt_transport_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(http_status__isnull=True) | Q(http_status__gte=100, http_status__lte=599),
+                name="send_attempt_http_status_range",
+            ),
+        ]
+
+
+class CanarySinkRecord(models.Model):
+    """The non-delivery sink: what a canary action would have sent. Never leaves Conduit."""
+
+    action = models.OneToOneField(ReplyAction, on_delete=models.PROTECT, related_name="canary_sink")
+    reply_key = models.CharField(max_length=64)
+    purpose = models.CharField(max_length=64)
+    channel = models.CharField(max_length=64, blank=True)
+    copy_version = models.CharField(max_length=64, blank=True)
+    transport_name = models.CharField(max_length=64)
+    at = models.DateTimeField()
+
+    class Meta:
+        db_table = "reply_canary_sink"
+        ordering = ["-id"]
+
+
+class ReviewQueue(ReplyAction):
+    """Admin queue: actions waiting for a person's approval (REVIEW_PENDING)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "review queue item"
+        verbose_name_plural = "review queue (REVIEW_PENDING)"
+
+
+class UnknownSendQueue(ReplyAction):
+    """Admin queue: sends that may have reached the provider (SEND_STATUS_UNKNOWN)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "unknown send"
+        verbose_name_plural = "unknown sends (SEND_STATUS_UNKNOWN)"

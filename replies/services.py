@@ -43,7 +43,7 @@ def reply_actions_plan(
 
 def reply_action_transition(
     *, action_id: int, to: str, actor: str, reason_code: str, expected: str | None = None,
-    extra: dict | None = None,
+    where: dict | None = None, extra: dict | None = None, record_lost_race: bool = True,
 ) -> Outcome:
     """The reply ledger's one transition function."""
     return transition(
@@ -57,5 +57,7 @@ def reply_action_transition(
         reason_code=reason_code,
         state_field="delivery_state",
         expected=expected,
+        where=where,
         extra=extra,
+        record_lost_race=record_lost_race,
     )

@@ -1,0 +1,70 @@
+"""The transport surface: capabilities, one send, one receipt lookup, and how a call can end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the provider offers, which decides the recovery path (seed 000 step 3)."""
+
+    idempotency_key: bool
+    receipt_lookup: bool
+
+
+@dataclass(frozen=True)
+class OutboundReply:
+    """What the sender hands a transport: keys, destination and approved copy. Never logged."""
+
+    reply_key: str
+    event_key: str
+    purpose: str
+    channel: str
+    copy_version: str
+    text: str
+    conversation_ref: str
+    message_ref: str
+
+
+@dataclass(frozen=True)
+class Receipt:
+    provider_reply_id: str
+    http_status: int | None = None
+
+
+class NotSent(Exception):
+    """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
+
+    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False) -> None:
+        super().__init__(code)
+        self.code = code
+        self.http_status = http_status
+        # reached: the provider answered (a definitive refusal), versus nothing left the process.
+        self.reached = reached
+
+
+class Ambiguous(Exception):
+    """The provider may have applied the reply: park it, never retry automatically."""
+
+    def __init__(self, code: str, *, http_status: int | None = None, response: bool = False) -> None:
+        super().__init__(code)
+        self.code = code
+        self.http_status = http_status
+        self.response = response
+
+
+class Transport:
+    """Base for one provider. Subclasses set `name`, `live` and `capabilities`."""
+
+    name: str = ""
+    live: bool = True  # a transport is live unless it says otherwise
+    capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+
+    def send(self, reply: OutboundReply) -> Receipt:
+        """Deliver once; pass reply.reply_key as the idempotency key when there is one."""
+        raise NotImplementedError(".send() must be overridden.")
+
+    def lookup(self, reply_key: str) -> Receipt | None:
+        """The provider's receipt for this reply key, or None if it has none."""
+        raise NotImplementedError(".lookup() must be overridden.")
