@@ -131,6 +131,8 @@ Q_CLUSTER = {
 # A reply SENDING longer than this (its worker died or hung) is parked in
 # SEND_STATUS_UNKNOWN by the sweeper. Longer than the task timeout above.
 CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)
+# Seconds a transport waits for the provider before the send is ambiguous.
+CONDUIT_TRANSPORT_TIMEOUT_SECONDS = env.float("CONDUIT_TRANSPORT_TIMEOUT_SECONDS", default=10.0)
 
 # Webhook bodies above this size are refused with 413 before any parsing.
 CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")

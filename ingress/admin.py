@@ -38,10 +38,13 @@ class SourceForm(forms.ModelForm):
     trigger_keywords = CommaList(
         required=False, help_text="Comma-separated; a change is a new trigger rule version"
     )
+    transport_url = forms.URLField(
+        required=False, assume_scheme="http", help_text="Base URL of the sandbox provider."
+    )
 
     class Meta:
         model = Source
-        fields = ["name", *services.REGISTERED_FIELDS]
+        fields = ["name", *services.REGISTERED_FIELDS, "live_send_enabled"]
 
     def clean(self) -> dict:
         data = super().clean()
@@ -77,15 +80,24 @@ class SourceAdmin(admin.ModelAdmin):
     search_fields = ("name", "account_ref")
     readonly_fields = ("source_system", "trigger_rule_version", "created_at", "updated_at")
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        # Only owners may enable live sending for a source.
+        if request.user.has_perm("ingress.enable_live_send"):
+            return self.readonly_fields
+        return (*self.readonly_fields, "live_send_enabled")
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a source with history is renamed, never deleted
 
     def save_model(self, request: HttpRequest, obj: Source, form: forms.ModelForm, change: bool) -> None:
-        values = {f: form.cleaned_data[f] for f in SourceForm.Meta.fields}
+        values = {f: form.cleaned_data[f] for f in SourceForm.Meta.fields if f in form.cleaned_data}
         if change:
             updated = services.source_update(source_id=obj.pk, changes=values)
         else:
+            live = values.pop("live_send_enabled", False)
             updated, _ = services.source_register(**values)
+            if live:
+                updated = services.source_update(source_id=updated.pk, changes={"live_send_enabled": True})
         obj.pk = updated.pk
         obj.refresh_from_db()
 

@@ -332,7 +332,7 @@ class SourceConflict(Exception):
 
 REGISTERED_FIELDS = (
     "adapter", "account_ref", "event_types", "contract_version", "purposes",
-    "trigger_keywords", "retention_days", "secret_env", "canary",
+    "trigger_keywords", "retention_days", "secret_env", "canary", "transport", "transport_url",
 )
 
 
@@ -357,6 +357,10 @@ def _validated(source: Source) -> Source:
     bad = [p for p in source.purposes if not p.replace("_", "").isalnum() or not p.islower()]
     if bad:
         errors["purposes"] = f"purposes are lower-case words with underscores: {', '.join(bad)}"
+    from replies.transports import TRANSPORTS
+
+    if source.transport not in TRANSPORTS:
+        errors["transport"] = f"unknown transport; known: {', '.join(sorted(TRANSPORTS))}"
     if errors:
         raise ValidationError(errors)
     source.full_clean(validate_unique=False, validate_constraints=False)
@@ -375,6 +379,8 @@ def source_register(
     contract_version: str = "event-v1",
     retention_days: int = 30,
     canary: bool = False,
+    transport: str = "sandbox",
+    transport_url: str = "",
 ) -> tuple[Source, bool]:
     """Create a source, or confirm an identical one. Returns (source, created).
 
@@ -386,6 +392,7 @@ def source_register(
             name=name, adapter=adapter, account_ref=account_ref, event_types=event_types,
             purposes=purposes, trigger_keywords=trigger_keywords, secret_env=secret_env,
             contract_version=contract_version, retention_days=retention_days, canary=canary,
+            transport=transport, transport_url=transport_url,
         )
     )
     with transaction.atomic():

@@ -227,7 +227,8 @@ def reply_send(*, action_id: int) -> str:
         )
     except LiveSendDisabled:
         return not_sent("live_send_disabled")
-    except (KeyError, ValueError, ReplyCopy.DoesNotExist):
+    except Exception:  # building a transport or reading copy never sends a reply
+        logger.exception("send action=%s: transport or copy unavailable", action.pk)
         return not_sent("transport_or_copy_unavailable")
     reply = OutboundReply(
         reply_key=action.reply_key, event_key=action.event_id, purpose=action.purpose,

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from django.conf import settings
+
 from replies.transports.base import Transport
 from replies.transports.sandbox import SandboxTransport
 
 # name -> factory(source) -> Transport. Live providers register here too.
 TRANSPORTS: dict[str, Callable[..., Transport]] = {
-    "sandbox": lambda source: SandboxTransport(source.transport_url),
+    "sandbox": lambda source: SandboxTransport(
+        source.transport_url, timeout=settings.CONDUIT_TRANSPORT_TIMEOUT_SECONDS
+    ),
 }
 # Whether a transport name is live, without building it (no network needed).
 LIVE: dict[str, bool] = {"sandbox": False}
