@@ -74,3 +74,12 @@ def deliver(client):
         )
 
     return _deliver
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for a child process that must use this test's database."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    url = f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+    return {**os.environ, "DATABASE_URL": url}

@@ -1,7 +1,6 @@
 """Seed 004's lost-response proof: a real server process killed after commit, before the ack."""
 
 import http.client
-import os
 import signal
 import socket
 import subprocess
@@ -10,11 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from ingress.models import Delivery, EventTransition, InboundEvent
 from replies.models import ReplyAction
-from tests.conftest import fixture_body, sign
+from tests.conftest import fixture_body, sign, subprocess_env
 from tests.ingress.test_concurrency import post
 
 CRASH_SERVER = Path(__file__).with_name("crash_server.py")
@@ -26,15 +24,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def subprocess_database_url() -> str:
-    s = connection.settings_dict
-    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
-
-
 @pytest.mark.django_db(transaction=True)
 def test_kill_after_commit_before_ack_then_redelivery_converges(live_server, sandbox_source):
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": subprocess_database_url()}
+    env = subprocess_env()
     server = subprocess.Popen(
         [sys.executable, str(CRASH_SERVER), str(port)], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
