@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
@@ -131,14 +132,20 @@ def reply_close(*, action_id: int, actor: str, reason_code: str = "closed_withou
     return Result(True, "closed without reply") if outcome.applied else _refused(outcome)
 
 
+# The only states a sender may claim, each with the condition its claim adds.
+# REVIEW_PENDING is absent (the approval gate) and so is SEND_STATUS_UNKNOWN
+# (ambiguous sends are never retried automatically).
+CLAIMABLE: dict[str, Callable[[datetime], dict]] = {
+    S.APPROVED: lambda now: {},
+    S.FAILED_BEFORE_SEND: lambda now: {"next_attempt_at__lte": now},
+}
+
+
 def _claim(action: ReplyAction, now: datetime) -> bool:
-    """APPROVED (or a due FAILED_BEFORE_SEND) -> SENDING, with its attempt row, committed."""
-    if action.delivery_state == S.APPROVED:
-        where = {}
-    elif action.delivery_state == S.FAILED_BEFORE_SEND:
-        where = {"next_attempt_at__lte": now}
-    else:
+    """A claimable state -> SENDING, with its attempt row, committed before any transport code."""
+    if action.delivery_state not in CLAIMABLE:
         return False
+    where = CLAIMABLE[action.delivery_state](now)
     with transaction.atomic():
         outcome = reply_action_transition(
             action_id=action.pk, to=S.SENDING, actor=SENDER, reason_code="claimed",
@@ -263,12 +270,10 @@ def reply_send(*, action_id: int) -> str:
 def due_action_ids(*, limit: int = 100, now: datetime | None = None) -> list[int]:
     """APPROVED actions and FAILED_BEFORE_SEND ones whose backoff has passed, oldest first."""
     now = now or timezone.now()
-    return list(
-        ReplyAction.objects.filter(
-            Q(delivery_state=S.APPROVED)
-            | Q(delivery_state=S.FAILED_BEFORE_SEND, next_attempt_at__lte=now)
-        ).order_by("id").values_list("id", flat=True)[:limit]
-    )
+    due = Q(pk__in=[])
+    for state, condition in CLAIMABLE.items():
+        due |= Q(delivery_state=state, **condition(now))
+    return list(ReplyAction.objects.filter(due).order_by("id").values_list("id", flat=True)[:limit])
 
 
 def replies_sweep(*, now: datetime | None = None) -> int:

@@ -15,7 +15,7 @@ from replies.sender import (
     unknown_authorize_retry,
     unknown_confirm_sent,
 )
-from tests.replies.conftest import fail_next, provider_calls
+from tests.conftest import fail_next, provider_calls
 
 
 def approve(action) -> None:

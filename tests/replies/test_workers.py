@@ -15,7 +15,7 @@ from ingress.services import webhook_receive
 from replies.models import ReplyAction, SendAttempt
 from replies.sender import due_action_ids, replies_sweep, reply_approve, reply_send
 from tests.conftest import sign, subprocess_env
-from tests.replies.conftest import provider_calls
+from tests.conftest import provider_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 4
