@@ -45,12 +45,17 @@ def confirmed_action(
     action: str,
     apply: Callable[[Any, str], tuple[bool, str]],
     note_required: bool = False,
+    note_label: str = "Note",
+    single: bool = False,
 ) -> HttpResponse | None:
     """Show a confirmation page; on confirm, apply to each row and report each outcome.
 
     `apply(obj, note)` returns (ok, message). Refusals become admin messages,
-    never a server error.
+    never a server error. `single` asks for exactly one selected row.
     """
+    if single and queryset.count() != 1:
+        modeladmin.message_user(request, f"{title}: select exactly one row.", messages.WARNING)
+        return None
     note = request.POST.get("note", "").strip()
     if request.POST.get("confirm") == "yes" and (note or not note_required):
         done = 0
@@ -69,6 +74,7 @@ def confirmed_action(
         "objects": queryset,
         "action": action,
         "note_required": note_required,
+        "note_label": note_label,
         "note_missing": request.POST.get("confirm") == "yes" and note_required and not note,
         "opts": modeladmin.model._meta,
         "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,

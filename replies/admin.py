@@ -1,9 +1,25 @@
-"""The reply-action ledger in the admin (read-only; the review queue comes with the sender)."""
+"""Replies in the admin: the review and unknown-send queues, approved copy, the ledgers."""
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html_join
 
-from conduit.admin import LedgerAdmin, LedgerInline
-from replies.models import ReplyAction, ReplyTransition
+from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
+from replies import sender
+from replies.models import (
+    CanarySinkRecord,
+    DeliveryState,
+    ReplyAction,
+    ReplyCopy,
+    ReplyTransition,
+    ReviewQueue,
+    SendAttempt,
+    UnknownSendQueue,
+)
 
 
 class ReplyTransitionInline(LedgerInline):
@@ -11,9 +27,204 @@ class ReplyTransitionInline(LedgerInline):
     fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
 
 
-@admin.register(ReplyAction)
-class ReplyActionAdmin(LedgerAdmin):
-    list_display = ("reply_key", "event", "purpose", "approval_state", "delivery_state", "created_at")
-    list_filter = ("event__source", "purpose", "delivery_state", "canary")
+class SendAttemptInline(LedgerInline):
+    model = SendAttempt
+    fields = readonly_fields = ("attempt_number", "at", "transport", "http_status", "evidence", "transport_name")
+
+
+class ActionAdmin(LedgerAdmin):
+    """Shared by the ledger and both queues: context, history and attempts of each action."""
+
+    list_display = ("reply_key", "event", "source", "purpose", "delivery_state", "attempt_count", "created_at")
+    list_filter = ("event__source", "purpose", "delivery_state")
     search_fields = ("=reply_key", "=event__event_key")
-    inlines = [ReplyTransitionInline]
+    list_select_related = ("event__source",)
+    ordering = ("-id",)
+    inlines = [ReplyTransitionInline, SendAttemptInline]
+    fields = readonly_fields = (
+        "reply_key", "event", "source", "purpose", "delivery_state", "approval_state", "approved_by",
+        "approved_at", "channel", "copy_version", "approved_copy", "missing", "provider_reply_id",
+        "attempt_count", "last_error_code", "canary", "event_context", "message_content",
+    )
+
+    @admin.display(ordering="event__source__name")
+    def source(self, obj: ReplyAction) -> str:
+        return obj.event.source.name
+
+    @admin.display(description="what is missing")
+    def missing(self, obj: ReplyAction) -> str:
+        if obj.delivery_state != DeliveryState.REVIEW_PENDING:
+            return ""
+        return sender.copy_missing(obj) or "nothing: ready to approve"
+
+    @admin.display(description="copy to be sent")
+    def approved_copy(self, obj: ReplyAction) -> str:
+        copy = (
+            ReplyCopy.objects.filter(source_id=obj.event.source_id, purpose=obj.purpose,
+                                     copy_version=obj.copy_version).first()
+            if obj.copy_version
+            else sender.copy_current(source_id=obj.event.source_id, purpose=obj.purpose)
+        )
+        return f"{copy.copy_version} ({copy.channel}): {copy.text}" if copy else "-"
+
+    @admin.display(description="event")
+    def event_context(self, obj: ReplyAction):
+        event = obj.event
+        rows = [
+            ("state", event.event_state), ("seen", event.seen_count),
+            ("conversation", event.conversation_ref), ("message", event.message_ref),
+            ("sender", event.sender_ref), ("occurred", event.occurred_at),
+        ]
+        return format_html_join("", "<div>{}: {}</div>", rows)
+
+    @admin.display(description="message (retained content)")
+    def message_content(self, obj: ReplyAction) -> str:
+        return obj.event.message_text or "purged by the retention rule"
+
+    def get_fields(self, request: HttpRequest, obj: Any = None):
+        # Retained buyer content only for staff with the permission.
+        fields = super().get_fields(request, obj)
+        if request.user.has_perm("ingress.view_message_content"):
+            return fields
+        return [f for f in fields if f != "message_content"]
+
+
+@admin.register(ReplyAction)
+class ReplyActionAdmin(ActionAdmin):
+    """Every reply action, any state."""
+
+
+class QueueAdmin(ActionAdmin):
+    state = ""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).filter(delivery_state=self.state)
+
+
+@admin.register(ReviewQueue)
+class ReviewQueueAdmin(QueueAdmin):
+    state = DeliveryState.REVIEW_PENDING
+    list_display = ("reply_key", "event", "source", "purpose", "missing", "created_at")
+    list_filter = ("event__source", "purpose")
+    actions = ["approve", "close"]
+
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("replies.approve_replyaction")
+
+    @admin.action(permissions=["approve"], description="Approve selected replies")
+    def approve(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = sender.reply_approve(action_id=action.pk, actor=request.user.get_username())
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset, title="Approve replies", action="approve", apply=apply)
+
+    @admin.action(permissions=["approve"], description="Close selected without reply")
+    def close(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
+                                        reason_code="closed_by_reviewer")
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
+
+
+@admin.register(UnknownSendQueue)
+class UnknownSendQueueAdmin(QueueAdmin):
+    state = DeliveryState.SEND_STATUS_UNKNOWN
+    list_display = ("reply_key", "event", "source", "purpose", "last_error_code", "attempt_count", "created_at")
+    actions = ["confirm_sent", "authorize_retry", "close"]
+
+    def has_resolve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("replies.resolve_unknown_send")
+
+    @admin.action(permissions=["resolve"], description="Confirm sent (with the provider's receipt id)")
+    def confirm_sent(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, receipt: str) -> tuple[bool, str]:
+            result = sender.unknown_confirm_sent(
+                action_id=action.pk, actor=request.user.get_username(), provider_reply_id=receipt
+            )
+            return result.ok, result.message
+
+        return confirmed_action(
+            self, request, queryset, title="Confirm sent", action="confirm_sent", apply=apply,
+            note_required=True, note_label="Provider receipt id", single=True,
+        )
+
+    @admin.action(permissions=["resolve"], description="Look up the receipt, then authorize a retry")
+    def authorize_retry(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = sender.unknown_authorize_retry(action_id=action.pk, actor=request.user.get_username())
+            if result.ok:
+                self.message_user(request, f"{action}: {result.message}")
+            return result.ok, result.message
+
+        return confirmed_action(
+            self, request, queryset, title="Authorize a retry under the same reply key",
+            action="authorize_retry", apply=apply,
+        )
+
+    @admin.action(permissions=["resolve"], description="Close selected without reply")
+    def close(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
+                                        reason_code="closed_by_operator")
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
+
+
+class ReplyCopyForm(forms.ModelForm):
+    class Meta:
+        model = ReplyCopy
+        fields = ["source", "purpose", "channel", "text"]
+
+
+@admin.register(ReplyCopy)
+class ReplyCopyAdmin(admin.ModelAdmin):
+    """Approved copy: adding a text makes a new version; versions are never edited or deleted."""
+
+    form = ReplyCopyForm
+    list_display = ("source", "purpose", "copy_version", "channel", "created_by", "created_at")
+    list_filter = ("source", "purpose")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: ReplyCopy, form: forms.ModelForm, change: bool) -> None:
+        try:
+            copy, _ = sender.reply_copy_create(
+                source_id=obj.source_id, purpose=obj.purpose, channel=obj.channel, text=obj.text,
+                actor=request.user.get_username(),
+            )
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        obj.pk = copy.pk
+        obj.copy_version = copy.copy_version
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+
+        def clean(form_self) -> dict:
+            data = forms.ModelForm.clean(form_self)
+            source, purpose = data.get("source"), data.get("purpose", "")
+            if source and purpose not in source.purposes:
+                raise forms.ValidationError(f"{purpose!r} is not a declared purpose of {source.name}")
+            return data
+
+        form.clean = clean
+        return form
+
+
+@admin.register(SendAttempt)
+class SendAttemptAdmin(LedgerAdmin):
+    list_display = ("action", "attempt_number", "at", "transport", "http_status", "evidence")
+    list_filter = ("transport",)
+
+
+@admin.register(CanarySinkRecord)
+class CanarySinkAdmin(LedgerAdmin):
+    list_display = ("reply_key", "purpose", "channel", "copy_version", "transport_name", "at")

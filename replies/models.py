@@ -142,6 +142,9 @@ class SendAttempt(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"attempt {self.attempt_number}: {self.transport}"
+
 
 class CanarySinkRecord(models.Model):
     """The non-delivery sink: what a canary action would have sent. Never leaves Conduit."""

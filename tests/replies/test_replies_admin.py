@@ -1,0 +1,148 @@
+"""The review and unknown-send queues through the Django test client, with and without permissions."""
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from replies.models import ReplyAction, ReplyCopy, ReplyTransition
+from replies.sender import reply_approve, reply_send
+from tests.conftest import fail_next
+
+
+def member(username: str, *groups: str) -> User:
+    user = User.objects.create_user(username, password="unused-test-password", is_staff=True)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
+
+
+def act(client, queue: str, action: str, rows, **extra):
+    return client.post(
+        f"/admin/replies/{queue}/", {"action": action, "_selected_action": [r.pk for r in rows], **extra},
+        follow=True,
+    )
+
+
+@pytest.fixture
+def pending(provider, wire, planned):
+    state = provider()
+    wire(state)
+    return planned(), state
+
+
+def test_queues_and_pages_render_with_history_and_attempts(admin_client, pending):
+    (action, other), _ = pending
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    reply_send(action_id=action.pk)
+    for url in (
+        "/admin/replies/reviewqueue/", "/admin/replies/unknownsendqueue/", "/admin/replies/replyaction/",
+        f"/admin/replies/replyaction/{action.pk}/change/", f"/admin/replies/reviewqueue/{other.pk}/change/",
+        "/admin/replies/replycopy/", "/admin/replies/replycopy/add/", "/admin/replies/sendattempt/",
+        "/admin/replies/canarysinkrecord/", f"/admin/replies/replyaction/?q={action.reply_key}",
+        "/admin/replies/reviewqueue/?purpose=private_delivery",
+    ):
+        assert admin_client.get(url).status_code == 200, url
+    page = admin_client.get(f"/admin/replies/replyaction/{action.pk}/change/").content.decode()
+    assert "receipt_stored" in page and "Response Received" in page and "post_test_07" in page
+    queue = admin_client.get("/admin/replies/reviewqueue/").content.decode()
+    assert other.reply_key in queue and action.reply_key not in queue
+
+
+def test_reviewer_approves_after_confirmation_and_the_actor_is_recorded(client, pending):
+    (action, _), _ = pending
+    client.force_login(member("reviewer_test", "reviewers"))
+    page = act(client, "reviewqueue", "approve", [action])
+    assert b"Confirm" in page.content
+    action.refresh_from_db()
+    assert action.delivery_state == "REVIEW_PENDING"
+    act(client, "reviewqueue", "approve", [action], confirm="yes")
+    action.refresh_from_db()
+    assert (action.delivery_state, action.approved_by) == ("APPROVED", "reviewer_test")
+    last = ReplyTransition.objects.filter(action=action).last()
+    assert (last.actor, last.reason_code) == ("reviewer_test", "approved_by_reviewer")
+
+
+def test_without_the_permission_nothing_is_approved(client, pending):
+    (action, _), _ = pending
+    client.force_login(member("operator_test", "operators"))
+    assert client.get("/admin/replies/reviewqueue/").status_code == 403
+    act(client, "reviewqueue", "approve", [action], confirm="yes")
+    action.refresh_from_db()
+    assert action.delivery_state == "REVIEW_PENDING"
+
+
+def test_approving_without_copy_shows_what_is_missing(client, pending):
+    (action, _), _ = pending
+    ReplyCopy.objects.all().delete()
+    client.force_login(member("reviewer_test", "reviewers"))
+    page = act(client, "reviewqueue", "approve", [action], confirm="yes")
+    assert b"no approved copy for purpose" in page.content
+    action.refresh_from_db()
+    assert action.delivery_state == "REVIEW_PENDING"
+
+
+def test_operator_resolves_unknown_sends_and_a_reviewer_cannot(client, pending):
+    (action, _), state = pending
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    fail_next(state, "error_after_accept")
+    assert reply_send(action_id=action.pk) == "SEND_STATUS_UNKNOWN"
+
+    client.force_login(member("reviewer_test", "reviewers"))
+    act(client, "unknownsendqueue", "confirm_sent", [action], confirm="yes", note="rcpt_test_x")
+    action.refresh_from_db()
+    assert action.delivery_state == "SEND_STATUS_UNKNOWN"
+
+    client.force_login(member("operator_test", "operators"))
+    page = act(client, "unknownsendqueue", "confirm_sent", [action], confirm="yes")
+    assert b"Provider receipt id is required" in page.content
+    act(client, "unknownsendqueue", "authorize_retry", [action], confirm="yes")
+    action.refresh_from_db()
+    # The provider applied it before answering 503: the lookup finds the receipt; nothing resends.
+    assert action.delivery_state == "SENT" and action.provider_reply_id == state.receipts[action.reply_key]
+
+
+def test_a_retry_the_recovery_table_forbids_is_refused_as_a_message(client, provider, wire, planned):
+    state = provider(idempotency_key=False, receipt_lookup=False)
+    wire(state)
+    action, _ = planned()
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    fail_next(state, "drop_after_accept")
+    assert reply_send(action_id=action.pk) == "SEND_STATUS_UNKNOWN"
+    client.force_login(member("operator_test", "operators"))
+    response = act(client, "unknownsendqueue", "authorize_retry", [action], confirm="yes")
+    assert response.status_code == 200
+    assert b"no receipt lookup" in response.content
+    action.refresh_from_db()
+    assert action.delivery_state == "SEND_STATUS_UNKNOWN"
+
+
+def test_copy_is_versioned_and_only_declared_purposes_get_copy(admin_client, pending, sandbox_source):
+    response = admin_client.post("/admin/replies/replycopy/add/", {
+        "source": sandbox_source.pk, "purpose": "public_ack", "channel": "public_ack", "text": "New text.",
+    })
+    assert response.status_code == 302
+    versions = list(ReplyCopy.objects.filter(purpose="public_ack").values_list("copy_version", "text"))
+    assert versions == [("v2", "New text."), ("v1", "The sample checklist is ready in the test fixture.")]
+    response = admin_client.post("/admin/replies/replycopy/add/", {
+        "source": sandbox_source.pk, "purpose": "nope", "channel": "x", "text": "y",
+    })
+    assert response.status_code == 200 and b"not a declared purpose" in response.content
+
+
+def test_only_owners_may_enable_live_sending(client, sandbox_source):
+    from tests.ingress.test_admin import _source_form
+
+    client.force_login(member("admin_but_not_owner", "reviewers"))
+    user = User.objects.get(username="admin_but_not_owner")
+    user.is_superuser = False
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["change_source", "view_source"]))
+    url = f"/admin/ingress/source/{sandbox_source.pk}/change/"
+    client.post(url, _source_form(live_send_enabled="on"))
+    sandbox_source.refresh_from_db()
+    assert sandbox_source.live_send_enabled is False
+
+    client.force_login(member("owner_test", "owners"))
+    assert client.post(url, _source_form(live_send_enabled="on")).status_code == 302
+    sandbox_source.refresh_from_db()
+    assert sandbox_source.live_send_enabled is True
