@@ -137,3 +137,30 @@ def test_post_fixture_signs_and_delivers_over_http(live_server, sandbox_source, 
     assert InboundEvent.objects.get().seen_count == 1
     with pytest.raises(CommandError, match="no source named"):
         call_command("post_fixture", "x.json", "--source", "nobody", "--url", live_server.url)
+
+
+@pytest.mark.django_db
+def test_register_source_sets_up_copy_and_transport_in_one_idempotent_command(capsys):
+    from replies.models import ReplyCopy
+
+    args = [*ARGS, "--copy", "public_ack=Thanks, the checklist is on its way.",
+            "--copy", "private_delivery=Here is the checklist.", "--channel", "private_delivery=dm",
+            "--transport", "sandbox", "--transport-url", "http://127.0.0.1:8765"]
+    call_command("register_source", *args)
+    call_command("register_source", *args)
+    out = capsys.readouterr().out
+    assert "copy public_ack: approved as v1" in out and "copy public_ack: unchanged" in out
+    source = Source.objects.get()
+    assert (source.transport, source.transport_url) == ("sandbox", "http://127.0.0.1:8765")
+    copies = dict(ReplyCopy.objects.values_list("purpose", "channel"))
+    assert copies == {"public_ack": "public_ack", "private_delivery": "dm"}
+    with pytest.raises(CommandError, match="already has approved copy v1"):
+        call_command("register_source", *[a.replace("on its way", "coming") for a in args])
+    with pytest.raises(CommandError, match="not declared with --purpose: other"):
+        call_command("register_source", *ARGS, "--copy", "other=x")
+    with pytest.raises(CommandError, match="takes PURPOSE=VALUE"):
+        call_command("register_source", *ARGS, "--copy", "public_ack")
+    with pytest.raises(CommandError, match="unknown transport"):
+        call_command("register_source", "sandbox-3", *ARGS[1:4], "acct_test_33", *ARGS[5:],
+                     "--transport", "carrier-pigeon")
+    assert ReplyCopy.objects.count() == 2
