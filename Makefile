@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench bench-send venv clean
 
 venv: $(VENV)/.installed
 
@@ -23,6 +23,9 @@ test: venv
 
 bench: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/run.py $(BENCH_ARGS)
+
+bench-send: venv
+	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/send.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) conduit.sqlite3 .demo.env .pytest_cache

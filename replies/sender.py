@@ -200,6 +200,32 @@ def reply_send(*, action_id: int) -> str:
     now = timezone.now()
     if not _claim(action, now):
         return "not_claimed"
+    return _deliver(action, now)
+
+
+def reply_send_next() -> tuple[int, str] | None:
+    """Claim the oldest due action no other worker holds, and send it. None when none is due.
+
+    The row is locked with SELECT ... FOR NO KEY UPDATE SKIP LOCKED, ordered by
+    id, and claimed by the same compare-and-set as reply_send, so workers
+    draining together never wait on or contend for the same row.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        action = (
+            ReplyAction.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
+            .select_related("event__source")
+            .filter(_due(now))
+            .order_by("id")
+            .first()
+        )
+        if action is None or not _claim(action, now):
+            return None
+    return action.pk, _deliver(action, now)
+
+
+def _deliver(action: ReplyAction, now: datetime) -> str:
+    """The transport boundary for a claimed action (state SENDING)."""
     source = action.event.source
 
     # The transport boundary. The canary guard comes first, before any transport code.
@@ -270,10 +296,14 @@ def reply_send(*, action_id: int) -> str:
 def due_action_ids(*, limit: int = 100, now: datetime | None = None) -> list[int]:
     """APPROVED actions and FAILED_BEFORE_SEND ones whose backoff has passed, oldest first."""
     now = now or timezone.now()
+    return list(ReplyAction.objects.filter(_due(now)).order_by("id").values_list("id", flat=True)[:limit])
+
+
+def _due(now: datetime) -> Q:
     due = Q(pk__in=[])
     for state, condition in CLAIMABLE.items():
         due |= Q(delivery_state=state, **condition(now))
-    return list(ReplyAction.objects.filter(due).order_by("id").values_list("id", flat=True)[:limit])
+    return due
 
 
 def replies_sweep(*, now: datetime | None = None) -> int:
