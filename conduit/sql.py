@@ -89,3 +89,95 @@ def increment_where(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+def update_where(model: type[models.Model], *, assign: dict[str, Any], where: dict[str, Any]) -> int:
+    """UPDATE ... SET <assign> WHERE <where> (equality only); returns rows changed."""
+    qn = connection.ops.quote_name
+    _, assign_fields = _columns(model, tuple(assign))
+    _, where_fields = _columns(model, tuple(where))
+    sets = ", ".join(f"{qn(f.column)} = %s" for f in assign_fields)
+    conditions = " AND ".join(f"{qn(f.column)} = %s" for f in where_fields)
+    params = [_prep(f, v) for f, v in zip(assign_fields, assign.values())]
+    params += [_prep(f, v) for f, v in zip(where_fields, where.values())]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}", params)
+        return cursor.rowcount
+
+
+@lru_cache(maxsize=None)
+def _readers(model: type[models.Model]) -> tuple[list[str], list]:
+    """Each concrete column's attname and the converters the ORM would apply to it."""
+    converters = []
+    for field in model._meta.concrete_fields:
+        col = field.get_col(model._meta.db_table)
+        converters.append((col, connection.ops.get_db_converters(col) + col.get_db_converters(connection)))
+    return [f.attname for f in model._meta.concrete_fields], converters
+
+
+def select_list(model: type[models.Model], alias: str) -> str:
+    """All concrete columns of `model` under a table alias, in field order."""
+    qn = connection.ops.quote_name
+    return ", ".join(f"{alias}.{qn(f.column)}" for f in model._meta.concrete_fields)
+
+
+def from_row(model: type[models.Model], row: Sequence[Any]) -> tuple[models.Model, Sequence[Any]]:
+    """Build one instance from the head of `row` as the ORM would; returns (instance, rest)."""
+    attnames, converters = _readers(model)
+    values = []
+    for value, (col, column_converters) in zip(row, converters):
+        for convert in column_converters:
+            value = convert(value, col, connection)
+        values.append(value)
+    return model.from_db(connection.alias, attnames, values), row[len(attnames):]
+
+
+_OPERATORS = {"": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
+
+def compare_and_set(
+    model: type[models.Model], *, pk: int, where: dict[str, Any], assign: dict[str, Any]
+) -> int | None:
+    """UPDATE ... SET <assign> WHERE pk = %s AND <where>; rows changed.
+
+    `where` takes `field` or `field__lt|lte|gt|gte`; `assign` takes plain values
+    or `F("field") + n`. Returns None for anything else, and the caller uses the
+    ORM instead: this is a fast path, not a second query language.
+    """
+    from django.db.models import F
+    from django.db.models.expressions import CombinedExpression, Value
+
+    qn = connection.ops.quote_name
+    meta = model._meta
+    sets, conditions, params = [], [f"{qn(meta.pk.column)} = %s"], []
+    for name, value in assign.items():
+        field = meta.get_field(name)
+        if isinstance(value, CombinedExpression):
+            lhs, rhs = value.lhs, value.rhs
+            if not (isinstance(lhs, F) and lhs.name == name and isinstance(rhs, Value)
+                    and value.connector in ("+", "-") and isinstance(rhs.value, int)):
+                return None
+            sets.append(f"{qn(field.column)} = {qn(field.column)} {value.connector} %s")
+            params.append(rhs.value)
+        elif hasattr(value, "resolve_expression"):
+            return None
+        else:
+            sets.append(f"{qn(field.column)} = %s")
+            params.append(None if value is None else _prep(field, value))
+    params.append(pk)
+    for lookup, value in where.items():
+        name, _, op = lookup.partition("__")
+        if op not in _OPERATORS or hasattr(value, "resolve_expression"):
+            return None
+        field = meta.get_field(name)
+        if value is None:
+            if op:
+                return None
+            conditions.append(f"{qn(field.column)} IS NULL")
+            continue
+        conditions.append(f"{qn(field.column)} {_OPERATORS[op]} %s")
+        params.append(_prep(field, value))
+    sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount

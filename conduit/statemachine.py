@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 from django.db import models, transaction
 from django.utils import timezone
 
-from conduit.sql import insert_rows
+from conduit.sql import compare_and_set, insert_rows
 
 
 class TransitionRefused(Exception):
@@ -154,9 +154,11 @@ def transition(
     # history commit or roll back with the caller's work.
     with transaction.atomic(savepoint=False):
         if expected is not None and table.allows(expected, to):
-            changed = model.objects.filter(pk=pk, **{state_field: expected}, **(where or {})).update(
-                **{state_field: to}, **(extra or {})
-            )
+            conditions = {state_field: expected, **(where or {})}
+            assign = {state_field: to, **(extra or {})}
+            changed = compare_and_set(model, pk=pk, where=conditions, assign=assign)
+            if changed is None:  # an expression the fast path does not take
+                changed = model.objects.filter(pk=pk, **conditions).update(**assign)
             prior = expected
             if not changed:
                 prior = model.objects.filter(pk=pk).values_list(state_field, flat=True).first()
@@ -180,15 +182,10 @@ def transition(
             applied = table.allows(prior, to)
             if applied:
                 model.objects.filter(pk=pk).update(**{state_field: to}, **(extra or {}))
-        history.objects.create(
-            **{f"{owner_field}_id": pk},
-            ledger=table.ledger,
-            prior_state=prior,
-            next_state=to,
-            at=at,
-            actor=actor,
-            reason_code=reason_code,
-            refused=not applied,
+        insert_rows(
+            history,
+            [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"],
+            [(pk, table.ledger, prior, to, at, actor, reason_code, not applied)],
         )
     return Outcome(
         ledger=table.ledger, applied=applied, prior=prior, next=to, reason_code=reason_code, at=at

@@ -70,6 +70,14 @@ class ReplyAction(models.Model):
                 name="reply_action_approval_state_valid",
             ),
         ]
+        indexes = [
+            # The sender's claim scans only what may be claimed, in id order.
+            models.Index(
+                fields=["id"], name="reply_action_claimable",
+                condition=Q(delivery_state__in=["APPROVED", "FAILED_BEFORE_SEND"]),
+            ),
+            models.Index(fields=["delivery_state", "-id"], name="reply_action_state_queue"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.purpose} {self.reply_key[:12]}"

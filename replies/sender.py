@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from conduit.sql import from_row, insert_rows, select_list, update_where
 from conduit.statemachine import Outcome
 from replies.contract import MAX_AUTOMATIC_ATTEMPTS, backoff_seconds
 from replies.models import (
@@ -49,6 +51,12 @@ class Result:
 
 def _refused(outcome: Outcome) -> Result:
     return Result(False, outcome.message)
+
+
+@lru_cache(maxsize=4096)
+def approved_copy(*, source_id: int, purpose: str, copy_version: str) -> ReplyCopy:
+    """One approved copy version. Versions are never edited, so caching one is exact."""
+    return ReplyCopy.objects.get(source_id=source_id, purpose=purpose, copy_version=copy_version)
 
 
 def copy_current(*, source_id: int, purpose: str) -> ReplyCopy | None:
@@ -141,12 +149,17 @@ CLAIMABLE: dict[str, Callable[[datetime], dict]] = {
 }
 
 
-def _claim(action: ReplyAction, now: datetime) -> bool:
-    """A claimable state -> SENDING, with its attempt row, committed before any transport code."""
+def _claim(action: ReplyAction, now: datetime, *, locked: bool = False) -> bool:
+    """A claimable state -> SENDING, with its attempt row, committed before any transport code.
+
+    `locked`: the caller holds the row lock from its own read, so the values it
+    read are current and need no re-read after the compare-and-set.
+    """
     if action.delivery_state not in CLAIMABLE:
         return False
     where = CLAIMABLE[action.delivery_state](now)
-    with transaction.atomic():
+    # No savepoint: inside reply_send_next the claim commits with the locking read.
+    with transaction.atomic(savepoint=False):
         outcome = reply_action_transition(
             action_id=action.pk, to=S.SENDING, actor=SENDER, reason_code="claimed",
             expected=action.delivery_state, where=where, record_lost_race=False,
@@ -156,12 +169,17 @@ def _claim(action: ReplyAction, now: datetime) -> bool:
         )
         if not outcome.applied:
             return False
-        action.refresh_from_db(fields=["attempt_count", "delivery_state"])
+        if locked:
+            action.delivery_state = S.SENDING
+            action.attempt_count += 0 if action.canary else 1
+        else:
+            action.refresh_from_db(fields=["attempt_count", "delivery_state"])
         if not action.canary:
-            SendAttempt.objects.create(
-                action=action, attempt_number=action.attempt_count, at=now,
-                transport=AttemptTransport.SENT, evidence="claimed; request about to be written",
-                transport_name=action.event.source.transport,
+            insert_rows(
+                SendAttempt,
+                ["action", "attempt_number", "at", "transport", "evidence", "transport_name"],
+                [(action.pk, action.attempt_count, now, AttemptTransport.SENT,
+                  "claimed; request about to be written", action.event.source.transport)],
             )
     return True
 
@@ -175,7 +193,10 @@ def _finish(action: ReplyAction, *, to: str, reason: str, attempt: dict, extra: 
     """
     with transaction.atomic():
         if attempt:
-            SendAttempt.objects.filter(action=action, attempt_number=action.attempt_count).update(**attempt)
+            update_where(
+                SendAttempt, assign=attempt,
+                where={"action": action.pk, "attempt_number": action.attempt_count},
+            )
         outcome = reply_action_transition(
             action_id=action.pk, to=to, actor=SENDER, reason_code=reason, expected=S.SENDING,
             extra={"sending_since": None, **extra}, record_lost_race=False,
@@ -212,16 +233,44 @@ def reply_send_next() -> tuple[int, str] | None:
     """
     now = timezone.now()
     with transaction.atomic():
-        action = (
-            ReplyAction.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
-            .select_related("event__source")
-            .filter(_due(now))
-            .order_by("id")
-            .first()
-        )
-        if action is None or not _claim(action, now):
+        action = _lock_next(now)
+        if action is None or not _claim(action, now, locked=True):
             return None
     return action.pk, _deliver(action, now)
+
+
+def _lock_next(now: datetime) -> ReplyAction | None:
+    """One statement: lock the first free claimable row, read it with its event and source.
+
+    The inner SELECT walks the claimable index in id order and locks one row
+    (FOR NO KEY UPDATE SKIP LOCKED where the database has it); the outer one
+    joins only that row, so a claim costs the same whatever the backlog.
+    """
+    from ingress.models import InboundEvent, Source
+
+    inner = (
+        ReplyAction.objects.select_for_update(skip_locked=True, no_key=True)
+        .filter(_due(now)).order_by("id").values("id")[:1]
+    )
+    inner_sql, params = inner.query.sql_with_params()
+    qn = connection.ops.quote_name
+    sql = (
+        f"SELECT {select_list(ReplyAction, 'a')}, {select_list(InboundEvent, 'e')}, "
+        f"{select_list(Source, 's')} FROM {qn(ReplyAction._meta.db_table)} a "
+        f"JOIN {qn(InboundEvent._meta.db_table)} e ON e.{qn('event_key')} = a.{qn('event_key')} "
+        f"JOIN {qn(Source._meta.db_table)} s ON s.{qn('id')} = e.{qn('source_id')} "
+        f"WHERE a.{qn('id')} = ({inner_sql})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    action, rest = from_row(ReplyAction, row)
+    event, rest = from_row(InboundEvent, rest)
+    event.source, _ = from_row(Source, rest)
+    action.event = event
+    return action
 
 
 def _deliver(action: ReplyAction, now: datetime) -> str:
@@ -255,9 +304,7 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
 
     try:
         transport = transport_for(source)
-        copy = ReplyCopy.objects.get(
-            source_id=source.pk, purpose=action.purpose, copy_version=action.copy_version
-        )
+        copy = approved_copy(source_id=source.pk, purpose=action.purpose, copy_version=action.copy_version)
     except LiveSendDisabled:
         return not_sent("live_send_disabled")
     except Exception:  # building a transport or reading copy never sends a reply
