@@ -96,14 +96,24 @@ class ReplyActionAdmin(ActionAdmin):
 
 class QueueAdmin(ActionAdmin):
     state = ""
+    close_reason = ""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).filter(delivery_state=self.state)
+
+    def _close(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
+                                        reason_code=self.close_reason)
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
 
 
 @admin.register(ReviewQueue)
 class ReviewQueueAdmin(QueueAdmin):
     state = DeliveryState.REVIEW_PENDING
+    close_reason = "closed_by_reviewer"
     list_display = ("reply_key", "event", "source", "purpose", "missing", "created_at")
     list_filter = ("event__source", "purpose")
     actions = ["approve", "close"]
@@ -121,17 +131,13 @@ class ReviewQueueAdmin(QueueAdmin):
 
     @admin.action(permissions=["approve"], description="Close selected without reply")
     def close(self, request: HttpRequest, queryset: QuerySet):
-        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
-                                        reason_code="closed_by_reviewer")
-            return result.ok, result.message
-
-        return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
+        return self._close(request, queryset)
 
 
 @admin.register(UnknownSendQueue)
 class UnknownSendQueueAdmin(QueueAdmin):
     state = DeliveryState.SEND_STATUS_UNKNOWN
+    close_reason = "closed_by_operator"
     list_display = ("reply_key", "event", "source", "purpose", "last_error_code", "attempt_count", "created_at")
     actions = ["confirm_sent", "authorize_retry", "close"]
 
@@ -166,12 +172,7 @@ class UnknownSendQueueAdmin(QueueAdmin):
 
     @admin.action(permissions=["resolve"], description="Close selected without reply")
     def close(self, request: HttpRequest, queryset: QuerySet):
-        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
-                                        reason_code="closed_by_operator")
-            return result.ok, result.message
-
-        return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
+        return self._close(request, queryset)
 
 
 class ReplyCopyForm(forms.ModelForm):

@@ -157,3 +157,14 @@ def planned(deliver):
 @pytest.fixture(autouse=True)
 def _short_timeouts(settings):
     settings.CONDUIT_TRANSPORT_TIMEOUT_SECONDS = 0.5
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_caches():
+    """Ids restart between test databases; process caches keyed by id must not carry over."""
+    from replies.sender import approved_copy
+    from replies.transports.sandbox import _discovered
+
+    approved_copy.cache_clear()
+    _discovered.cache_clear()
+    yield

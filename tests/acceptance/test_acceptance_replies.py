@@ -6,18 +6,23 @@ import pytest
 from django.utils import timezone
 
 from replies.models import ReplyAction, SendAttempt
-from replies.sender import due_action_ids, replies_sweep, reply_approve, reply_send
+from replies.sender import due_action_ids, reply_approve, reply_send, reply_send_next
 from tests.conftest import fail_next, provider_calls
 
 
 def run_everything_that_sends(action_id: int, settings) -> None:
-    """What could ever send: a direct call (the queue's task, redelivered), the schedule, the sweeper."""
-    reply_send(action_id=action_id)
-    for due in due_action_ids():
-        reply_send(action_id=due)
+    """What could ever send: the queue's task (redelivered), the schedule's picks, the sweeper,
+    and a drain worker."""
+    from replies import tasks
+
+    tasks.send_reply(action_id)
+    for due in due_action_ids():  # what the send_due schedule queues
+        tasks.send_reply(due)
     settings.CONDUIT_SEND_LEASE_SECONDS = 0
-    replies_sweep()
-    reply_send(action_id=action_id)
+    tasks.sweep_sending()
+    tasks.send_reply(action_id)
+    while reply_send_next():
+        pass
 
 
 def approval_gate(action, state, settings) -> list[str]:

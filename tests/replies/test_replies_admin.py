@@ -146,3 +146,18 @@ def test_only_owners_may_enable_live_sending(client, sandbox_source):
     assert client.post(url, _source_form(live_send_enabled="on")).status_code == 302
     sandbox_source.refresh_from_db()
     assert sandbox_source.live_send_enabled is True
+
+
+@pytest.mark.parametrize("queue, group, reason", [
+    ("reviewqueue", "reviewers", "closed_by_reviewer"), ("unknownsendqueue", "operators", "closed_by_operator"),
+])
+def test_each_queue_closes_with_its_own_reason(client, pending, queue, group, reason):
+    (action, _), _ = pending
+    if queue == "unknownsendqueue":
+        ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
+    client.force_login(member(f"{group}_test", group))
+    act(client, queue, "close", [action], confirm="yes")
+    action.refresh_from_db()
+    assert action.delivery_state == "CLOSED_NO_REPLY"
+    last = ReplyTransition.objects.filter(action=action).last()
+    assert (last.actor, last.reason_code) == (f"{group}_test", reason)
