@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -22,5 +21,3 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         }
     return response
 
-
-RETRYABLE = status.HTTP_503_SERVICE_UNAVAILABLE
