@@ -39,10 +39,6 @@ class TransitionTable:
     def allows(self, prior: str | None, nxt: str) -> bool:
         return (prior, nxt) in self.moves
 
-    def rows(self) -> list[tuple[str, str]]:
-        """The table as (prior, next) pairs, for documentation and reports."""
-        return sorted((p or "(created)", n) for p, n in self.moves)
-
 
 @dataclass(frozen=True)
 class Outcome:

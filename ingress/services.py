@@ -15,7 +15,7 @@ from django.utils import timezone
 from conduit.canonical import sha256_hex
 from conduit.sql import increment_where, insert_rows
 from conduit.statemachine import Outcome, record_created, transition
-from ingress.contract import EVENT_TABLE, QUARANTINE_TABLE, trigger_matches
+from ingress.contract import EVENT_TABLE, QUARANTINE_CODES, QUARANTINE_TABLE, trigger_matches
 from ingress.models import (
     Delivery,
     EventState,
@@ -105,6 +105,8 @@ def _quarantine(
     event_index: int | None = None,
     event_key: str = "",
 ) -> QuarantineReceipt:
+    if reason_code not in QUARANTINE_CODES:  # codes are a contract: no ad hoc ones
+        raise ValueError(f"undeclared quarantine reason code {reason_code!r}")
     receipt = QuarantineReceipt.objects.create(
         source=source,
         reason_code=reason_code,

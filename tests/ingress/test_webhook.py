@@ -225,3 +225,15 @@ def test_deeply_nested_event_fields_are_quarantined_not_a_server_error(deliver):
         body = prefix.replace('"X"', "[" * depth + "]" * depth).replace("evt_test_0042", f"evt_test_{depth}")
         response = deliver(body.encode())
         assert response.status_code in (200, 202), depth  # accepted or quarantined, never a 500
+
+
+def test_every_reason_code_is_documented_in_the_readme():
+    from pathlib import Path
+
+    from ingress.contract import QUARANTINE_CODES
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [code for code in QUARANTINE_CODES if f"`{code}`" not in readme]
+    assert missing == []
+    for code in ("unknown_source", "payload_too_large", "store_unavailable", "source_secret_unavailable"):
+        assert f"`{code}`" in readme or f'"{code}"' in readme, code
