@@ -134,6 +134,12 @@ CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)
 # Seconds a transport waits for the provider before the send is ambiguous.
 CONDUIT_TRANSPORT_TIMEOUT_SECONDS = env.float("CONDUIT_TRANSPORT_TIMEOUT_SECONDS", default=10.0)
 
+# The replay-decision engine (seed 003): the role named in next.role, and the
+# evidence model that answers destination_outcome@1 (unset: none loaded, every
+# question abstains and the rules alone decide). Known model: http-semantics.
+CONDUIT_DECISION_ROLE = env.str("CONDUIT_DECISION_ROLE", default="operator")
+CONDUIT_EVIDENCE_MODEL = env.str("CONDUIT_EVIDENCE_MODEL", default="") or None
+
 # Webhook bodies above this size are refused with 413 before any parsing.
 CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")
 # Seconds a provider is told to wait when the store is unavailable (503).
