@@ -1,0 +1,50 @@
+"""The unknown-send view shows each action's replay decision, built from its own ledger."""
+
+import pytest
+
+from reconcile.decisions.schema import violations
+from reconcile.selectors import reply_decision_request, reply_digest
+from replies.sender import reply_approve, reply_send
+from tests.conftest import fail_next
+
+
+@pytest.fixture
+def unknown(provider, wire, planned):
+    def make(mode: str, **capabilities):
+        state = provider(**capabilities)
+        wire(state)
+        action, _ = planned()
+        reply_approve(action_id=action.pk, actor="reviewer_test")
+        fail_next(state, mode)
+        assert reply_send(action_id=action.pk) == "SEND_STATUS_UNKNOWN"
+        action.refresh_from_db()
+        return action
+
+    return make
+
+
+def test_the_request_comes_from_the_action_its_attempts_and_the_transport(unknown):
+    action = unknown("error_after_accept")
+    request = reply_decision_request(action)
+    assert violations(request) == []
+    assert request["proposal"] == {"operation": "deliver", "key": action.reply_key, "digest": reply_digest(action)}
+    assert request["destination"] == {"name": "sandbox", "mode": "event", "dedupe": "verified"}
+    (attempt,) = request["attempts"]
+    assert (attempt["transport"], attempt["http_status"], attempt["evidence"]) == (
+        "response_received", 503, "provider_error_503",
+    )
+
+
+def test_without_idempotency_the_page_says_reconcile_and_shows_the_questions(admin_client, unknown, settings):
+    settings.CONDUIT_DECISION_ROLE = "Operator on duty"
+    action = unknown("drop_after_accept", idempotency_key=False, receipt_lookup=True)
+    assert reply_decision_request(action)["destination"]["dedupe"] == "none"
+    page = admin_client.get(f"/admin/replies/unknownsendqueue/{action.pk}/change/").content.decode()
+    assert "reconcile" in page and "query_destination" in page and "Operator on duty" in page
+    assert "attempts/0 destination_outcome@1: model_unavailable" in page
+
+
+def test_with_verified_deduplication_the_page_says_retry(admin_client, unknown):
+    action = unknown("timeout_after_accept")
+    page = admin_client.get(f"/admin/replies/unknownsendqueue/{action.pk}/change/").content.decode()
+    assert "<strong>retry</strong>" in page
