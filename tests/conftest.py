@@ -168,3 +168,16 @@ def _fresh_process_caches():
     approved_copy.cache_clear()
     _discovered.cache_clear()
     yield
+
+
+@pytest.fixture
+def api(db):
+    """A DRF client authenticated with a token of a plain (non-staff) user."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    user = User.objects.create_user("token_user_test")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client

@@ -1,22 +1,11 @@
 """The token-authenticated read API: events with reply actions, quarantine receipts."""
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from tests.conftest import fixture_body
 
 pytestmark = pytest.mark.usefixtures("sandbox_source")
 NORTHSTAR_KEY = "sandbox-social:acct_test_01:comment.created:evt_test_0042"
-
-
-@pytest.fixture
-def api(db):
-    user = User.objects.create_user("reader_test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
 
 
 def test_requires_a_token(client):

@@ -5,20 +5,11 @@ import json
 import pytest
 from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api(db):
-    user = User.objects.create_user("decider_test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
 
 
 def load(name: str) -> dict:
