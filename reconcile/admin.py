@@ -16,13 +16,25 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
     """The unknown-send queue, showing the replay decision before a person decides."""
 
     fields = readonly_fields = (*UnknownSendQueueAdmin.fields, "replay_decision")
+    list_display = (*UnknownSendQueueAdmin.list_display, "verdict")
+
+    @staticmethod
+    def _decision(obj: ReplyAction) -> dict | None:
+        try:
+            return decision_make(request=reply_decision_request(obj))
+        except InvalidRequest:
+            return None
+
+    @admin.display(description="decision")
+    def verdict(self, obj: ReplyAction) -> str:
+        decision = self._decision(obj)
+        return f"{decision['verdict']}: {decision['next']['action']}" if decision else "-"
 
     @admin.display(description="replay decision")
     def replay_decision(self, obj: ReplyAction):
-        try:
-            decision = decision_make(request=reply_decision_request(obj))
-        except InvalidRequest as exc:
-            return f"no decision: the ledger gave an invalid request ({exc})"
+        decision = self._decision(obj)
+        if decision is None:
+            return "no decision: the ledger gave an invalid request"
         questions = format_html_join(
             "", "<li>{} {}: {} {}</li>",
             (

@@ -48,3 +48,5 @@ def test_with_verified_deduplication_the_page_says_retry(admin_client, unknown):
     action = unknown("timeout_after_accept")
     page = admin_client.get(f"/admin/replies/unknownsendqueue/{action.pk}/change/").content.decode()
     assert "<strong>retry</strong>" in page
+    queue = admin_client.get("/admin/replies/unknownsendqueue/").content.decode()
+    assert "retry: retry_delivery" in queue
