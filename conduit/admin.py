@@ -45,13 +45,14 @@ def confirmed_action(
     action: str,
     apply: Callable[[Any, str], tuple[bool, str]],
     note_required: bool = False,
-    note_label: str = "Note",
+    note_label: str = "",
     single: bool = False,
 ) -> HttpResponse | None:
     """Show a confirmation page; on confirm, apply to each row and report each outcome.
 
     `apply(obj, note)` returns (ok, message). Refusals become admin messages,
-    never a server error. `single` asks for exactly one selected row.
+    never a server error. `single` asks for exactly one selected row. The page
+    asks for a note only when `note_label` names what the note is for.
     """
     if single and queryset.count() != 1:
         modeladmin.message_user(request, f"{title}: select exactly one row.", messages.WARNING)
@@ -74,7 +75,8 @@ def confirmed_action(
         "objects": queryset,
         "action": action,
         "note_required": note_required,
-        "note_label": note_label,
+        "note_label": note_label or "Note",
+        "ask_note": bool(note_label) or note_required,
         "note_missing": request.POST.get("confirm") == "yes" and note_required and not note,
         "opts": modeladmin.model._meta,
         "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,

@@ -159,7 +159,7 @@ class QuarantineReceiptAdmin(LedgerAdmin):
 
         return confirmed_action(
             self, request, queryset, title=title, action=action, apply=apply,
-            note_required=outcome == QuarantineState.CORRECTED,
+            note_required=outcome == QuarantineState.CORRECTED, note_label="Review note",
         )
 
     @admin.action(permissions=["review"], description="Dismiss selected receipts")

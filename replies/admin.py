@@ -35,7 +35,7 @@ class SendAttemptInline(LedgerInline):
 class ActionAdmin(LedgerAdmin):
     """Shared by the ledger and both queues: context, history and attempts of each action."""
 
-    list_display = ("reply_key", "event", "source", "purpose", "delivery_state", "attempt_count", "created_at")
+    list_display = ("key", "event_short", "source", "purpose", "delivery_state", "attempt_count", "created_at")
     list_filter = ("event__source", "purpose", "delivery_state")
     search_fields = ("=reply_key", "=event__event_key")
     list_select_related = ("event__source",)
@@ -50,6 +50,15 @@ class ActionAdmin(LedgerAdmin):
     @admin.display(ordering="event__source__name")
     def source(self, obj: ReplyAction) -> str:
         return obj.event.source.name
+
+    @admin.display(description="reply key", ordering="reply_key")
+    def key(self, obj: ReplyAction) -> str:
+        return f"{obj.reply_key[:12]}…"  # the full key is on the action's page and is searchable
+
+    @admin.display(description="event", ordering="event_id")
+    def event_short(self, obj: ReplyAction) -> str:
+        key = obj.event_id
+        return key if len(key) <= 48 else f"…{key[-40:]}"
 
     @admin.display(description="what is missing")
     def missing(self, obj: ReplyAction) -> str:
@@ -114,7 +123,7 @@ class QueueAdmin(ActionAdmin):
 class ReviewQueueAdmin(QueueAdmin):
     state = DeliveryState.REVIEW_PENDING
     close_reason = "closed_by_reviewer"
-    list_display = ("reply_key", "event", "source", "purpose", "missing", "created_at")
+    list_display = ("key", "event_short", "source", "purpose", "missing", "created_at")
     list_filter = ("event__source", "purpose")
     actions = ["approve", "close"]
 
@@ -138,7 +147,7 @@ class ReviewQueueAdmin(QueueAdmin):
 class UnknownSendQueueAdmin(QueueAdmin):
     state = DeliveryState.SEND_STATUS_UNKNOWN
     close_reason = "closed_by_operator"
-    list_display = ("reply_key", "event", "source", "purpose", "last_error_code", "attempt_count", "created_at")
+    list_display = ("key", "event_short", "source", "purpose", "last_error_code", "attempt_count", "created_at")
     actions = ["confirm_sent", "authorize_retry", "close"]
 
     def has_resolve_permission(self, request: HttpRequest) -> bool:

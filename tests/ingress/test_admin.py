@@ -73,7 +73,7 @@ def test_dismiss_asks_for_confirmation_then_records_the_reviewer(client, receipt
 def test_corrected_needs_a_note_and_a_second_review_is_refused_as_a_message(client, receipt):
     client.force_login(staff("reviewer_test", "view_quarantinereceipt", "review_quarantinereceipt"))
     page = _act(client, "mark_corrected", receipt, confirm="yes")
-    assert b"Note is required" in page.content
+    assert b"Review note is required" in page.content
     _act(client, "mark_corrected", receipt, confirm="yes", note="field map fixed")
     response = _act(client, "dismiss", receipt, confirm="yes")
     assert response.status_code == 200
