@@ -1,8 +1,8 @@
-"""Thin SQL built from model metadata, for the ingest hot path.
+"""Thin SQL built from model metadata, for the hot paths (ingest, the sender's claim).
 
 The ORM's bulk_create and update() build model instances, expressions and a
-compiler per call; ingest writes a handful of rows per delivery on every
-request, so it uses these helpers instead. Values go through each field's
+compiler per call; ingest and the sender write a handful of rows per delivery
+or send, so they use these helpers instead. Values go through each field's
 get_db_prep_save unless they are plain strings, integers or booleans for a
 field that stores them as they are, so types and time zones behave as through
 the ORM. Works on PostgreSQL and SQLite 3.35+.
@@ -68,43 +68,6 @@ def insert_rows(
         return [r[0] for r in cursor.fetchall()]
 
 
-def increment_where(
-    model: type[models.Model], *, counter: str, where: dict[str, Any], assign: dict[str, Any]
-) -> int:
-    """UPDATE ... SET counter = counter + 1, <assign> WHERE <where>; returns rows changed.
-
-    The row lock the UPDATE takes serializes concurrent increments; the count
-    is exact without a prior read.
-    """
-    qn = connection.ops.quote_name
-    _, (counter_field,) = _columns(model, (counter,))
-    assign_sql, assign_fields = _columns(model, tuple(assign))
-    _, where_fields = _columns(model, tuple(where))
-    counter_col = qn(counter_field.column)
-    sets = [f"{counter_col} = {counter_col} + 1"] + [f"{qn(f.column)} = %s" for f in assign_fields]
-    conditions = [f"{qn(f.column)} = %s" for f in where_fields]
-    params = [_prep(f, v) for f, v in zip(assign_fields, assign.values())]
-    params += [_prep(f, v) for f, v in zip(where_fields, where.values())]
-    sql = f"UPDATE {qn(model._meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
-
-
-def update_where(model: type[models.Model], *, assign: dict[str, Any], where: dict[str, Any]) -> int:
-    """UPDATE ... SET <assign> WHERE <where> (equality only); returns rows changed."""
-    qn = connection.ops.quote_name
-    _, assign_fields = _columns(model, tuple(assign))
-    _, where_fields = _columns(model, tuple(where))
-    sets = ", ".join(f"{qn(f.column)} = %s" for f in assign_fields)
-    conditions = " AND ".join(f"{qn(f.column)} = %s" for f in where_fields)
-    params = [_prep(f, v) for f, v in zip(assign_fields, assign.values())]
-    params += [_prep(f, v) for f, v in zip(where_fields, where.values())]
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}", params)
-        return cursor.rowcount
-
-
 @lru_cache(maxsize=None)
 def _readers(model: type[models.Model]) -> tuple[list[str], list]:
     """Each concrete column's attname and the converters the ORM would apply to it."""
@@ -135,48 +98,51 @@ def from_row(model: type[models.Model], row: Sequence[Any]) -> tuple[models.Mode
 _OPERATORS = {"": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
-def compare_and_set(
-    model: type[models.Model], *, pk: int, where: dict[str, Any], assign: dict[str, Any]
-) -> int | None:
-    """UPDATE ... SET <assign> WHERE pk = %s AND <where>; rows changed.
+class Unsupported(ValueError):
+    """A lookup or expression update_rows does not take; use the ORM for it."""
 
-    `where` takes `field` or `field__lt|lte|gt|gte`; `assign` takes plain values
-    or `F("field") + n`. Returns None for anything else, and the caller uses the
-    ORM instead: this is a fast path, not a second query language.
+
+def update_rows(model: type[models.Model], *, where: dict[str, Any], assign: dict[str, Any]) -> int:
+    """UPDATE ... SET <assign> WHERE <where>; returns the rows changed.
+
+    `where` takes `field` (None means IS NULL) or `field__lt|lte|gt|gte`;
+    `assign` takes plain values or `F("field") +/- n` on the same field. Anything
+    else raises Unsupported: this is a fast path, not a second query language.
+    An UPDATE's row lock serializes concurrent increments, so a counter needs no prior read.
     """
     from django.db.models import F
     from django.db.models.expressions import CombinedExpression, Value
 
     qn = connection.ops.quote_name
     meta = model._meta
-    sets, conditions, params = [], [f"{qn(meta.pk.column)} = %s"], []
+    sets, conditions, params = [], [], []
     for name, value in assign.items():
         field = meta.get_field(name)
+        column = qn(field.column)
         if isinstance(value, CombinedExpression):
             lhs, rhs = value.lhs, value.rhs
             if not (isinstance(lhs, F) and lhs.name == name and isinstance(rhs, Value)
                     and value.connector in ("+", "-") and isinstance(rhs.value, int)):
-                return None
-            sets.append(f"{qn(field.column)} = {qn(field.column)} {value.connector} %s")
+                raise Unsupported(f"assignment to {name}")
+            sets.append(f"{column} = {column} {value.connector} %s")
             params.append(rhs.value)
         elif hasattr(value, "resolve_expression"):
-            return None
+            raise Unsupported(f"assignment to {name}")
         else:
-            sets.append(f"{qn(field.column)} = %s")
-            params.append(None if value is None else _prep(field, value))
-    params.append(pk)
+            sets.append(f"{column} = %s")
+            params.append(_prep(field, value))
     for lookup, value in where.items():
         name, _, op = lookup.partition("__")
-        if op not in _OPERATORS or hasattr(value, "resolve_expression"):
-            return None
-        field = meta.get_field(name)
+        if op not in _OPERATORS or hasattr(value, "resolve_expression") or (value is None and op):
+            raise Unsupported(f"condition {lookup}")
+        field = meta.pk if name == "pk" else meta.get_field(name)
         if value is None:
-            if op:
-                return None
             conditions.append(f"{qn(field.column)} IS NULL")
-            continue
-        conditions.append(f"{qn(field.column)} {_OPERATORS[op]} %s")
-        params.append(_prep(field, value))
+        else:
+            conditions.append(f"{qn(field.column)} {_OPERATORS[op]} %s")
+            params.append(_prep(field, value))
+    if not conditions:
+        raise Unsupported("an UPDATE without a condition")
     sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 from django.db import models, transaction
 from django.utils import timezone
 
-from conduit.sql import compare_and_set, insert_rows
+from conduit.sql import Unsupported, insert_rows, update_rows
 
 
 class TransitionRefused(Exception):
@@ -84,6 +84,19 @@ class TransitionRecord(models.Model):
         return f"{verdict}{self.prior_state or '(created)'} -> {self.next_state} by {self.actor} ({self.reason_code})"
 
 
+def _history_columns(owner_field: str) -> list[str]:
+    return [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"]
+
+
+def _update(model: type[models.Model], where: dict, assign: dict) -> int:
+    """One UPDATE through the thin path, or the ORM for what that path does not take."""
+    try:
+        return update_rows(model, where=where, assign=assign)
+    except Unsupported:
+        pk = where.pop("pk")
+        return model.objects.filter(pk=pk, **where).update(**assign)
+
+
 def record_created(
     *,
     table: TransitionTable,
@@ -108,8 +121,7 @@ def record_created(
         raise ValueError(f"{table.ledger}: undeclared creation path {refused or path}")
     at = at or timezone.now()
     insert_rows(
-        history,
-        [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"],
+        history, _history_columns(owner_field),
         (
             (owner_id, table.ledger, prior, nxt, at, actor, reason, False)
             for owner_id in owner_ids
@@ -150,11 +162,9 @@ def transition(
     # history commit or roll back with the caller's work.
     with transaction.atomic(savepoint=False):
         if expected is not None and table.allows(expected, to):
-            conditions = {state_field: expected, **(where or {})}
-            assign = {state_field: to, **(extra or {})}
-            changed = compare_and_set(model, pk=pk, where=conditions, assign=assign)
-            if changed is None:  # an expression the fast path does not take
-                changed = model.objects.filter(pk=pk, **conditions).update(**assign)
+            changed = _update(
+                model, {"pk": pk, state_field: expected, **(where or {})}, {state_field: to, **(extra or {})}
+            )
             prior = expected
             if not changed:
                 prior = model.objects.filter(pk=pk).values_list(state_field, flat=True).first()
@@ -177,10 +187,9 @@ def transition(
                 raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
             applied = table.allows(prior, to)
             if applied:
-                model.objects.filter(pk=pk).update(**{state_field: to}, **(extra or {}))
+                _update(model, {"pk": pk}, {state_field: to, **(extra or {})})
         insert_rows(
-            history,
-            [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"],
+            history, _history_columns(owner_field),
             [(pk, table.ledger, prior, to, at, actor, reason_code, not applied)],
         )
     return Outcome(

@@ -13,7 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from conduit.canonical import sha256_hex
-from conduit.sql import increment_where, insert_rows
+from conduit.sql import insert_rows, update_rows
 from conduit.statemachine import Outcome, record_created, transition
 from ingress.contract import EVENT_TABLE, QUARANTINE_CODES, QUARANTINE_TABLE, trigger_matches
 from ingress.models import (
@@ -99,7 +99,8 @@ def _quarantine(
     reason_code: str,
     detail: str,
     authenticated: bool,
-    body: bytes,
+    body_sha256: str,
+    body_bytes: int,
     at: datetime,
     delivery_id: str = "",
     event_index: int | None = None,
@@ -116,8 +117,8 @@ def _quarantine(
         delivery_id=delivery_id,
         event_index=event_index,
         event_key=event_key,
-        body_sha256=sha256_hex(body),
-        body_bytes=len(body),
+        body_sha256=body_sha256,
+        body_bytes=body_bytes,
     )
     record_created(
         table=QUARANTINE_TABLE,
@@ -174,9 +175,9 @@ def _event_upsert(
     )
     if event_id is None:
         # Same key: converge only when the payload is the one first accepted.
-        updated = increment_where(
-            InboundEvent, counter="seen_count", assign={"last_received_at": at},
-            where={"event_key": key, "payload_hash": observation.payload_hash},
+        updated = update_rows(
+            InboundEvent, where={"event_key": key, "payload_hash": observation.payload_hash},
+            assign={"seen_count": F("seen_count") + 1, "last_received_at": at},
         )
         return ("duplicate" if updated else "conflict"), key
 
@@ -212,20 +213,21 @@ def webhook_receive(
     """
     now = now or timezone.now()
     adapter = get_adapter(source.adapter)
+    body_hash = sha256_hex(body)
     try:
         proof = adapter.verify(body=body, headers=headers, secret=source_secret(source), now=now)
     except ProofError as error:
         with transaction.atomic(durable=True):
             receipt = _quarantine(
-                source=source, reason_code=error.code, detail=error.detail,
-                authenticated=False, body=body, at=now,
+                source=source, reason_code=error.code, detail=error.detail, authenticated=False,
+                body_sha256=body_hash, body_bytes=len(body), at=now,
             )
         raise ProofRefused(error, str(receipt.receipt_id)) from None
 
     parsed = adapter.parse(body=body, config=source_config(source))
     result = IngestResult(delivery_id=proof.delivery_id)
-    body_hash = sha256_hex(body)
-    quarantine = dict(source=source, authenticated=True, body=body, at=now, delivery_id=proof.delivery_id)
+    quarantine = dict(source=source, authenticated=True, body_sha256=body_hash, body_bytes=len(body),
+                      at=now, delivery_id=proof.delivery_id)
 
     with transaction.atomic(durable=True):
         delivery_pk = _insert_ignoring_conflict(
@@ -241,9 +243,10 @@ def webhook_receive(
             },
         )
         if delivery_pk is None:
-            redelivered = increment_where(
-                Delivery, counter="seen_count", assign={"last_received_at": now},
+            redelivered = update_rows(
+                Delivery,
                 where={"source": source.pk, "delivery_id": proof.delivery_id, "body_hash": body_hash},
+                assign={"seen_count": F("seen_count") + 1, "last_received_at": now},
             )
             if not redelivered:
                 receipt = _quarantine(

@@ -68,11 +68,11 @@ class ActionAdmin(LedgerAdmin):
 
     @admin.display(description="copy to be sent")
     def approved_copy(self, obj: ReplyAction) -> str:
+        source_id = obj.event.source_id
         copy = (
-            ReplyCopy.objects.filter(source_id=obj.event.source_id, purpose=obj.purpose,
-                                     copy_version=obj.copy_version).first()
+            sender.approved_copy(source_id=source_id, purpose=obj.purpose, copy_version=obj.copy_version)
             if obj.copy_version
-            else sender.copy_current(source_id=obj.event.source_id, purpose=obj.purpose)
+            else sender.copy_current(source_id=source_id, purpose=obj.purpose)
         )
         return f"{copy.copy_version} ({copy.channel}): {copy.text}" if copy else "-"
 

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from conduit.sql import from_row, insert_rows, select_list, update_where
+from conduit.sql import from_row, insert_rows, select_list, update_rows
 from conduit.statemachine import Outcome
 from replies.contract import MAX_AUTOMATIC_ATTEMPTS, backoff_seconds
 from replies.models import (
@@ -63,13 +63,17 @@ def copy_current(*, source_id: int, purpose: str) -> ReplyCopy | None:
     return ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).order_by("-id").first()
 
 
+def _no_copy(action: ReplyAction) -> str:
+    return (
+        f"no approved copy for purpose {action.purpose!r} on source "
+        f"{action.event.source.name!r}: add one under Replies > Reply copies"
+    )
+
+
 def copy_missing(action: ReplyAction) -> str:
     """Why this action cannot be approved yet, or "" when nothing is missing."""
     if copy_current(source_id=action.event.source_id, purpose=action.purpose) is None:
-        return (
-            f"no approved copy for purpose {action.purpose!r} on source "
-            f"{action.event.source.name!r}: add one under Replies > Reply copies"
-        )
+        return _no_copy(action)
     return ""
 
 
@@ -106,10 +110,9 @@ def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by
     with transaction.atomic():
         action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
         if action.delivery_state == S.REVIEW_PENDING:
-            missing = copy_missing(action)
-            if missing:
-                return Result(False, f"cannot approve: {missing}")
             copy = copy_current(source_id=action.event.source_id, purpose=action.purpose)
+            if copy is None:
+                return Result(False, f"cannot approve: {_no_copy(action)}")
             extra = {
                 "approval_state": ApprovalState.APPROVED, "approved_by": actor,
                 "approved_at": timezone.now(), "copy_version": copy.copy_version,
@@ -127,11 +130,8 @@ def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by
     return Result(True, f"approved with copy {extra['copy_version']}; the send is queued")
 
 
-CLOSABLE = (S.REVIEW_PENDING, S.APPROVED, S.FAILED_BEFORE_SEND, S.SEND_STATUS_UNKNOWN)
-
-
 def reply_close(*, action_id: int, actor: str, reason_code: str = "closed_without_reply") -> Result:
-    """Close without reply from any state that has not sent (or may not have)."""
+    """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT)."""
     with transaction.atomic():
         outcome = reply_action_transition(
             action_id=action_id, to=S.CLOSED_NO_REPLY, actor=actor, reason_code=reason_code,
@@ -193,7 +193,7 @@ def _finish(action: ReplyAction, *, to: str, reason: str, attempt: dict, extra: 
     """
     with transaction.atomic():
         if attempt:
-            update_where(
+            update_rows(
                 SendAttempt, assign=attempt,
                 where={"action": action.pk, "attempt_number": action.attempt_count},
             )

@@ -76,6 +76,15 @@ def deliver(client):
     return _deliver
 
 
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for a child process that must use this test's database."""
     from django.db import connection

@@ -33,24 +33,29 @@ class Receipt:
     http_status: int | None = None
 
 
-class NotSent(Exception):
-    """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
+class SendFailure(Exception):
+    """A send that returned no receipt; `code` is Conduit's own, safe to store and log."""
 
-    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False) -> None:
+    def __init__(self, code: str, *, http_status: int | None = None) -> None:
         super().__init__(code)
         self.code = code
         self.http_status = http_status
+
+
+class NotSent(SendFailure):
+    """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
+
+    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False) -> None:
+        super().__init__(code, http_status=http_status)
         # reached: the provider answered (a definitive refusal), versus nothing left the process.
         self.reached = reached
 
 
-class Ambiguous(Exception):
+class Ambiguous(SendFailure):
     """The provider may have applied the reply: park it, never retry automatically."""
 
     def __init__(self, code: str, *, http_status: int | None = None, response: bool = False) -> None:
-        super().__init__(code)
-        self.code = code
-        self.http_status = http_status
+        super().__init__(code, http_status=http_status)
         self.response = response
 
 

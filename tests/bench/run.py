@@ -9,10 +9,8 @@ ratio full/raw measured in the same run on the same database.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
-import secrets
 import signal
 import socket
 import statistics
@@ -22,26 +20,15 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "conduit.settings")
-os.environ.setdefault("SECRET_KEY", "bench-only-not-secret")
-BENCH_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-os.environ["CONDUIT_BENCH_SECRET"] = BENCH_SECRET
-
-import django  # noqa: E402
-
-django.setup()
+from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 
 import psycopg  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from conduit.canonical import payload_hash, sha256_hex  # noqa: E402
-from ingress.services import source_register  # noqa: E402
 from ingress.sources import get_adapter  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
 from replies.contract import reply_key  # noqa: E402
 
 ADAPTER = get_adapter("sandbox-social")
@@ -223,15 +210,9 @@ class RawPath:
             conn.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(workers: int, threads: int) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    env = {**os.environ, "CONDUIT_LOG_LEVEL": "WARNING", "CONN_MAX_AGE": "600"}
+    env = {**os.environ, "CONN_MAX_AGE": "600"}
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "conduit.wsgi", "--workers", str(workers),
          "--worker-class", "gthread", "--threads", str(threads), "--keep-alive", "30",
@@ -264,15 +245,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     args = parser.parse_args()
 
-    call_command("migrate", verbosity=0)
-    source, _ = source_register(
-        name="bench", adapter="sandbox-social", account_ref=ACCOUNT, event_types=["comment.created"],
-        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"],
-        secret_env="CONDUIT_BENCH_SECRET",
-    )
+    source = bench_source("bench", ACCOUNT)
+    dsn = raw_dsn()
     connection.close()
-    s = connection.settings_dict
-    dsn = f"host={s['HOST']} port={s['PORT']} user={s['USER']} dbname={s['NAME']}"
     server, port = start_server(args.workers, args.threads)
     print(f"ingest benchmark: {args.rounds} rounds of {args.seconds:.0f} s per path and level, "
           f"gunicorn {args.workers} workers x {args.threads} threads, {os.cpu_count()} cores, half the deliveries duplicates;")

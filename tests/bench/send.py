@@ -17,24 +17,13 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "conduit.settings")
-os.environ.setdefault("SECRET_KEY", "bench-only-not-secret")
-os.environ["CONDUIT_BENCH_SECRET"] = "whsec_" + "YmVuY2gtb25seS1zaWduaW5nLWtleS0wMDAwMDAwMDA="
-os.environ.setdefault("CONDUIT_LOG_LEVEL", "WARNING")
-
-import django  # noqa: E402
-
-django.setup()
+from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 
 import psycopg  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from ingress.services import source_register, source_update, webhook_receive  # noqa: E402
+from ingress.services import source_update, webhook_receive  # noqa: E402
 from replies import sender  # noqa: E402
 from replies.models import ReplyAction, SendAttempt  # noqa: E402
 from replies.sandbox_provider import serve  # noqa: E402
@@ -45,7 +34,7 @@ ACCOUNT = "acct_test_sendbench"
 
 def make_actions(source, count: int, tag: str) -> list[int]:
     """`count` APPROVED actions (two per event) through ingest and approval; their ids."""
-    secret = os.environ["CONDUIT_BENCH_SECRET"]
+    secret = BENCH_SECRET
     for start in range(0, count // 2, 100):
         events = [
             {"id": f"evt_test_{tag}_{i}", "type": "comment.created", "post_id": "post_test_b",
@@ -125,17 +114,11 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=400, help="actions per run at 0 ms latency")
     parser.add_argument("--slow-actions", type=int, default=60, help="actions per worker at 50 ms")
     args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    source, _ = source_register(
-        name="sendbench", adapter="sandbox-social", account_ref=ACCOUNT, event_types=["comment.created"],
-        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"],
-        secret_env="CONDUIT_BENCH_SECRET",
-    )
+    source = bench_source("sendbench", ACCOUNT)
     for purpose in source.purposes:
         sender.reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose,
                                  text="synthetic bench copy", actor="bench")
-    s = connection.settings_dict
-    dsn = f"host={s['HOST']} port={s['PORT']} user={s['USER']} dbname={s['NAME']}"
+    dsn = raw_dsn()
     print("sender benchmark: worker processes drain approved actions to the sandbox provider on loopback;")
     print("overhead = each worker's wall time per send minus the provider's latency\n")
     print(f"{'latency':>7} {'workers':>7} {'path':>8} {'sends':>6} {'sends/s':>8} "

@@ -12,16 +12,10 @@ import pytest
 
 from ingress.models import Delivery, EventTransition, InboundEvent
 from replies.models import ReplyAction
-from tests.conftest import fixture_body, sign, subprocess_env
+from tests.conftest import fixture_body, free_port, sign, subprocess_env
 from tests.ingress.test_concurrency import post
 
 CRASH_SERVER = Path(__file__).with_name("crash_server.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.django_db(transaction=True)

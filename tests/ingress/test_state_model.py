@@ -96,3 +96,19 @@ def test_the_database_refuses_a_state_outside_the_model(deliver):
         InboundEvent.objects.update(event_state="SOMETHING_ELSE")
     with pytest.raises(IntegrityError), transaction.atomic():
         ReplyAction.objects.update(delivery_state="RESENT")
+
+
+def test_a_condition_the_thin_update_does_not_take_goes_through_the_orm(deliver):
+    from conduit.statemachine import transition
+    from ingress.contract import EVENT_TABLE
+
+    deliver(fixture_body("comment__northstar"))
+    event = InboundEvent.objects.get()
+    outcome = transition(
+        table=EVENT_TABLE, model=InboundEvent, history=EventTransition, owner_field="event",
+        pk=event.pk, to="CLOSED_NO_REPLY", actor="t", reason_code="r", state_field="event_state",
+        expected="RECORD_READY", where={"seen_count__in": [1]},
+    )
+    assert outcome.applied
+    event.refresh_from_db()
+    assert event.event_state == "CLOSED_NO_REPLY"

@@ -129,18 +129,17 @@ def test_copy_is_versioned_and_only_declared_purposes_get_copy(admin_client, pen
 
 
 def test_only_owners_may_enable_live_sending(client, sandbox_source):
-    from tests.ingress.test_admin import _source_form
-
-    client.force_login(member("admin_but_not_owner", "reviewers"))
-    user = User.objects.get(username="admin_but_not_owner")
-    user.is_superuser = False
     from django.contrib.auth.models import Permission
 
-    user.user_permissions.add(*Permission.objects.filter(codename__in=["change_source", "view_source"]))
+    from tests.ingress.test_admin import _source_form
+
+    editor = member("editor_test")
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["change_source", "view_source"]))
+    client.force_login(editor)
     url = f"/admin/ingress/source/{sandbox_source.pk}/change/"
-    client.post(url, _source_form(live_send_enabled="on"))
+    assert client.post(url, _source_form(live_send_enabled="on")).status_code == 302  # the edit saves...
     sandbox_source.refresh_from_db()
-    assert sandbox_source.live_send_enabled is False
+    assert sandbox_source.live_send_enabled is False  # ...without the owner-only field
 
     client.force_login(member("owner_test", "owners"))
     assert client.post(url, _source_form(live_send_enabled="on")).status_code == 302

@@ -1,7 +1,6 @@
 """The sandbox provider over HTTP, and the transport's reading of each failure mode."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import pytest
 
 from replies.transports.base import Ambiguous, NotSent, OutboundReply
 from replies.transports.sandbox import SandboxTransport
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLY = OutboundReply(
@@ -77,9 +77,7 @@ def test_control_rejects_unknown_modes(provider):
 
 
 def test_the_management_command_serves_with_the_chosen_capabilities():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "sandbox_provider", "--port", str(port), "--no-lookup"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,0 +1,45 @@
+"""Set-up the benchmarks share: Django on the bench database, a synthetic source, the raw DSN."""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "conduit.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only-not-secret")
+os.environ.setdefault("CONDUIT_LOG_LEVEL", "WARNING")
+# A signing secret made for this run only; it signs nothing real.
+BENCH_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+os.environ["CONDUIT_BENCH_SECRET"] = BENCH_SECRET
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from ingress.models import Source  # noqa: E402
+from ingress.services import source_register  # noqa: E402
+
+
+def bench_source(name: str, account_ref: str) -> Source:
+    """Migrate the bench database and register a synthetic source whose trigger always matches."""
+    call_command("migrate", verbosity=0)
+    source, _ = source_register(
+        name=name, adapter="sandbox-social", account_ref=account_ref, event_types=["comment.created"],
+        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"],
+        secret_env="CONDUIT_BENCH_SECRET",
+    )
+    return source
+
+
+def raw_dsn() -> str:
+    """The bench database for raw psycopg connections (the baselines)."""
+    s = connection.settings_dict
+    return f"host={s['HOST']} port={s['PORT']} user={s['USER']} dbname={s['NAME']}"
