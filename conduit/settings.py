@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -133,6 +134,22 @@ Q_CLUSTER = {
 CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)
 # Seconds a transport waits for the provider before the send is ambiguous.
 CONDUIT_TRANSPORT_TIMEOUT_SECONDS = env.float("CONDUIT_TRANSPORT_TIMEOUT_SECONDS", default=10.0)
+
+# Reconciliation (seed 000 step 5, seed 004). A scan holds a lease per page
+# call; the page timeout must end a call well within the lease.
+CONDUIT_RECONCILE_LEASE_SECONDS = env.int("CONDUIT_RECONCILE_LEASE_SECONDS", default=60)
+CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS = env.float("CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS", default=30.0)
+CONDUIT_RECONCILE_PAGE_SIZE = env.int("CONDUIT_RECONCILE_PAGE_SIZE", default=1000)
+CONDUIT_RECONCILE_INTERVAL_SECONDS = env.int("CONDUIT_RECONCILE_INTERVAL_SECONDS", default=3600)
+CONDUIT_RECONCILE_POLL_LIMIT = env.int("CONDUIT_RECONCILE_POLL_LIMIT", default=20)
+if CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS >= CONDUIT_RECONCILE_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS must be shorter than CONDUIT_RECONCILE_LEASE_SECONDS"
+    )
+if not 1 <= CONDUIT_RECONCILE_POLL_LIMIT <= 200:
+    raise ImproperlyConfigured("CONDUIT_RECONCILE_POLL_LIMIT must be 1 to 200 page calls")
+if not 1 <= CONDUIT_RECONCILE_PAGE_SIZE <= 5000:
+    raise ImproperlyConfigured("CONDUIT_RECONCILE_PAGE_SIZE must be 1 to 5000 events")
 
 # The replay-decision engine (seed 003): the role named in next.role, and the
 # evidence model that answers destination_outcome@1 (unset: none loaded, every

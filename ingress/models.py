@@ -101,6 +101,8 @@ class InboundEvent(models.Model):
     reconcile_status = models.CharField(
         max_length=32, choices=ReconcileStatus.choices, default=ReconcileStatus.UNRECONCILED
     )
+    # Reconciliation evidence: when a complete source scan last judged this event.
+    reconciled_at = models.DateTimeField(null=True, blank=True)
     first_received_at = models.DateTimeField()
     last_received_at = models.DateTimeField()
     seen_count = models.PositiveIntegerField(default=1)
@@ -122,7 +124,11 @@ class InboundEvent(models.Model):
             ),
             models.CheckConstraint(condition=Q(seen_count__gte=1), name="inbound_event_seen_positive"),
         ]
-        indexes = [models.Index(fields=["source", "event_state"], name="inbound_event_src_state")]
+        indexes = [
+            models.Index(fields=["source", "event_state"], name="inbound_event_src_state"),
+            # A reconcile window is a range of occurred_at within one source.
+            models.Index(fields=["source", "occurred_at"], name="inbound_event_src_occurred"),
+        ]
 
     def __str__(self) -> str:
         return self.event_key

@@ -27,7 +27,7 @@ from ingress.models import (
     Source,
 )
 from ingress.sources import get_adapter
-from ingress.sources.base import Observation, ProofError, SecretUnavailable, SourceConfig
+from ingress.sources.base import Observation, Parsed, ProofError, SecretUnavailable, SourceConfig
 from replies.services import reply_actions_plan
 
 logger = logging.getLogger("conduit.ingress")
@@ -137,7 +137,7 @@ def _quarantine(
 
 
 def _event_upsert(
-    *, source: Source, observation: Observation, at: datetime
+    *, source: Source, observation: Observation, at: datetime, actor: str
 ) -> tuple[str, str]:
     """Insert the event by event_key or converge on the existing row.
 
@@ -189,14 +189,14 @@ def _event_upsert(
         owner_field="event",
         owner_ids=[event_id],
         path=[EventState.RECEIVED, final_state],
-        actor=INGEST_ACTOR,
+        actor=actor,
         reason_codes=["source_proof_passed", "reply_plan_created" if trigger else "trigger_not_matched"],
         at=at,
     )
     if trigger:
         reply_actions_plan(
             event_key=key, purposes=list(source.purposes), canary=observation.canary,
-            actor=INGEST_ACTOR, at=at,
+            actor=actor, at=at,
         )
     return "accepted", key
 
@@ -225,71 +225,91 @@ def webhook_receive(
         raise ProofRefused(error, str(receipt.receipt_id)) from None
 
     parsed = adapter.parse(body=body, config=source_config(source))
-    result = IngestResult(delivery_id=proof.delivery_id)
-    quarantine = dict(source=source, authenticated=True, body_sha256=body_hash, body_bytes=len(body),
-                      at=now, delivery_id=proof.delivery_id)
-
     with transaction.atomic(durable=True):
-        delivery_pk = _insert_ignoring_conflict(
-            Delivery,
-            {
-                "source": source.pk,
-                "delivery_id": proof.delivery_id,
-                "body_hash": body_hash,
-                "event_keys": sorted({o.event_key for o in parsed.observations}),
-                "first_received_at": now,
-                "last_received_at": now,
-                "seen_count": 1,
-            },
+        result = observations_accept(
+            source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
+            body_bytes=len(body), now=now,
         )
-        if delivery_pk is None:
-            redelivered = update_rows(
-                Delivery,
-                where={"source": source.pk, "delivery_id": proof.delivery_id, "body_hash": body_hash},
-                assign={"seen_count": F("seen_count") + 1, "last_received_at": now},
-            )
-            if not redelivered:
-                receipt = _quarantine(
-                    reason_code="delivery_conflict",
-                    detail="this delivery id was first accepted with a different body",
-                    **quarantine,
-                )
-                result.results.append(
-                    EventResult(None, "quarantined", receipt_id=str(receipt.receipt_id),
-                                reason_code="delivery_conflict")
-                )
-                return result
-
-        outcomes: dict[int | None, EventResult] = {}
-        # A consistent lock order across concurrent batches avoids deadlocks.
-        for observation in sorted(parsed.observations, key=lambda o: o.event_key):
-            verdict, key = _event_upsert(source=source, observation=observation, at=now)
-            if verdict == "conflict":
-                receipt = _quarantine(
-                    reason_code="identity_conflict",
-                    detail="this event key was first accepted with a different payload",
-                    event_index=observation.index, event_key=key, **quarantine,
-                )
-                outcomes[observation.index] = EventResult(
-                    observation.index, "quarantined", key, str(receipt.receipt_id), "identity_conflict"
-                )
-            else:
-                outcomes[observation.index] = EventResult(observation.index, verdict, key)
-        for rejection in parsed.rejections:
-            receipt = _quarantine(
-                reason_code=rejection.reason_code, detail=rejection.detail,
-                event_index=rejection.index, **quarantine,
-            )
-            outcomes[rejection.index] = EventResult(
-                rejection.index, "quarantined", receipt_id=str(receipt.receipt_id),
-                reason_code=rejection.reason_code,
-            )
-    result.results = [outcomes[i] for i in sorted(outcomes, key=lambda i: -1 if i is None else i)]
     if logger.isEnabledFor(logging.INFO):
         logger.info(
             "ingested source=%s delivery=%s results=%s", source.name, proof.delivery_id,
             ",".join(f"{r.result}:{r.reason_code or 'ok'}" for r in result.results),
         )
+    return result
+
+
+def observations_accept(
+    *, source: Source, parsed: Parsed, delivery_id: str, body_hash: str, body_bytes: int,
+    now: datetime, actor: str = INGEST_ACTOR,
+) -> IngestResult:
+    """Accept one delivery's normalized observations: the one ingest path.
+
+    The webhook calls it after the proof passed; reconciliation calls it to
+    replay source events missing locally. It must run inside the caller's
+    transaction, so a delivery and everything it plans commit together.
+    Delivery dedup, the event upsert by event_key, reply planning and
+    quarantine of bad members all happen here.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("observations_accept must run inside a transaction")
+    result = IngestResult(delivery_id=delivery_id)
+    quarantine = dict(source=source, authenticated=True, body_sha256=body_hash, body_bytes=body_bytes,
+                      at=now, delivery_id=delivery_id)
+    delivery_pk = _insert_ignoring_conflict(
+        Delivery,
+        {
+            "source": source.pk,
+            "delivery_id": delivery_id,
+            "body_hash": body_hash,
+            "event_keys": sorted({o.event_key for o in parsed.observations}),
+            "first_received_at": now,
+            "last_received_at": now,
+            "seen_count": 1,
+        },
+    )
+    if delivery_pk is None:
+        redelivered = update_rows(
+            Delivery,
+            where={"source": source.pk, "delivery_id": delivery_id, "body_hash": body_hash},
+            assign={"seen_count": F("seen_count") + 1, "last_received_at": now},
+        )
+        if not redelivered:
+            receipt = _quarantine(
+                reason_code="delivery_conflict",
+                detail="this delivery id was first accepted with a different body",
+                **quarantine,
+            )
+            result.results.append(
+                EventResult(None, "quarantined", receipt_id=str(receipt.receipt_id),
+                            reason_code="delivery_conflict")
+            )
+            return result
+
+    outcomes: dict[int | None, EventResult] = {}
+    # A consistent lock order across concurrent batches avoids deadlocks.
+    for observation in sorted(parsed.observations, key=lambda o: o.event_key):
+        verdict, key = _event_upsert(source=source, observation=observation, at=now, actor=actor)
+        if verdict == "conflict":
+            receipt = _quarantine(
+                reason_code="identity_conflict",
+                detail="this event key was first accepted with a different payload",
+                event_index=observation.index, event_key=key, **quarantine,
+            )
+            outcomes[observation.index] = EventResult(
+                observation.index, "quarantined", key, str(receipt.receipt_id), "identity_conflict"
+            )
+        else:
+            outcomes[observation.index] = EventResult(observation.index, verdict, key)
+    for rejection in parsed.rejections:
+        receipt = _quarantine(
+            reason_code=rejection.reason_code, detail=rejection.detail,
+            event_index=rejection.index, **quarantine,
+        )
+        outcomes[rejection.index] = EventResult(
+            rejection.index, "quarantined", receipt_id=str(receipt.receipt_id),
+            reason_code=rejection.reason_code,
+        )
+    result.results = [outcomes[i] for i in sorted(outcomes, key=lambda i: -1 if i is None else i)]
     return result
 
 

@@ -11,17 +11,83 @@ what it really applied per reply key, so tests can prove "exactly once".
     GET  /capabilities       {"idempotency_key": bool, "receipt_lookup": bool}
     GET  /applied            {"<reply_key>": times applied, ...}
     POST /control            {"mode": "...", "count": N, "latency_ms": M}: fail the next N sends
+                             (page_* modes fail the next N source page reads instead)
+
+It is also the synthetic platform's read side, which reconciliation scans:
+
+    GET    /sources/<account>/events?since=&until=&cursor=&limit=
+                             one page of the account's events, oldest first, each with
+                             the replies applied to it: {"scan_id", "events", "next_cursor", "complete"}
+    POST   /sources/<account>/events      {"events": [...]}: add events (a webhook may never come)
+    DELETE /sources/<account>/events/<id> remove one event
+    GET    /stats            {"page_calls": N}
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
 import json
 import threading
 import time
 import uuid
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
 
-MODES = ("ok", "refuse", "timeout_after_accept", "drop_after_accept", "error_after_accept")
+SEND_MODES = ("ok", "refuse", "timeout_after_accept", "drop_after_accept", "error_after_accept")
+# page_error answers 503 with the provider's own code; page_timeout hangs past the
+# reader's timeout; page_malformed answers a body that is not a page.
+PAGE_MODES = ("page_error", "page_timeout", "page_malformed")
+MODES = SEND_MODES + PAGE_MODES
+MAX_PAGE = 5000
+
+
+def _event_id(item: dict) -> str:
+    return str(item.get("id") or item.get("comment_id") or "")
+
+
+def _sort_key(item: dict) -> tuple[float, str]:
+    try:
+        at = datetime.fromisoformat(str(item.get("created_at"))).timestamp()
+    except (ValueError, TypeError):
+        at = 0.0
+    return at, _event_id(item)
+
+
+def _encode_cursor(scan_id: str, position: tuple[float, str]) -> str:
+    raw = json.dumps({"s": scan_id, "t": position[0], "k": position[1]}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, tuple[float, str]]:
+    data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    return str(data["s"]), (float(data["t"]), str(data["k"]))
+
+
+class SourceEvents:
+    """One account's events, kept sorted by (created_at, id) for keyset paging."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict] = {}
+        self.order: list[tuple[float, str]] = []
+
+    def add(self, item: dict) -> None:
+        key = _event_id(item)
+        if key in self.items:
+            self.remove(key)
+        self.items[key] = item
+        bisect.insort(self.order, _sort_key(item))
+
+    def remove(self, key: str) -> bool:
+        item = self.items.pop(key, None)
+        if item is None:
+            return False
+        position = _sort_key(item)
+        index = bisect.bisect_left(self.order, position)
+        if index < len(self.order) and self.order[index] == position:
+            del self.order[index]
+        return True
 
 
 class ProviderState:
@@ -32,7 +98,11 @@ class ProviderState:
         self.lock = threading.Lock()
         self.applied: dict[str, int] = {}
         self.receipts: dict[str, str] = {}
+        # What a reply was applied to: message_ref -> reply keys.
+        self.targets: dict[str, list[str]] = {}
+        self.sources: dict[str, SourceEvents] = {}
         self.mode, self.remaining, self.latency = "ok", 0, 0.0
+        self.page_mode, self.page_remaining, self.page_calls = "ok", 0, 0
 
     def next_mode(self) -> str:
         with self.lock:
@@ -41,7 +111,15 @@ class ProviderState:
                 return self.mode
             return "ok"
 
-    def apply(self, reply_key: str, idempotency_key: str | None) -> tuple[str, bool]:
+    def next_page_mode(self) -> str:
+        with self.lock:
+            self.page_calls += 1
+            if self.page_remaining > 0:
+                self.page_remaining -= 1
+                return self.page_mode
+            return "ok"
+
+    def apply(self, reply_key: str, idempotency_key: str | None, message_ref: str = "") -> tuple[str, bool]:
         """Apply once per idempotency key when enabled; every time otherwise."""
         with self.lock:
             if self.idempotency_key and idempotency_key and idempotency_key in self.receipts:
@@ -49,7 +127,42 @@ class ProviderState:
             receipt = f"rcpt_test_{uuid.uuid4().hex[:16]}"
             self.applied[reply_key] = self.applied.get(reply_key, 0) + 1
             self.receipts[reply_key] = receipt
+            if message_ref and reply_key not in self.targets.get(message_ref, ()):
+                self.targets.setdefault(message_ref, []).append(reply_key)
             return receipt, True
+
+    def page(self, account: str, *, since: float | None, until: float | None,
+             cursor: str | None, limit: int) -> dict:
+        """One page of events in [since, until), oldest first, with the replies applied to each."""
+        with self.lock:
+            events = self.sources.get(account) or SourceEvents()
+            if cursor:
+                scan_id, after = _decode_cursor(cursor)
+                start = bisect.bisect_right(events.order, after)
+            else:
+                scan_id = uuid.uuid4().hex
+                start = bisect.bisect_left(events.order, (since, "")) if since is not None else 0
+            page, index = [], start
+            while index < len(events.order) and len(page) < limit:
+                position = events.order[index]
+                if until is not None and position[0] >= until:
+                    break
+                item = dict(events.items[position[1]])
+                item["replies"] = [
+                    {"id": self.receipts[key], "reply_key": key}
+                    for key in self.targets.get(str(item.get("comment_id", "")), ())
+                ]
+                page.append(item)
+                index += 1
+            more = index < len(events.order) and (
+                until is None or events.order[index][0] < until
+            )
+            return {
+                "scan_id": scan_id,
+                "events": page,
+                "next_cursor": _encode_cursor(scan_id, events.order[index - 1]) if more and page else None,
+                "complete": not more,
+            }
 
 
 def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
@@ -71,7 +184,37 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             return json.loads(self.rfile.read(length) or b"{}")
 
+        def _page(self, account: str, query: dict) -> None:
+            mode = state.next_page_mode()
+            if state.latency:
+                time.sleep(state.latency)
+            if mode == "page_error":
+                return self._json(503, {"code": "overloaded", "message": "raw-provider-detail-never-recorded"})
+            if mode == "page_timeout":
+                time.sleep(state.hang_seconds)
+            if mode == "page_malformed":
+                return self._json(200, {"unexpected": True})
+
+            def when(name: str) -> float | None:
+                value = query.get(name, [""])[0]
+                return datetime.fromisoformat(value).timestamp() if value else None
+
+            try:
+                limit = min(MAX_PAGE, max(1, int(query.get("limit", ["1000"])[0])))
+                page = state.page(account, since=when("since"), until=when("until"),
+                                  cursor=query.get("cursor", [""])[0] or None, limit=limit)
+            except (ValueError, KeyError):
+                return self._json(400, {"code": "bad_request"})
+            self._json(200, page)
+
         def do_GET(self) -> None:
+            parts = urlsplit(self.path)
+            segments = [unquote(p) for p in parts.path.strip("/").split("/")]
+            if len(segments) == 3 and segments[0] == "sources" and segments[2] == "events":
+                return self._page(segments[1], parse_qs(parts.query))
+            if self.path == "/stats":
+                with state.lock:
+                    return self._json(200, {"page_calls": state.page_calls})
             if self.path == "/capabilities":
                 return self._json(200, {"idempotency_key": state.idempotency_key,
                                         "receipt_lookup": state.receipt_lookup})
@@ -86,16 +229,35 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 return self._json(200, {"id": receipt}) if receipt else self._json(404, {})
             self._json(404, {})
 
+        def do_DELETE(self) -> None:
+            segments = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/")]
+            if len(segments) == 4 and segments[0] == "sources" and segments[2] == "events":
+                with state.lock:
+                    removed = state.sources.setdefault(segments[1], SourceEvents()).remove(segments[3])
+                return self._json(200 if removed else 404, {"removed": removed})
+            self._json(404, {})
+
         def do_POST(self) -> None:
+            segments = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/")]
+            if len(segments) == 3 and segments[0] == "sources" and segments[2] == "events":
+                events = self._body().get("events", [])
+                with state.lock:
+                    store = state.sources.setdefault(segments[1], SourceEvents())
+                    for item in events:
+                        store.add(item)
+                return self._json(200, {"added": len(events)})
             if self.path == "/control":
                 data = self._body()
-                if data.get("mode", "ok") not in MODES:
+                mode = data.get("mode", "ok")
+                if mode not in MODES:
                     return self._json(400, {"error": f"mode is one of {MODES}"})
                 with state.lock:
-                    state.mode = data.get("mode", "ok")
-                    state.remaining = int(data.get("count", 1))
+                    if mode in PAGE_MODES:
+                        state.page_mode, state.page_remaining = mode, int(data.get("count", 1))
+                    else:
+                        state.mode, state.remaining = mode, int(data.get("count", 1))
                     state.latency = float(data.get("latency_ms", state.latency * 1000)) / 1000
-                return self._json(200, {"mode": state.mode, "count": state.remaining})
+                return self._json(200, {"mode": mode, "count": int(data.get("count", 1))})
             if self.path != "/replies":
                 return self._json(404, {})
             data = self._body()
@@ -104,7 +266,8 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 time.sleep(state.latency)
             if mode == "refuse":
                 return self._json(429, {"accepted": False})
-            receipt, _ = state.apply(str(data.get("reply_key", "")), self.headers.get("Idempotency-Key"))
+            receipt, _ = state.apply(str(data.get("reply_key", "")), self.headers.get("Idempotency-Key"),
+                                     str(data.get("message_ref", "")))
             if mode == "timeout_after_accept":
                 time.sleep(state.hang_seconds)
                 self.close_connection = True

@@ -88,6 +88,46 @@ class Parsed:
     rejections: list[Rejection]
 
 
+@dataclass(frozen=True)
+class ProviderReceipt:
+    """A reply the provider shows applied to a source event (lookup by target)."""
+
+    reply_key: str
+    provider_reply_id: str
+    event_key: str
+
+
+@dataclass(frozen=True)
+class SourcePage:
+    """One page of a source read: its events normalized, and the replies applied to them."""
+
+    scan_id: str
+    observations: list[Observation]
+    rejections: list[Rejection]
+    receipts: list[ProviderReceipt]
+    next_cursor: str | None
+    complete: bool
+
+
+class PageFailure(Exception):
+    """A source page that could not be read.
+
+    `error_class` and `code` are safe to store; `message` is one bounded line
+    Conduit wrote itself. Provider text and credentials never enter any of them.
+    """
+
+    CLASSES = ("timeout", "transport", "provider", "protocol", "unauthored")
+
+    def __init__(self, error_class: str, code: str, message: str) -> None:
+        if error_class not in self.CLASSES:
+            raise ValueError(f"unknown page error class {error_class!r}")
+        message = " ".join(message.split())[:256]
+        super().__init__(message)
+        self.error_class = error_class
+        self.code = code[:64]
+        self.message = message
+
+
 def event_key(
     *,
     source_system: str,
@@ -125,3 +165,17 @@ class SourceAdapter:
     def sign(self, *, body: bytes, secret: str, delivery_id: str, at: datetime) -> dict[str, str]:
         """Headers a sender would attach; used by fixtures, the canary and benchmarks."""
         raise NotImplementedError(".sign() must be overridden.")
+
+    # Whether reading this source's evidence calls a system outside Conduit's host.
+    live: bool = True
+
+    def read_page(
+        self, *, config: SourceConfig, base_url: str, since: datetime | None,
+        until: datetime | None, cursor: str | None, limit: int, timeout: float,
+    ) -> SourcePage:
+        """One page of the source's events in [since, until) (or after `cursor`).
+
+        Raises PageFailure. Normalizes each event with the same contract as
+        the webhook, so reconciliation derives the same keys.
+        """
+        raise NotImplementedError(".read_page() must be overridden.")

@@ -1,0 +1,227 @@
+"""Reconciliation ledgers: per-source scan state and lease, runs, staged pages, reports, findings."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from ingress.models import Source
+from replies.models import ReplyAction
+
+MAX_INTERVAL_SECONDS = 365 * 24 * 3600
+
+
+class ScanState(models.Model):
+    """One per source: complete progress, the active scan, its lease and its schedule (seed 004).
+
+    Complete progress (the checkpoint) is kept apart from the active scan's
+    staged progress, so an incomplete scan never moves what is authoritative.
+    """
+
+    source = models.OneToOneField(Source, on_delete=models.PROTECT, related_name="scan")
+    interval_seconds = models.PositiveIntegerField(
+        default=3600, help_text="Seconds between complete scans (1 second to 1 year)."
+    )
+    next_due_at = models.DateTimeField()
+    requested_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.CharField(max_length=150, blank=True)
+    # Complete progress: the window end and provider position of the last complete scan.
+    checkpoint_until = models.DateTimeField(null=True, blank=True)
+    checkpoint_scan_id = models.CharField(max_length=200, blank=True)
+    last_completed_at = models.DateTimeField(null=True, blank=True)
+    last_run = models.ForeignKey(
+        "ReconcileRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    active_run = models.ForeignKey(
+        "ReconcileRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The scan lease: an unpredictable token and its expiry. Empty token: free.
+    lease_token = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Consecutive failed pages, and the last one's safe class, code and Conduit-authored line.
+    failures = models.PositiveIntegerField(default=0)
+    last_error_class = models.CharField(max_length=16, blank=True)
+    last_error_code = models.CharField(max_length=64, blank=True)
+    last_error_message = models.CharField(max_length=256, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(interval_seconds__gte=1, interval_seconds__lte=MAX_INTERVAL_SECONDS),
+                name="scan_interval_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"scan state of {self.source_id}"
+
+
+class RunState(models.TextChoices):
+    SCANNING = "SCANNING"
+    PUBLISHED = "PUBLISHED"
+    DISCARDED = "DISCARDED"
+
+
+class ReconcileRun(models.Model):
+    """One scan generation of one source over a window, page by page."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="reconcile_runs")
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.SCANNING)
+    trigger = models.CharField(max_length=16)  # schedule | command | admin | canary
+    requested_by = models.CharField(max_length=150)
+    since = models.DateTimeField(null=True, blank=True)
+    until = models.DateTimeField(null=True, blank=True)
+    scan_id = models.CharField(max_length=200, blank=True)
+    cursor = models.CharField(max_length=4096, blank=True, help_text="The next page's cursor.")
+    pages = models.PositiveIntegerField(default=0)
+    page_calls = models.PositiveIntegerField(default=0, help_text="Including failed ones.")
+    staged_events = models.PositiveIntegerField(default=0)
+    staged_receipts = models.PositiveIntegerField(default=0)
+    # Source items the contract refused: [{"page", "index", "code"}], bounded.
+    rejections = models.JSONField(default=list, blank=True)
+    rejection_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    first_page_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    discard_reason = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=RunState.values), name="reconcile_run_state_valid"),
+            # One scan generation at a time per source.
+            models.UniqueConstraint(
+                fields=["source"], condition=Q(state="SCANNING"), name="reconcile_one_scan_per_source"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}"
+
+
+class StagedEvent(models.Model):
+    """A normalized source event staged by an incomplete scan; removed when the scan ends."""
+
+    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False)
+    event_key = models.CharField(max_length=512)
+    payload_hash = models.CharField(max_length=64)
+    source_event_id = models.CharField(max_length=200, blank=True)
+    event_type = models.CharField(max_length=64)
+    conversation_ref = models.CharField(max_length=200)
+    message_ref = models.CharField(max_length=200)
+    sender_ref = models.CharField(max_length=200)
+    occurred_at = models.DateTimeField()
+    occurred_at_original = models.CharField(max_length=64)
+    # Needed to replay a missing event through ingest (the trigger reads it); gone at publication.
+    text = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "event_key"], name="staged_event_unique"),
+        ]
+
+
+class StagedReceipt(models.Model):
+    """A reply the provider showed applied, staged with its scan."""
+
+    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False)
+    reply_key = models.CharField(max_length=64)
+    provider_reply_id = models.CharField(max_length=200)
+    event_key = models.CharField(max_length=512)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "reply_key"], name="staged_receipt_unique"),
+        ]
+
+
+class ReconcileReport(models.Model):
+    """What a complete scan found, written before any repair; kept."""
+
+    run = models.OneToOneField(ReconcileRun, on_delete=models.PROTECT, related_name="report")
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="reconcile_reports")
+    created_at = models.DateTimeField()
+    summary = models.JSONField()
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"reconciliation report {self.pk}"
+
+
+class FindingKind(models.TextChoices):
+    MISSING_LOCAL = "MISSING_LOCAL", "source event missing locally"
+    SOURCE_UNVERIFIED = "SOURCE_UNVERIFIED", "local event without source evidence"
+    IDENTITY_CONFLICT = "IDENTITY_CONFLICT", "same key, different payload"
+    RECEIPT_ATTACHED = "RECEIPT_ATTACHED", "receipt found for an unconfirmed send"
+    RECEIPT_MISSING = "RECEIPT_MISSING", "SENT without a provider receipt"
+    RETRY_CANDIDATE = "RETRY_CANDIDATE", "no receipt: a retry may be safe"
+    UNEXPECTED_RECEIPT = "UNEXPECTED_RECEIPT", "receipt for an action not sent"
+    UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT", "receipt under a key Conduit never planned"
+    INVALID_SOURCE_ITEM = "INVALID_SOURCE_ITEM", "source item the contract refuses"
+
+
+class Repair(models.TextChoices):
+    NONE = "none"
+    REPLAYED = "replayed_through_ingest"
+    MARKED_UNVERIFIED = "marked_source_unverified"
+    RECEIPT_ATTACHED = "receipt_attached_marked_sent"
+    MARKED_UNKNOWN = "marked_send_status_unknown"
+
+
+class Decision(models.TextChoices):
+    RETRY_AUTHORIZED = "RETRY_AUTHORIZED"
+    CLOSED = "CLOSED"
+
+
+class Finding(models.Model):
+    """One difference a complete scan found, the repair the rules allow, and any human decision."""
+
+    report = models.ForeignKey(ReconcileReport, on_delete=models.PROTECT, related_name="findings")
+    kind = models.CharField(max_length=32, choices=FindingKind.choices)
+    event_key = models.CharField(max_length=512, blank=True)
+    reply_key = models.CharField(max_length=64, blank=True)
+    action = models.ForeignKey(
+        ReplyAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="findings"
+    )
+    repair = models.CharField(max_length=32, choices=Repair.choices, default=Repair.NONE)
+    # planned -> applied | refused (a move the reply ledger refused, e.g. a lost race).
+    repair_outcome = models.CharField(max_length=16, blank=True)
+    detail = models.CharField(max_length=256, blank=True, help_text="Conduit-authored, no content.")
+    decision = models.CharField(max_length=32, choices=Decision.choices, blank=True)
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.CharField(max_length=500, blank=True)
+    decision_result = models.CharField(max_length=256, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        permissions = [("decide_finding", "Can decide reconciliation findings")]
+        indexes = [models.Index(fields=["report", "kind"], name="finding_report_kind")]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=FindingKind.values), name="finding_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(decision="") | Q(decided_at__isnull=False) & ~Q(decided_by="") & ~Q(decision_reason=""),
+                name="finding_decision_has_actor_time_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.reply_key[:12] or self.event_key}"
+
+
+class RetryCandidateQueue(Finding):
+    """Undecided RETRY_CANDIDATE findings: the admin queue where a person decides."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "retry candidate"
+
+
+class SchedulerCursor(models.Model):
+    """The durable round-robin position of the bounded poll: the last source name served."""
+
+    name = models.CharField(max_length=32, unique=True)
+    last_source_name = models.CharField(max_length=64, blank=True)

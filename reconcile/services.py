@@ -1,0 +1,633 @@
+"""Reconciliation writes: leased page scans, compare-report-repair, the bounded poll, decisions.
+
+A scan reads a source's events page by page (seed 004). Each page call holds
+a durable lease with an unpredictable token; its commit re-checks the token
+against a fresh clock, so a holder that lost its lease publishes nothing.
+Pages are staged; only the final page's transaction compares the staged
+generation with both ledgers, writes the report, and then applies the
+repairs seed 000 allows, all or nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
+from django.utils import timezone
+
+from conduit.canonical import payload_hash
+from conduit.sql import insert_rows
+from ingress.models import InboundEvent, QuarantineReceipt, QuarantineState, ReconcileStatus, Source
+from ingress.services import observations_accept, source_config
+from ingress.sources import get_adapter
+from ingress.sources.base import Observation, PageFailure, Parsed, SourcePage
+from reconcile.models import (
+    Decision,
+    Finding,
+    FindingKind,
+    ReconcileReport,
+    ReconcileRun,
+    Repair,
+    RunState,
+    ScanState,
+    SchedulerCursor,
+    StagedEvent,
+    StagedReceipt,
+)
+from replies.models import DeliveryState as S, ReplyAction
+from replies.sender import Result, reply_close, unknown_authorize_retry
+from replies.services import reply_action_transition
+
+logger = logging.getLogger("conduit.reconcile")
+
+RECONCILE_ACTOR = "system:reconcile"
+BACKOFF_BASE_SECONDS = 5
+MAX_KEPT_REJECTIONS = 1000
+REPLAY_BATCH = 500
+CHUNK = 2000
+STAGE_STATEMENT_ROWS = 500
+
+
+def clock() -> datetime:
+    """The trusted clock; tests replace it to hold time still."""
+    return timezone.now()
+
+
+class LeaseBusy(Exception):
+    """Another worker holds this source's live scan lease: skip it."""
+
+
+class LeaseLost(Exception):
+    """This worker's lease expired or was taken over before it could commit."""
+
+
+class ScanConflict(Exception):
+    """A scan with another window is active; restart it explicitly to change the window."""
+
+
+@dataclass(frozen=True)
+class PageOutcome:
+    source: str
+    run_id: int
+    state: str  # staged | published | discarded | failed | lease_lost
+    pages: int = 0
+    staged_events: int = 0
+    report_id: int | None = None
+    error: PageFailure | None = None
+
+
+# -- scan state and lease ---------------------------------------------------
+
+def scan_state_for(source: Source) -> ScanState:
+    state, _ = ScanState.objects.get_or_create(
+        source=source,
+        defaults={"next_due_at": clock(), "interval_seconds": settings.CONDUIT_RECONCILE_INTERVAL_SECONDS},
+    )
+    return state
+
+
+def _lease_acquire(source_id: int) -> str:
+    token = secrets.token_hex(32)
+    now = clock()
+    taken = ScanState.objects.filter(
+        Q(lease_token="") | Q(lease_expires_at__lte=now), source_id=source_id
+    ).update(lease_token=token,
+             lease_expires_at=now + timedelta(seconds=settings.CONDUIT_RECONCILE_LEASE_SECONDS))
+    if not taken:
+        raise LeaseBusy(f"source {source_id}: another worker holds the scan lease")
+    return token
+
+
+def _lease_check(source_id: int, token: str) -> ScanState:
+    """Inside the commit's transaction: lock the state row, re-check the token on a fresh clock."""
+    state = ScanState.objects.select_for_update(no_key=True).get(source_id=source_id)
+    if state.lease_token != token or state.lease_expires_at is None or state.lease_expires_at <= clock():
+        raise LeaseLost(f"source {source_id}: the scan lease expired or was taken over")
+    return state
+
+
+def _lease_release(source_id: int, token: str) -> None:
+    ScanState.objects.filter(source_id=source_id, lease_token=token).update(
+        lease_token="", lease_expires_at=None
+    )
+
+
+def _run_for_page(source: Source, token: str, *, trigger: str, actor: str,
+                  since: datetime | None, until: datetime | None) -> ReconcileRun:
+    """The active scan generation, or a new one over the requested (or scheduled) window."""
+    with transaction.atomic():
+        state = _lease_check(source.pk, token)
+        run = state.active_run
+        if run is not None and run.state == RunState.SCANNING:
+            if (since is not None and since != run.since) or (until is not None and until != run.until):
+                raise ScanConflict(
+                    f"scan {run.pk} of {source.name} is active over another window; "
+                    "let it finish or restart it"
+                )
+            return run
+        # Without a window, a scan is a complete generation: everything the
+        # source holds up to now (seed 004), so absence can be judged.
+        run = ReconcileRun.objects.create(
+            source=source, trigger=trigger, requested_by=actor, since=since, until=until or clock(),
+            created_at=clock(),
+        )
+        state.active_run = run
+        state.save(update_fields=["active_run"])
+        return run
+
+
+# -- one page -------------------------------------------------------------
+
+def reconcile_page(
+    *, source: Source, trigger: str = "schedule", actor: str = RECONCILE_ACTOR,
+    since: datetime | None = None, until: datetime | None = None,
+) -> PageOutcome:
+    """Make exactly one source page call for `source` and commit what it returned.
+
+    Raises LeaseBusy when another worker holds the lease (nothing was called).
+    A stale holder gets state `lease_lost` and commits nothing.
+    """
+    scan_state_for(source)
+    token = _lease_acquire(source.pk)
+    try:
+        try:
+            run = _run_for_page(source, token, trigger=trigger, actor=actor, since=since, until=until)
+        except LeaseLost:
+            return PageOutcome(source.name, 0, "lease_lost")
+        adapter = get_adapter(source.adapter)
+        try:
+            page = adapter.read_page(
+                config=source_config(source), base_url=source.transport_url, since=run.since,
+                until=run.until, cursor=run.cursor or None, limit=settings.CONDUIT_RECONCILE_PAGE_SIZE,
+                timeout=settings.CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS,
+            )
+        except PageFailure as failure:
+            return _page_failed(source, token, run, failure)
+        except Exception as exc:  # an error no one authored: its text is never kept
+            logger.warning("reconcile page source=%s unauthored error type=%s", source.name, type(exc).__name__)
+            return _page_failed(
+                source, token, run,
+                PageFailure("unauthored", "unexpected_error", f"reading the page raised {type(exc).__name__}"),
+            )
+        try:
+            with transaction.atomic():
+                state = _lease_check(source.pk, token)
+                run = ReconcileRun.objects.select_for_update().get(pk=run.pk)
+                _page_check(run, page)
+                _stage(run, page)
+                if page.complete:
+                    report = _publish(source, state, run)
+                    outcome = PageOutcome(source.name, run.pk, "published", run.pages,
+                                          run.staged_events, report.pk)
+                elif page.next_cursor is None:
+                    _discard(state, run, "exhausted_without_completion")
+                    _schedule_after_failure(state)
+                    outcome = PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events)
+                else:
+                    state.next_due_at = clock()  # the scan continues on the next poll
+                    state.failures = 0
+                    _clear_error(state)
+                    state.save()
+                    outcome = PageOutcome(source.name, run.pk, "staged", run.pages, run.staged_events)
+        except LeaseLost:
+            logger.warning("reconcile page source=%s run=%s lease_lost", source.name, run.pk)
+            return PageOutcome(source.name, run.pk, "lease_lost")
+        except PageFailure as failure:  # the page broke the protocol: nothing of it was staged
+            return _page_failed(source, token, run, failure)
+        logger.info("reconcile page source=%s run=%s state=%s pages=%s staged=%s",
+                    source.name, run.pk, outcome.state, outcome.pages, outcome.staged_events)
+        return outcome
+    finally:
+        _lease_release(source.pk, token)
+
+
+def _page_check(run: ReconcileRun, page: SourcePage) -> None:
+    """Seed 004: one scan id per generation, no repeated cursor, no completion with a cursor."""
+    if run.scan_id and page.scan_id != run.scan_id:
+        raise PageFailure("protocol", "page_scan_changed", "the page belongs to another scan generation")
+    if page.complete and page.next_cursor:
+        raise PageFailure("protocol", "page_complete_with_cursor", "the page claims completion and a next cursor")
+    if page.next_cursor and page.next_cursor == run.cursor:
+        raise PageFailure("protocol", "page_repeated_cursor", "the page repeats the cursor it was read from")
+    if page.next_cursor and len(page.next_cursor) > 4096:
+        raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
+
+
+STAGED_EVENT_COLUMNS = (
+    "run", "event_key", "payload_hash", "source_event_id", "event_type", "conversation_ref",
+    "message_ref", "sender_ref", "occurred_at", "occurred_at_original", "text",
+)
+
+
+def _insert_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING in bounded statements; how many rows were new."""
+    return sum(
+        len(insert_rows(model, columns, rows[i:i + STAGE_STATEMENT_ROWS], ignore_conflicts=True))
+        for i in range(0, len(rows), STAGE_STATEMENT_ROWS)
+    )
+
+
+def _stage(run: ReconcileRun, page: SourcePage) -> None:
+    """Stage the page's events and receipts and advance the cursor, in the caller's transaction.
+
+    An event already staged by an earlier page with the same payload is one
+    event; with another payload the page fails (and stages nothing).
+    """
+    if page.observations:
+        _refuse_conflicting_duplicates(run, page.observations)
+    new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS, [
+        (run.pk, o.event_key, o.payload_hash, o.source_event_id, o.event_type, o.conversation_ref,
+         o.message_ref, o.sender_ref, o.occurred_at, o.occurred_at_original, o.text)
+        for o in page.observations
+    ])
+    new_receipts = _insert_new(
+        StagedReceipt, ("run", "reply_key", "provider_reply_id", "event_key"),
+        [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts],
+    )
+    kept = run.rejections
+    for rejection in page.rejections:
+        if len(kept) < MAX_KEPT_REJECTIONS:
+            kept.append({"page": run.pages + 1, "index": rejection.index, "code": rejection.reason_code})
+    ReconcileRun.objects.filter(pk=run.pk).update(
+        scan_id=page.scan_id, cursor=page.next_cursor or "", pages=F("pages") + 1,
+        page_calls=F("page_calls") + 1, staged_events=F("staged_events") + new_events,
+        staged_receipts=F("staged_receipts") + new_receipts, rejections=kept,
+        rejection_count=F("rejection_count") + len(page.rejections),
+        first_page_at=run.first_page_at or clock(),
+    )
+    run.refresh_from_db()
+
+
+def _refuse_conflicting_duplicates(run: ReconcileRun, observations: list[Observation]) -> None:
+    """An event staged twice must carry one payload; a conflict fails the page, not the scan."""
+    hashes: dict[str, str] = {}
+    for o in observations:
+        if hashes.setdefault(o.event_key, o.payload_hash) != o.payload_hash:
+            raise PageFailure("protocol", "page_conflicting_duplicate",
+                              "one event appears twice in the page with different payloads")
+    clash = StagedEvent.objects.filter(run=run, event_key__in=list(hashes)).exclude(
+        payload_hash__in=set(hashes.values())
+    ).values_list("event_key", "payload_hash")
+    for key, staged_hash in clash.iterator():
+        if hashes[key] != staged_hash:
+            raise PageFailure("protocol", "page_conflicting_duplicate",
+                              "an event staged by an earlier page reappears with a different payload")
+
+
+def _clear_error(state: ScanState) -> None:
+    state.last_error_class = state.last_error_code = state.last_error_message = ""
+    state.last_error_at = None
+
+
+def _schedule_after_failure(state: ScanState) -> None:
+    """Deterministic exponential backoff from 5 s, capped by the source's interval."""
+    state.failures += 1
+    delay = min(state.interval_seconds, BACKOFF_BASE_SECONDS * 2 ** min(state.failures - 1, 30))
+    state.next_due_at = clock() + timedelta(seconds=delay)
+    state.save()
+
+
+def _page_failed(source: Source, token: str, run: ReconcileRun, failure: PageFailure) -> PageOutcome:
+    """Keep the safe class, code and Conduit's own line; staged pages and the checkpoint stay."""
+    with transaction.atomic():
+        try:
+            state = _lease_check(source.pk, token)
+        except LeaseLost:
+            return PageOutcome(source.name, run.pk, "lease_lost", error=failure)
+        ReconcileRun.objects.filter(pk=run.pk).update(page_calls=F("page_calls") + 1)
+        state.last_error_class, state.last_error_code = failure.error_class, failure.code
+        state.last_error_message, state.last_error_at = failure.message, clock()
+        _schedule_after_failure(state)
+    logger.warning("reconcile page source=%s run=%s failed class=%s code=%s",
+                   source.name, run.pk, failure.error_class, failure.code)
+    return PageOutcome(source.name, run.pk, "failed", run.pages, run.staged_events, error=failure)
+
+
+def _discard(state: ScanState, run: ReconcileRun, reason: str) -> None:
+    """Drop the scan's staging; the last complete checkpoint stays authoritative."""
+    StagedEvent.objects.filter(run=run).delete()
+    StagedReceipt.objects.filter(run=run).delete()
+    ReconcileRun.objects.filter(pk=run.pk).update(
+        state=RunState.DISCARDED, discard_reason=reason, finished_at=clock(), cursor=""
+    )
+    state.active_run = None
+
+
+def scan_restart(*, source: Source, actor: str) -> int | None:
+    """Discard the active scan's staging (never history or the checkpoint); due at once.
+
+    Refused (LeaseBusy) while another worker's page call holds the lease.
+    Returns the discarded run's id, or None when no scan was active.
+    """
+    scan_state_for(source)
+    token = _lease_acquire(source.pk)
+    try:
+        with transaction.atomic():
+            state = _lease_check(source.pk, token)
+            run = state.active_run
+            if run is not None:
+                _discard(state, run, f"restarted_by_operator")
+            state.next_due_at = clock()
+            state.save()
+        logger.info("reconcile restart source=%s run=%s actor=%s", source.name, run and run.pk, actor)
+        return run.pk if run else None
+    finally:
+        _lease_release(source.pk, token)
+
+
+def reconcile_request(*, source: Source, actor: str) -> None:
+    """An operator asks for a scan: the source stays due until one that starts after this completes."""
+    scan_state_for(source)
+    now = clock()
+    ScanState.objects.filter(source=source).update(requested_at=now, requested_by=actor, next_due_at=now)
+    logger.info("reconcile requested source=%s actor=%s", source.name, actor)
+
+
+# -- compare, report, repair ------------------------------------------------
+
+def _local_in_window(source: Source, run: ReconcileRun):
+    events = InboundEvent.objects.filter(source=source)
+    if run.since is not None:
+        events = events.filter(occurred_at__gte=run.since)
+    if run.until is not None:
+        events = events.filter(occurred_at__lt=run.until)
+    return events
+
+
+def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileReport:
+    """Compare the complete staged generation with both ledgers, report, then repair."""
+    now = clock()
+    staged = StagedEvent.objects.filter(run=run)
+    local = _local_in_window(source, run)
+    same_key = InboundEvent.objects.filter(event_key=OuterRef("event_key"))
+    in_source = staged.filter(event_key=OuterRef("event_key"))
+    missing = staged.filter(~Exists(same_key))
+    conflicting = staged.filter(Exists(same_key.exclude(payload_hash=OuterRef("payload_hash"))))
+    matched = local.filter(Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))))
+    unverified = local.filter(~Exists(in_source))
+
+    receipt = StagedReceipt.objects.filter(run=run, reply_key=OuterRef("reply_key"))
+    actions = ReplyAction.objects.filter(
+        Exists(staged.filter(event_key=OuterRef("event_id")))
+    ).annotate(receipt_id=Subquery(receipt.values("provider_reply_id")[:1]))
+    with_receipt, without_receipt = Q(receipt_id__isnull=False), Q(receipt_id__isnull=True)
+    unconfirmed = (S.SENDING, S.SEND_STATUS_UNKNOWN)
+    attach = actions.filter(with_receipt, delivery_state__in=unconfirmed)
+    lost = actions.filter(without_receipt, delivery_state=S.SENT)
+    candidates = actions.filter(without_receipt, delivery_state=S.SEND_STATUS_UNKNOWN)
+    unexpected = actions.filter(with_receipt).exclude(delivery_state__in=(*unconfirmed, S.SENT))
+    unknown_receipts = StagedReceipt.objects.filter(run=run).filter(
+        ~Exists(ReplyAction.objects.filter(reply_key=OuterRef("reply_key")))
+    )
+    adapter = get_adapter(source.adapter)
+    quarantined = QuarantineReceipt.objects.filter(source=source, state=QuarantineState.QUARANTINED)
+    if run.since is not None:
+        quarantined = quarantined.filter(received_at__gte=run.since)
+    counts = {
+        "events_compared": run.staged_events,
+        "events_local": local.count(),
+        "events_matched": matched.count(),
+        "missing_recovered": missing.count(),
+        "identity_conflicts": conflicting.count(),
+        "source_unverified": unverified.count(),
+        "duplicates_converged": matched.aggregate(n=Sum(F("seen_count") - 1))["n"] or 0,
+        "actions_compared": actions.count(),
+        "replies_confirmed": actions.filter(with_receipt, delivery_state=S.SENT).count() + attach.count(),
+        "receipts_attached": attach.count(),
+        "sent_without_receipt": lost.count(),
+        "retry_candidates": candidates.count(),
+        "unknown_sends": lost.count() + candidates.count(),
+        "sending_in_flight": actions.filter(without_receipt, delivery_state=S.SENDING).count(),
+        "suppressed_actions": actions.filter(delivery_state=S.SUPPRESSED_TEST).count(),
+        "unexpected_receipts": unexpected.count(),
+        "unknown_receipts": unknown_receipts.count(),
+        "invalid_source_items": run.rejection_count,
+        "quarantined_inputs": quarantined.count(),
+        "page_calls": run.page_calls,
+        "external_calls": run.page_calls if adapter.live else 0,
+    }
+    summary = {
+        "source": source.name,
+        "source_system": source.source_system,
+        "account_ref": source.account_ref,
+        "run": run.pk,
+        "trigger": run.trigger,
+        "requested_by": run.requested_by,
+        "contract_version": source.contract_version,
+        "window": {"since": _iso(run.since), "until": _iso(run.until)},
+        "source_cursor": {"scan_id": run.scan_id, "pages": run.pages, "checkpoint_until": _iso(run.until)},
+        "started_at": _iso(run.first_page_at),
+        "published_at": _iso(now),
+        "counts": counts,
+    }
+    # The report and its findings are written before any repair touches a ledger.
+    report = ReconcileReport.objects.create(run=run, source=source, created_at=now, summary=summary)
+
+    def findings(kind: str, rows, repair: str = Repair.NONE, detail: str = "", *,
+                 actions: bool = False, receipts: bool = False) -> None:
+        """Write one finding per row, streamed in chunks (no table is held in memory)."""
+        if actions:
+            rows = rows.values_list("event_id", "reply_key", "id")
+        elif receipts:
+            rows = rows.values_list("event_key", "reply_key")
+        else:
+            rows = rows.values_list("event_key")
+        batch = []
+        for row in rows.order_by().iterator(chunk_size=CHUNK):
+            event_key, reply_key, action_id = (*row, "", None)[:3]
+            batch.append(Finding(report=report, kind=kind, event_key=event_key, reply_key=reply_key,
+                                 action_id=action_id, repair=repair, detail=detail,
+                                 repair_outcome="planned" if repair != Repair.NONE else ""))
+            if len(batch) >= CHUNK:
+                Finding.objects.bulk_create(batch)
+                batch = []
+        Finding.objects.bulk_create(batch)
+
+    findings(FindingKind.MISSING_LOCAL, missing, Repair.REPLAYED,
+             "the source has it and Conduit did not: replayed through ingest, replies held for review")
+    findings(FindingKind.IDENTITY_CONFLICT, conflicting, Repair.NONE,
+             "the source's payload differs from the one first accepted: the first stays")
+    findings(FindingKind.SOURCE_UNVERIFIED, unverified, Repair.MARKED_UNVERIFIED,
+             "no source evidence in this window: kept, marked SOURCE_UNVERIFIED")
+    for kind, rows, repair, detail in (
+        (FindingKind.RECEIPT_ATTACHED, attach, Repair.RECEIPT_ATTACHED,
+         "the provider shows this reply applied: receipt attached, SENT"),
+        (FindingKind.RECEIPT_MISSING, lost, Repair.MARKED_UNKNOWN,
+         "SENT locally, but the provider shows no such reply: SEND_STATUS_UNKNOWN, nothing resent"),
+        (FindingKind.RETRY_CANDIDATE, candidates, Repair.NONE,
+         "no receipt on the provider's thread: a person decides whether the same key may run again"),
+        (FindingKind.UNEXPECTED_RECEIPT, unexpected, Repair.NONE,
+         "the provider shows a reply for an action Conduit did not send"),
+    ):
+        findings(kind, rows, repair, detail, actions=True)
+    findings(FindingKind.UNKNOWN_RECEIPT, unknown_receipts, Repair.NONE,
+             "the provider shows a reply under a key Conduit never planned", receipts=True)
+    Finding.objects.bulk_create([
+        Finding(report=report, kind=FindingKind.INVALID_SOURCE_ITEM, detail=f"page {r['page']} item {r['index']}: {r['code']}")
+        for r in run.rejections
+    ])
+
+    # Repairs, exactly seed 000's table; none mints a reply key or resends.
+    _replay_missing(source, run, missing, now)
+    InboundEvent.objects.filter(source=source).filter(
+        Exists(in_source.filter(payload_hash=OuterRef("payload_hash")))
+    ).update(reconcile_status=ReconcileStatus.MATCHED, reconciled_at=now)
+    unverified.update(reconcile_status=ReconcileStatus.SOURCE_UNVERIFIED, reconciled_at=now)
+    _repair_actions(report, attach, to=S.SENT, kind=FindingKind.RECEIPT_ATTACHED,
+                    reason="receipt_found_at_reconcile")
+    _repair_actions(report, lost, to=S.SEND_STATUS_UNKNOWN, kind=FindingKind.RECEIPT_MISSING,
+                    reason="receipt_missing_at_reconcile")
+    Finding.objects.filter(report=report, repair_outcome="planned").exclude(
+        kind__in=(FindingKind.RECEIPT_ATTACHED, FindingKind.RECEIPT_MISSING)
+    ).update(repair_outcome="applied")
+
+    # Complete: drop staging, advance the checkpoint, schedule the next scan.
+    StagedEvent.objects.filter(run=run).delete()
+    StagedReceipt.objects.filter(run=run).delete()
+    ReconcileRun.objects.filter(pk=run.pk).update(state=RunState.PUBLISHED, finished_at=now, cursor="")
+    state.active_run = None
+    state.last_run = run
+    state.checkpoint_until, state.checkpoint_scan_id = run.until, run.scan_id
+    state.last_completed_at = now
+    state.failures = 0
+    _clear_error(state)
+    if state.requested_at is not None and run.first_page_at is not None and state.requested_at > run.first_page_at:
+        state.next_due_at = now  # asked for after this scan began: it does not answer the request
+    else:
+        state.requested_at, state.requested_by = None, ""
+        state.next_due_at = now + timedelta(seconds=state.interval_seconds)
+    state.save()
+    logger.info("reconcile published source=%s run=%s report=%s %s", source.name, run.pk, report.pk,
+                " ".join(f"{k}={v}" for k, v in counts.items()))
+    return report
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def _replay_missing(source: Source, run: ReconcileRun, missing, now: datetime) -> None:
+    """Each missing source event goes through the webhook's own ingest function."""
+    batch: list[Observation] = []
+    number = 0
+
+    def accept() -> None:
+        nonlocal number
+        number += 1
+        digest = payload_hash(sorted([o.event_key, o.payload_hash] for o in batch))
+        observations_accept(
+            source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{number}",
+            body_hash=digest, body_bytes=0, now=now, actor=RECONCILE_ACTOR,
+        )
+
+    for index, row in enumerate(missing.order_by("event_key").iterator(chunk_size=REPLAY_BATCH)):
+        batch.append(Observation(
+            index=index, source_system=source.source_system, source_account_ref=source.account_ref,
+            source_event_id=row.source_event_id, event_type=row.event_type,
+            conversation_ref=row.conversation_ref, message_ref=row.message_ref, sender_ref=row.sender_ref,
+            occurred_at=row.occurred_at, occurred_at_original=row.occurred_at_original,
+            payload_hash=row.payload_hash, contract_version=source.contract_version,
+            canary=source.canary, text=row.text,
+        ))
+        if len(batch) >= REPLAY_BATCH:
+            accept()
+            batch = []
+    if batch:
+        accept()
+
+
+def _repair_actions(report: ReconcileReport, rows, *, to: str, kind: str, reason: str) -> None:
+    """One reply-ledger transition per action, compare-and-set on the state the report saw."""
+    refused = []
+    for action_id, prior, receipt_id in rows.values_list("id", "delivery_state", "receipt_id").iterator(chunk_size=CHUNK):
+        extra = ({"provider_reply_id": receipt_id, "last_error_code": "", "sending_since": None}
+                 if to == S.SENT else {"last_error_code": reason})
+        outcome = reply_action_transition(
+            action_id=action_id, to=to, actor=RECONCILE_ACTOR, reason_code=reason, expected=prior,
+            extra=extra,
+        )
+        if not outcome.applied:
+            refused.append(action_id)
+    findings = Finding.objects.filter(report=report, kind=kind)
+    findings.exclude(action_id__in=refused).update(repair_outcome="applied")
+    if refused:
+        findings.filter(action_id__in=refused).update(repair_outcome="refused")
+
+
+# -- the bounded poll -------------------------------------------------------
+
+@dataclass(frozen=True)
+class PollResult:
+    page_calls: int
+    outcomes: list[PageOutcome]
+    skipped_busy: list[str]
+
+
+def reconcile_due(*, limit: int) -> PollResult:
+    """At most `limit` page calls, each source at most once, fair by a durable round-robin cursor."""
+    if not 1 <= limit <= 200:
+        raise ValueError("a poll makes 1 to 200 page calls")
+    for source in Source.objects.filter(scan__isnull=True):
+        scan_state_for(source)
+    cursor, _ = SchedulerCursor.objects.get_or_create(name="reconcile")
+    now = clock()
+    due = list(
+        ScanState.objects.filter(next_due_at__lte=now).select_related("source")
+        .order_by("source__name")
+    )
+    after = [s for s in due if s.source.name > cursor.last_source_name]
+    rotated = after + [s for s in due if s.source.name <= cursor.last_source_name]
+    calls, outcomes, busy = 0, [], []
+    for state in rotated:
+        if calls >= limit:
+            break
+        try:
+            outcome = reconcile_page(source=state.source)
+        except LeaseBusy:
+            busy.append(state.source.name)
+            continue
+        except ScanConflict:
+            continue
+        calls += 1 if outcome.run_id else 0  # run 0: the lease was lost before any call
+        outcomes.append(outcome)
+        SchedulerCursor.objects.filter(pk=cursor.pk).update(last_source_name=state.source.name)
+    return PollResult(calls, outcomes, busy)
+
+
+# -- human decisions ----------------------------------------------------------
+
+def finding_decide(*, finding_id: int, decision: str, actor: str, reason: str) -> Result:
+    """A person decides a RETRY_CANDIDATE: retry under the same reply key, or close.
+
+    Retry goes through the sender's own unknown-send path, which looks the
+    receipt up again first; close goes through the reply ledger's close.
+    Actor, time and reason are kept on the finding and appear in its report.
+    """
+    reason = reason.strip()
+    if not reason:
+        return Result(False, "give a reason: it is kept in the report")
+    if decision not in Decision.values:
+        return Result(False, f"a decision is one of {', '.join(Decision.values)}")
+    finding = Finding.objects.get(pk=finding_id)
+    if finding.kind != FindingKind.RETRY_CANDIDATE or finding.action_id is None:
+        return Result(False, "only a retry candidate with its action can be decided")
+    if finding.decision:
+        return Result(False, f"already decided: {finding.decision} by {finding.decided_by}")
+    # The reply ledger's compare-and-set decides a race between two people:
+    # the second finds the action no longer in SEND_STATUS_UNKNOWN.
+    if decision == Decision.RETRY_AUTHORIZED:
+        result = unknown_authorize_retry(action_id=finding.action_id, actor=actor)
+    else:
+        result = reply_close(action_id=finding.action_id, actor=actor, reason_code="closed_after_reconcile")
+    if result.ok:
+        Finding.objects.filter(pk=finding.pk, decision="").update(
+            decision=decision, decided_by=actor, decided_at=clock(), decision_reason=reason[:500],
+            decision_result=result.message[:256],
+        )
+    logger.info("finding decided finding=%s decision=%s ok=%s", finding_id, decision, result.ok)
+    return result

@@ -1,0 +1,10 @@
+"""django-q2 tasks for reconciliation: thin, each calls one service."""
+
+from django.conf import settings
+
+from reconcile.services import reconcile_due
+
+
+def reconcile_poll() -> int:
+    """The schedule's bounded poll: at most CONDUIT_RECONCILE_POLL_LIMIT page calls."""
+    return reconcile_due(limit=settings.CONDUIT_RECONCILE_POLL_LIMIT).page_calls

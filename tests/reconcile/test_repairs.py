@@ -1,0 +1,201 @@
+"""Seed 000's repair table, one test per rule, plus report-before-repair and paging."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from ingress.models import Delivery, InboundEvent
+from reconcile.models import Finding, ReconcileReport, ReconcileRun, ScanState, StagedEvent
+from replies.contract import reply_key
+from replies.models import ReplyAction, ReplyTransition
+from replies.sender import reply_approve, reply_send
+from tests.conftest import fail_next
+from tests.reconcile.conftest import body, item
+
+pytestmark = pytest.mark.django_db
+
+
+def kinds(report: ReconcileReport) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for kind in report.findings.values_list("kind", flat=True):
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def test_missing_source_event_is_replayed_through_ingest_with_replies_held(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1), item(2))
+    assert deliver(body(item(1))).status_code == 200  # item 2's webhook never came
+    outcome = scan(source)
+    assert outcome.state == "published"
+    report = ReconcileReport.objects.get(pk=outcome.report_id)
+    counts = report.summary["counts"]
+    assert counts["events_compared"] == 2
+    assert counts["missing_recovered"] == 1 and counts["events_matched"] == 1
+    recovered = InboundEvent.objects.get(source_event_id="evt_test_000002")
+    assert recovered.reconcile_status == "MATCHED" and recovered.seen_count == 1
+    actions = ReplyAction.objects.filter(event=recovered)
+    assert sorted(actions.values_list("delivery_state", flat=True)) == ["REVIEW_PENDING"] * 2
+    assert {a.reply_key for a in actions} == {reply_key(recovered.event_key, p) for p in source.purposes}
+    # The same ingest function wrote it: a delivery row and its history, actor reconcile.
+    assert Delivery.objects.filter(delivery_id__startswith=f"reconcile:{outcome.run_id}:").count() == 1
+    assert set(recovered.transitions.values_list("actor", flat=True)) == {"system:reconcile"}
+    finding = report.findings.get(kind="MISSING_LOCAL")
+    assert (finding.event_key, finding.repair, finding.repair_outcome) == (
+        recovered.event_key, "replayed_through_ingest", "applied")
+
+
+def test_event_on_both_sides_updates_evidence_only(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1))
+    deliver(body(item(1)))
+    deliver(body(item(1)))
+    before = list(ReplyAction.objects.values_list("reply_key", "delivery_state"))
+    outcome = scan(source)
+    report = ReconcileReport.objects.get(pk=outcome.report_id)
+    event = InboundEvent.objects.get()
+    assert event.reconcile_status == "MATCHED" and event.reconciled_at is not None
+    assert list(ReplyAction.objects.values_list("reply_key", "delivery_state")) == before
+    assert report.summary["counts"]["duplicates_converged"] == 1
+    assert report.findings.count() == 0
+
+
+def test_local_event_without_source_evidence_is_kept_and_marked(source_side, deliver, scan):
+    state, source = source_side
+    deliver(body(item(1)))  # the provider holds nothing
+    outcome = scan(source)
+    event = InboundEvent.objects.get()
+    assert event.reconcile_status == "SOURCE_UNVERIFIED"
+    assert ReplyAction.objects.filter(event=event).count() == 2  # preserved, untouched
+    report = ReconcileReport.objects.get(pk=outcome.report_id)
+    assert kinds(report) == {"SOURCE_UNVERIFIED": 1}
+
+
+def _sent_ambiguously(state, action, mode="error_after_accept"):
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    fail_next(state, mode)
+    assert reply_send(action_id=action.pk) == "SEND_STATUS_UNKNOWN"
+
+
+def test_receipt_for_unknown_send_is_attached_and_marked_sent(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1))
+    deliver(body(item(1)))
+    action = ReplyAction.objects.get(purpose="public_ack")
+    _sent_ambiguously(state, action)  # the provider applied it; the answer was lost
+    outcome = scan(source)
+    action.refresh_from_db()
+    assert action.delivery_state == "SENT"
+    assert action.provider_reply_id == state.receipts[action.reply_key]
+    assert ReplyTransition.objects.filter(action=action, next_state="SENT",
+                                          reason_code="receipt_found_at_reconcile").exists()
+    report = ReconcileReport.objects.get(pk=outcome.report_id)
+    assert report.summary["counts"]["receipts_attached"] == 1
+    assert report.summary["counts"]["replies_confirmed"] == 1
+    assert state.applied == {action.reply_key: 1}  # nothing resent
+
+
+def test_receipt_for_sending_action_is_attached(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1))
+    deliver(body(item(1)))
+    action = ReplyAction.objects.get(purpose="public_ack")
+    state.apply(action.reply_key, None, "msg_test_000001")  # applied; the worker died mid-call
+    ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SENDING", sending_since=timezone.now())
+    scan(source)
+    action.refresh_from_db()
+    assert action.delivery_state == "SENT" and action.provider_reply_id
+
+
+def test_sent_without_receipt_becomes_unknown_and_stops(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1))
+    deliver(body(item(1)))
+    action = ReplyAction.objects.get(purpose="public_ack")
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    assert reply_send(action_id=action.pk) == "SENT"
+    with state.lock:  # the provider no longer shows it
+        state.targets.clear()
+    outcome = scan(source)
+    action.refresh_from_db()
+    assert action.delivery_state == "SEND_STATUS_UNKNOWN"
+    assert action.last_error_code == "receipt_missing_at_reconcile"
+    report = ReconcileReport.objects.get(pk=outcome.report_id)
+    assert kinds(report) == {"RECEIPT_MISSING": 1}  # stop: no retry candidate in the same run
+    assert state.applied == {action.reply_key: 1}
+
+
+def test_no_receipt_makes_a_retry_candidate_and_nothing_more(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1))
+    deliver(body(item(1)))
+    action = ReplyAction.objects.get(purpose="public_ack")
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    fail_next(state, "drop_after_accept")
+    reply_send(action_id=action.pk)
+    with state.lock:  # the provider shows no reply: what it applied is gone from the thread
+        state.targets.clear()
+    keys_before = set(ReplyAction.objects.values_list("reply_key", flat=True))
+    outcome = scan(source)
+    action.refresh_from_db()
+    assert action.delivery_state == "SEND_STATUS_UNKNOWN"
+    finding = Finding.objects.get(report_id=outcome.report_id)
+    assert (finding.kind, finding.action_id, finding.repair) == ("RETRY_CANDIDATE", action.pk, "none")
+    assert set(ReplyAction.objects.values_list("reply_key", flat=True)) == keys_before
+    assert sum(state.applied.values()) == 1
+
+
+def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeypatch):
+    """A repair that fails rolls the whole publication back; the report existed before it ran."""
+    from reconcile import services
+
+    state, source = source_side
+    state.hold(item(1), item(2))
+    deliver(body(item(1)))
+    seen = {}
+
+    def failing_replay(source, run, missing, now):
+        seen["reports"] = ReconcileReport.objects.filter(run=run).count()
+        seen["findings"] = Finding.objects.filter(report__run=run).count()
+        raise RuntimeError("planted repair failure")
+
+    monkeypatch.setattr(services, "_replay_missing", failing_replay)
+    with pytest.raises(RuntimeError):
+        scan(source)
+    assert seen == {"reports": 1, "findings": 1}
+    # Nothing was published: no report, no repair, the staging and the scan are still there.
+    assert not ReconcileReport.objects.exists()
+    assert InboundEvent.objects.get().reconcile_status == "UNRECONCILED"
+    run = ReconcileRun.objects.get()
+    assert run.state == "SCANNING"
+    assert ScanState.objects.get().checkpoint_until is None
+
+
+def test_pages_stage_until_the_last_one(source_side, deliver, scan, settings):
+    from reconcile.services import reconcile_page
+
+    settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
+    state, source = source_side
+    state.hold(*[item(n) for n in range(1, 6)])
+    states = [reconcile_page(source=source).state for _ in range(3)]
+    assert states == ["staged", "staged", "published"]
+    assert InboundEvent.objects.count() == 5
+    assert not StagedEvent.objects.exists()
+    report = ReconcileReport.objects.get()
+    assert report.summary["source_cursor"]["pages"] == 3
+    assert report.summary["counts"]["missing_recovered"] == 5
+
+
+def test_a_second_run_changes_nothing(source_side, deliver, scan):
+    state, source = source_side
+    state.hold(item(1), item(2))
+    deliver(body(item(1)))
+    scan(source)
+    snapshot = (InboundEvent.objects.count(), ReplyAction.objects.count(),
+                sorted(ReplyAction.objects.values_list("reply_key", flat=True)))
+    outcome = scan(source)
+    assert (InboundEvent.objects.count(), ReplyAction.objects.count(),
+            sorted(ReplyAction.objects.values_list("reply_key", flat=True))) == snapshot
+    counts = ReconcileReport.objects.get(pk=outcome.report_id).summary["counts"]
+    assert counts["missing_recovered"] == 0 and counts["events_matched"] == 2
