@@ -1,12 +1,19 @@
-"""Reconciliation in the admin: the replay decision beside each unknown send."""
+"""Reconciliation in the admin: scan state, kept reports, retry candidates, replay decisions."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.http import HttpRequest, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from conduit.admin import LedgerAdmin, confirmed_action
+from reconcile import services
 from reconcile.decisions.service import InvalidRequest, decision_make
-from reconcile.selectors import reply_decision_request
+from reconcile.models import Decision, ReconcileReport, RetryCandidateQueue, ScanState
+from reconcile.selectors import report_decisions, report_json_chunks, reply_decision_request
 from replies.admin import UnknownSendQueueAdmin
-from replies.models import ReplyAction, UnknownSendQueue
+from replies.models import DeliveryState, ReplyAction, UnknownSendQueue
 
 admin.site.unregister(UnknownSendQueue)
 
@@ -48,3 +55,142 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
             "<div><strong>{}</strong>: {} <em>({}, for {})</em></div><ul>{}</ul>",
             decision["verdict"], nxt["text"], nxt["action"], nxt["role"], questions,
         )
+
+
+# -- reconciliation: scan state, reports, retry candidates ------------------
+
+REPORT_PAGE_FINDINGS = 500
+
+
+@admin.register(ScanState)
+class ScanStateAdmin(admin.ModelAdmin):
+    """Each source's scan: checkpoint, active scan, schedule, last error. Operators ask for a scan here."""
+
+    list_display = ("source", "checkpoint_until", "last_completed_at", "active_run", "next_due_at",
+                    "error", "failures", "interval_seconds")
+    list_select_related = ("source", "active_run")
+    fields = ("source", "interval_seconds", "checkpoint_until", "checkpoint_scan_id", "last_completed_at",
+              "last_run", "active_run", "next_due_at", "requested_at", "requested_by", "lease_expires_at",
+              "failures", "last_error_class", "last_error_code", "last_error_message", "last_error_at")
+    readonly_fields = tuple(f for f in fields if f != "interval_seconds")
+    actions = ["reconcile_now"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    @admin.display(description="last error")
+    def error(self, obj: ScanState) -> str:
+        return f"{obj.last_error_class}/{obj.last_error_code}" if obj.last_error_code else "-"
+
+    @admin.action(description="Reconcile now", permissions=["change"])
+    def reconcile_now(self, request, queryset):
+        for state in queryset.select_related("source"):
+            services.reconcile_request(source=state.source, actor=request.user.get_username())
+        self.message_user(request, "Requested: each source stays due until a scan that starts now completes.",
+                          messages.SUCCESS)
+
+
+@admin.register(ReconcileReport)
+class ReconcileReportAdmin(LedgerAdmin):
+    """Kept reports, each a readable page and a JSON export."""
+
+    list_display = ("__str__", "source", "created_at", "compared", "recovered", "unknown_sends", "findings_count")
+    list_filter = ("source",)
+    list_select_related = ("source",)
+
+    def _count(self, obj: ReconcileReport, name: str) -> int:
+        return obj.summary.get("counts", {}).get(name, 0)
+
+    @admin.display(description="events compared")
+    def compared(self, obj):
+        return self._count(obj, "events_compared")
+
+    @admin.display(description="missing recovered")
+    def recovered(self, obj):
+        return self._count(obj, "missing_recovered")
+
+    @admin.display(description="unknown sends")
+    def unknown_sends(self, obj):
+        return self._count(obj, "unknown_sends")
+
+    @admin.display(description="findings")
+    def findings_count(self, obj):
+        return obj.findings.count()
+
+    def get_urls(self):
+        return [
+            path("<int:report_id>/export/", self.admin_site.admin_view(self.export_view),
+                 name="reconcile_reconcilereport_export"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        report = get_object_or_404(ReconcileReport, pk=object_id)
+        if not self.has_view_permission(request, report):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        summary = report.summary
+        findings = report.findings.order_by("id")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{report} — {summary['source']}",
+            "opts": self.opts,
+            "summary": summary,
+            "counts": list(summary.get("counts", {}).items()),
+            "decisions": report_decisions(report),
+            "findings": findings[:REPORT_PAGE_FINDINGS],
+            "finding_count": findings.count(),
+            "open_candidates": findings.filter(kind="RETRY_CANDIDATE", decision="").count(),
+            "queue_url": reverse("admin:reconcile_retrycandidatequeue_changelist"),
+        }
+        return TemplateResponse(request, "admin/reconcile/report.html", context)
+
+    def export_view(self, request, report_id: int):
+        report = get_object_or_404(ReconcileReport, pk=report_id)
+        if not self.has_view_permission(request, report):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(report_id))
+        response = StreamingHttpResponse(report_json_chunks(report), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="reconcile-report-{report.pk}.json"'
+        return response
+
+
+@admin.register(RetryCandidateQueue)
+class RetryCandidateQueueAdmin(LedgerAdmin):
+    """RETRY_CANDIDATE findings still waiting for a person: retry under the same key, or close."""
+
+    list_display = ("key", "event_key", "report", "detail")
+    list_select_related = ("report", "action")
+    fields = readonly_fields = ("kind", "report", "event_key", "reply_key", "action", "detail")
+    actions = ["authorize_retry", "close_without_reply"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(
+            kind="RETRY_CANDIDATE", decision="", action__delivery_state=DeliveryState.SEND_STATUS_UNKNOWN
+        )
+
+    @admin.display(description="reply key")
+    def key(self, obj) -> str:
+        return f"{obj.reply_key[:12]}…"
+
+    def has_decide_permission(self, request) -> bool:
+        return request.user.has_perm("reconcile.decide_finding")
+
+    def _decide(self, request, queryset, decision: str, title: str, action: str):
+        def apply(finding, note: str) -> tuple[bool, str]:
+            result = services.finding_decide(finding_id=finding.pk, decision=decision,
+                                             actor=request.user.get_username(), reason=note)
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset, title=title, action=action, apply=apply,
+                                note_required=True, note_label="Reason (kept in the report)")
+
+    @admin.action(description="Authorize a retry under the same reply key", permissions=["decide"])
+    def authorize_retry(self, request, queryset):
+        return self._decide(request, queryset, Decision.RETRY_AUTHORIZED,
+                            "Authorize a retry under the same reply key", "authorize_retry")
+
+    @admin.action(description="Close without reply", permissions=["decide"])
+    def close_without_reply(self, request, queryset):
+        return self._decide(request, queryset, Decision.CLOSED, "Close without reply", "close_without_reply")

@@ -47,3 +47,97 @@ def reply_decision_request(action: ReplyAction) -> dict[str, Any]:
         "destination": {"name": source.transport[:200], "mode": "event", "dedupe": dedupe},
         "attempts": attempts,
     }
+
+
+def source_health() -> list[dict[str, Any]]:
+    """Per source, sorted by name: checkpoint, active scan, due time, last error, work for a person.
+
+    Keys, states, codes and counts only: no bodies, secrets or provider text.
+    """
+    from django.db.models import Count
+
+    from ingress.models import QuarantineReceipt, QuarantineState, Source
+    from reconcile.models import Finding, FindingKind, ScanState
+    from replies.models import DeliveryState
+
+    def per_source(rows, field: str, counted: str = "id") -> dict[int, int]:
+        grouped = rows.order_by().values(field).annotate(n=Count(counted, distinct=True))
+        return dict(grouped.values_list(field, "n"))
+
+    unknown = per_source(ReplyAction.objects.filter(
+        delivery_state=DeliveryState.SEND_STATUS_UNKNOWN), "event__source")
+    quarantine = per_source(QuarantineReceipt.objects.filter(state=QuarantineState.QUARANTINED), "source")
+    candidates = per_source(Finding.objects.filter(
+        kind=FindingKind.RETRY_CANDIDATE, decision="",
+        action__delivery_state=DeliveryState.SEND_STATUS_UNKNOWN,
+    ), "report__source", counted="action")
+    sources = Source.objects.order_by("name")
+    states = {s.source_id: s for s in ScanState.objects.select_related("active_run")}
+    rows = []
+    for source in sources:
+        state = states.get(source.pk)
+        run = state.active_run if state else None
+        rows.append({
+            "source": source.name,
+            "source_system": source.source_system,
+            "account_ref": source.account_ref,
+            "checkpoint": state.checkpoint_until.isoformat() if state and state.checkpoint_until else None,
+            "last_completed_at": state.last_completed_at.isoformat() if state and state.last_completed_at else None,
+            "active_scan": {"run": run.pk, "pages": run.pages, "staged_events": run.staged_events} if run else None,
+            "due_at": state.next_due_at.isoformat() if state else None,
+            "requested": bool(state and state.requested_at),
+            "last_error_class": state.last_error_class if state else "",
+            "last_error_code": state.last_error_code if state else "",
+            "failures": state.failures if state else 0,
+            "unknown_sends": unknown.get(source.pk, 0),
+            "quarantine_waiting": quarantine.get(source.pk, 0),
+            "retry_candidates": candidates.get(source.pk, 0),
+        })
+    return rows
+
+
+def needs_a_person(row: dict[str, Any]) -> list[str]:
+    """Why a source's health row needs a person (empty when it does not)."""
+    reasons = []
+    if row["last_error_code"]:
+        reasons.append(f"last page failed ({row['last_error_class']}/{row['last_error_code']})")
+    for key, words in (("unknown_sends", "unknown send(s) waiting"),
+                       ("quarantine_waiting", "quarantined input(s) waiting"),
+                       ("retry_candidates", "retry candidate(s) undecided")):
+        if row[key]:
+            reasons.append(f"{row[key]} {words}")
+    return reasons
+
+
+DECISION_FIELDS = ("decision", "decided_by", "decided_at", "decision_reason", "decision_result")
+
+
+def _finding_row(finding) -> dict[str, Any]:
+    row = {
+        "kind": finding.kind, "event_key": finding.event_key, "reply_key": finding.reply_key,
+        "repair": finding.repair, "repair_outcome": finding.repair_outcome, "detail": finding.detail,
+    }
+    if finding.decision:
+        row.update({f: getattr(finding, f) for f in DECISION_FIELDS})
+        row["decided_at"] = finding.decided_at.isoformat()
+    return row
+
+
+def report_decisions(report) -> list[dict[str, Any]]:
+    """Every human decision taken on the report's findings, oldest first."""
+    decided = report.findings.exclude(decision="").order_by("decided_at", "id")
+    return [_finding_row(f) for f in decided]
+
+
+def report_json_chunks(report):
+    """The report as one JSON document, streamed: summary, decisions, then every finding."""
+    import json
+
+    head = {**report.summary, "report": report.pk, "created_at": report.created_at.isoformat(),
+            "decisions": report_decisions(report)}
+    yield json.dumps(head)[:-1] + ', "findings": ['
+    first = True
+    for finding in report.findings.order_by("id").iterator(chunk_size=2000):
+        yield ("" if first else ",") + json.dumps(_finding_row(finding))
+        first = False
+    yield "]}"

@@ -1,0 +1,45 @@
+"""doctor: each source's reconciliation health; exit 1 when something needs a person."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from reconcile.selectors import needs_a_person, source_health
+
+
+class Command(BaseCommand):
+    help = ("Print each source's health: checkpoint, active scan, due time, last error, "
+            "unknown sends and quarantine waiting. Exits 1 when something needs a person.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", dest="as_json", help="print the rows as JSON")
+
+    def handle(self, *args, as_json: bool = False, **options) -> None:
+        rows = source_health()
+        attention = {row["source"]: needs_a_person(row) for row in rows}
+        if as_json:
+            self.stdout.write(json.dumps(
+                [{**row, "needs_a_person": attention[row["source"]]} for row in rows], indent=2))
+        else:
+            if not rows:
+                self.stdout.write("no sources registered")
+            for row in rows:
+                scan = row["active_scan"]
+                self.stdout.write(f"{row['source']} ({row['source_system']} {row['account_ref']})")
+                self.stdout.write(f"  checkpoint        {row['checkpoint'] or 'none: never completed'}")
+                self.stdout.write(f"  active scan       "
+                                  f"{'run %s, %s page(s), %s staged' % (scan['run'], scan['pages'], scan['staged_events']) if scan else 'none'}")
+                self.stdout.write(f"  due               {row['due_at'] or 'not scheduled yet'}"
+                                  f"{' (requested)' if row['requested'] else ''}")
+                self.stdout.write(f"  last error        "
+                                  f"{row['last_error_class'] + '/' + row['last_error_code'] if row['last_error_code'] else 'none'}")
+                self.stdout.write(f"  unknown sends     {row['unknown_sends']}")
+                self.stdout.write(f"  quarantine        {row['quarantine_waiting']}")
+                self.stdout.write(f"  retry candidates  {row['retry_candidates']}")
+                reasons = attention[row["source"]]
+                self.stdout.write(f"  needs a person    {'; '.join(reasons) if reasons else 'no'}")
+        if any(attention.values()):
+            sys.exit(1)

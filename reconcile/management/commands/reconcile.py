@@ -1,0 +1,84 @@
+"""reconcile: run one scan of a source in the foreground, page by page, and say where its report is."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+
+from ingress.selectors import source_by_name
+from reconcile.services import LeaseBusy, ScanConflict, reconcile_page, scan_restart
+
+
+def _when(value: str) -> datetime:
+    parsed = parse_datetime(value)
+    if parsed is None or parsed.tzinfo is None:
+        raise CommandError(f"{value!r} is not an ISO 8601 time with an offset, e.g. 2026-01-15T00:00:00Z")
+    return parsed
+
+
+class Command(BaseCommand):
+    help = "Reconcile one source now: read its events page by page, compare, report, repair."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("source", help="the source's name (its /webhooks/<name>/ slug)")
+        parser.add_argument("--since", type=_when, help="window start (occurred_at), ISO 8601 with offset")
+        parser.add_argument("--until", type=_when, help="window end, exclusive; default: now")
+        parser.add_argument("--actor", default="operator:cli", help="who asked, kept in the report")
+        parser.add_argument("--restart", action="store_true",
+                            help="discard an active scan's staged pages first (history is kept)")
+        parser.add_argument("--wait", type=float, default=120.0,
+                            help="seconds to wait for another worker's scan lease (default 120)")
+
+    def handle(self, *args, source: str, since, until, actor: str, restart: bool, wait: float,
+               **options) -> None:
+        found = source_by_name(source)
+        if found is None:
+            raise CommandError(f"no source named {source!r}")
+        if since and until and since >= until:
+            raise CommandError("--since must be before --until")
+        if restart:
+            try:
+                run = scan_restart(source=found, actor=actor)
+            except LeaseBusy:
+                raise CommandError("a page call holds the scan lease; try again when it ends") from None
+            self.stdout.write(f"discarded the staged pages of run {run}" if run else "no active scan to restart")
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                outcome = reconcile_page(source=found, trigger="command", actor=actor, since=since, until=until)
+            except LeaseBusy:
+                if time.monotonic() > deadline:
+                    raise CommandError("another worker holds this source's scan lease; try again later") from None
+                time.sleep(0.5)
+                continue
+            except ScanConflict as exc:
+                raise CommandError(f"{exc}: pass --restart to discard it") from None
+            if outcome.state == "staged":
+                self.stdout.write(f"\rpage {outcome.pages}: {outcome.staged_events} events staged", ending="")
+                self.stdout.flush()
+                continue
+            break
+        self.stdout.write("")
+        if outcome.state == "published":
+            path = reverse("admin:reconcile_reconcilereport_change", args=[outcome.report_id])
+            self.stdout.write(self.style.SUCCESS(
+                f"run {outcome.run_id}: {outcome.pages} page(s), {outcome.staged_events} source events compared"
+            ))
+            self.stdout.write(f"report {outcome.report_id}: {path} (JSON: {path}export/)")
+            return
+        if outcome.state == "failed":
+            error = outcome.error
+            self.stderr.write(f"run {outcome.run_id}: page failed: {error.error_class}/{error.code}: {error.message}")
+            self.stderr.write("staged pages are kept; run the command again to resume")
+            sys.exit(1)
+        if outcome.state == "discarded":
+            self.stderr.write(f"run {outcome.run_id}: the source ended the scan without completing it; "
+                              "its staging was discarded and the last complete checkpoint stands")
+            sys.exit(1)
+        self.stderr.write(f"run {outcome.run_id}: this worker lost the scan lease; another worker continues")
+        sys.exit(1)
