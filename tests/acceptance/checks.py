@@ -117,3 +117,56 @@ def state_model(deliver: Deliver) -> list[str]:
     ).exists():
         failures.append("the refusal is not recorded in the event ledger")
     return failures
+
+
+def reconciliation(deliver: Deliver, *, hold: Callable[..., None], scan: Callable, source, provider_state) -> list[str]:
+    """A missing local event re-enters through normal ingest and creates no duplicate action.
+
+    The provider holds the Northstar event and a second one whose webhook never
+    came. After a complete scan (and again after a second one) each event has
+    exactly one row and each declared purpose exactly one action, keyed as
+    derived here independently, held at review; nothing reached the transport.
+    """
+    import json
+
+    from ingress.models import Delivery
+
+    northstar = json.loads(fixture_body("comment__northstar"))["events"][0]
+    missed = {**northstar, "id": "evt_test_0044", "comment_id": "msg_test_0044",
+              "created_at": "2026-01-15T14:35:00Z"}
+    hold(northstar, missed)
+    deliver(fixture_body("comment__northstar"))
+    missed_key = "sandbox-social:acct_test_01:comment.created:evt_test_0044"
+    failures = []
+    for attempt in ("first", "second"):
+        outcome = scan(source)
+        if outcome.state != "published":
+            failures.append(f"{attempt} scan ended {outcome.state}, expected published")
+            return failures
+        for key in (NORTHSTAR_KEY, missed_key):
+            rows = InboundEvent.objects.filter(event_key=key).count()
+            if rows != 1:
+                failures.append(f"{attempt} scan: {rows} rows for {key}, expected 1")
+            for purpose in PURPOSES:
+                keys = list(ReplyAction.objects.filter(event_id=key, purpose=purpose)
+                            .values_list("reply_key", flat=True))
+                if keys != [reply_key(key, purpose)]:
+                    failures.append(f"{attempt} scan: {purpose} of {key[-12:]} has keys {keys}, "
+                                    f"expected only {reply_key(key, purpose)[:12]}…")
+        total = ReplyAction.objects.count()
+        if total != 2 * len(PURPOSES):
+            failures.append(f"{attempt} scan: {total} reply actions, expected {2 * len(PURPOSES)}")
+    recovered = InboundEvent.objects.filter(event_key=missed_key).first()
+    if recovered is None:
+        return failures + ["the missing event was not recovered"]
+    if recovered.reconcile_status != "MATCHED":
+        failures.append(f"the recovered event is {recovered.reconcile_status}, expected MATCHED")
+    states = set(ReplyAction.objects.filter(event=recovered).values_list("delivery_state", flat=True))
+    if states != {"REVIEW_PENDING"}:
+        failures.append(f"the recovered event's replies are {states}, expected held at REVIEW_PENDING")
+    if not Delivery.objects.filter(delivery_id__startswith="reconcile:", event_keys__contains=[missed_key]).exists():
+        failures.append("the missing event did not come through the ingest path (no delivery row)")
+    with provider_state.lock:
+        if provider_state.applied:
+            failures.append(f"reconciliation sent replies: {provider_state.applied}")
+    return failures

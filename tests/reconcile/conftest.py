@@ -1,11 +1,9 @@
-"""Reconciliation fixtures: a sandbox provider that also holds the synthetic source's events."""
+"""Reconciliation helpers: synthetic source events as the sandbox provider holds them."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-
-import pytest
 
 from tests.conftest import fixture_body
 
@@ -30,36 +28,3 @@ def body(*events: dict) -> bytes:
 
 def northstar() -> dict:
     return json.loads(fixture_body("comment__northstar"))["events"][0]
-
-
-@pytest.fixture
-def source_side(provider, wire):
-    """(state, source): a provider wired as the sandbox source's transport and read side."""
-    state = provider()
-    source = wire(state)
-
-    def hold(*events: dict) -> None:
-        from replies.sandbox_provider import SourceEvents
-
-        with state.lock:
-            store = state.sources.setdefault(source.account_ref, SourceEvents())
-            for event in events:
-                store.add(dict(event))
-
-    state.hold = hold
-    return state, source
-
-
-@pytest.fixture
-def scan(db):
-    """Run one complete scan of a source in the foreground: pages until published."""
-    from reconcile.services import reconcile_page
-
-    def _scan(source, *, max_pages: int = 1000, **window):
-        for _ in range(max_pages):
-            outcome = reconcile_page(source=source, trigger="command", actor="tester", **window)
-            if outcome.state != "staged":
-                return outcome
-        raise AssertionError("the scan did not finish")
-
-    return _scan
