@@ -131,6 +131,13 @@ class ProviderState:
                 self.targets.setdefault(message_ref, []).append(reply_key)
             return receipt, True
 
+    def hold(self, account: str, events: list[dict]) -> None:
+        """Hold events as the account's own: the synthetic source reconciliation reads."""
+        with self.lock:
+            store = self.sources.setdefault(account, SourceEvents())
+            for item in events:
+                store.add(dict(item))
+
     def page(self, account: str, *, since: float | None, until: float | None,
              cursor: str | None, limit: int) -> dict:
         """One page of events in [since, until), oldest first, with the replies applied to each."""
@@ -241,10 +248,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             segments = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/")]
             if len(segments) == 3 and segments[0] == "sources" and segments[2] == "events":
                 events = self._body().get("events", [])
-                with state.lock:
-                    store = state.sources.setdefault(segments[1], SourceEvents())
-                    for item in events:
-                        store.add(item)
+                state.hold(segments[1], events)
                 return self._json(200, {"added": len(events)})
             if self.path == "/control":
                 data = self._body()

@@ -202,15 +202,7 @@ def source_side(provider, wire):
     state = provider()
     source = wire(state)
 
-    def hold(*events: dict) -> None:
-        from replies.sandbox_provider import SourceEvents
-
-        with state.lock:
-            store = state.sources.setdefault(source.account_ref, SourceEvents())
-            for event in events:
-                store.add(dict(event))
-
-    state.hold = hold
+    state.hold_events = lambda *events: state.hold(source.account_ref, list(events))
     return state, source
 
 

@@ -56,11 +56,22 @@ actions = list(ReplyAction.objects.order_by("id"))
 for action in actions:
     assert sender.reply_approve(action_id=action.pk, actor="smoke").ok
 sent = [sender.reply_send_next(), sender.reply_send(action_id=actions[1].pk), sender.reply_send_next()]
+states = sorted(ReplyAction.objects.values_list("delivery_state", flat=True))
+
+# Reconciliation: the provider holds the delivered event and one whose webhook never came.
+from reconcile.models import ReconcileReport  # noqa: E402
+
+event = json.loads(body)["events"][0]
+state.hold("acct_test_01", [event, {**event, "id": "evt_test_0044", "comment_id": "msg_test_0044"}])
+call_command("reconcile", "smoke", stdout=open(os.devnull, "w"))
+counts = ReconcileReport.objects.get().summary["counts"]
 print(json.dumps({
     "statuses": statuses,
-    "seen_count": InboundEvent.objects.get().seen_count,
-    "states": sorted(ReplyAction.objects.values_list("delivery_state", flat=True)),
+    "seen_count": InboundEvent.objects.get(source_event_id="evt_test_0042").seen_count,
+    "states": states,
     "applied": sorted(state.applied.values()),
     "sent": [s if s is None or isinstance(s, str) else [s[0], str(s[1])] for s in sent],
     "verdict": decision_make(request=reply_decision_request(actions[0]))["verdict"],
+    "reconcile": {k: counts[k] for k in ("events_matched", "missing_recovered", "replies_confirmed")},
+    "actions_after_reconcile": ReplyAction.objects.count(),
 }))

@@ -1,4 +1,4 @@
-"""`make demo` runs on SQLite: ingest, approval, the SKIP LOCKED drain and a decision work there too."""
+"""`make demo` runs on SQLite: ingest, approval, the SKIP LOCKED drain, a decision and a reconcile."""
 
 import json
 import os
@@ -24,3 +24,6 @@ def test_the_embedded_default_path_works_on_sqlite(tmp_path):
     assert report["sent"] == [[report["sent"][0][0], "SENT"], "SENT", None]
     # The sandbox honours idempotency keys, so with no model the rules say a retry is safe.
     assert report["verdict"] == "retry"
+    # Reconciliation recovers the missed event (two actions held for review) and confirms both sends.
+    assert report["reconcile"] == {"events_matched": 1, "missing_recovered": 1, "replies_confirmed": 2}
+    assert report["actions_after_reconcile"] == 4

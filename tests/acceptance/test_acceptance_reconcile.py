@@ -8,7 +8,7 @@ from tests.acceptance import checks
 @pytest.fixture
 def reconcile_parts(source_side, scan):
     state, source = source_side
-    return dict(hold=state.hold, scan=scan, source=source, provider_state=state)
+    return dict(hold=state.hold_events, scan=scan, source=source, provider_state=state)
 
 
 def test_reconciliation(deliver, reconcile_parts):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-from tests.conftest import fixture_body
 
 BASE_TIME = datetime(2026, 1, 15, 14, 0, tzinfo=timezone.utc)
 
@@ -24,7 +23,3 @@ def item(n: int, *, text: str = "CHECKLIST please", **changes) -> dict:
 
 def body(*events: dict) -> bytes:
     return json.dumps({"account": "acct_test_01", "events": list(events)}).encode()
-
-
-def northstar() -> dict:
-    return json.loads(fixture_body("comment__northstar"))["events"][0]

@@ -19,7 +19,7 @@ from tests.replies.test_replies_admin import member
 def candidate(source_side, deliver, scan):
     """A SEND_STATUS_UNKNOWN action whose provider thread shows no reply: one RETRY_CANDIDATE."""
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     action = ReplyAction.objects.get(purpose="public_ack")
     reply_approve(action_id=action.pk, actor="reviewer_test")

@@ -28,7 +28,7 @@ def run(*args) -> tuple[int, str, str]:
 def test_reconcile_shows_progress_and_where_the_report_is(source_side, settings):
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 6)])
+    state.hold_events(*[item(n) for n in range(1, 6)])
     code, out, _ = run("reconcile", "sandbox", "--actor", "operator_test")
     report = ReconcileReport.objects.get()
     assert code == 0
@@ -39,7 +39,7 @@ def test_reconcile_shows_progress_and_where_the_report_is(source_side, settings)
 
 def test_reconcile_window(source_side):
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 6)])  # minutes 1..5 after 14:00
+    state.hold_events(*[item(n) for n in range(1, 6)])  # minutes 1..5 after 14:00
     code, _, _ = run("reconcile", "sandbox", "--since", "2026-01-15T14:02:00Z", "--until", "2026-01-15T14:04:00Z")
     assert code == 0
     summary = ReconcileReport.objects.get().summary
@@ -67,7 +67,7 @@ def test_reconcile_failure_exits_non_zero_with_the_safe_code(source_side):
 
 def test_doctor_is_quiet_when_healthy_and_exits_1_when_a_person_is_needed(source_side, deliver):
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     run("reconcile", "sandbox")
     code, out, _ = run("doctor")

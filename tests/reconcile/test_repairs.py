@@ -25,7 +25,7 @@ def kinds(report: ReconcileReport) -> dict[str, int]:
 
 def test_missing_source_event_is_replayed_through_ingest_with_replies_held(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1), item(2))
+    state.hold_events(item(1), item(2))
     assert deliver(body(item(1))).status_code == 200  # item 2's webhook never came
     outcome = scan(source)
     assert outcome.state == "published"
@@ -48,7 +48,7 @@ def test_missing_source_event_is_replayed_through_ingest_with_replies_held(sourc
 
 def test_event_on_both_sides_updates_evidence_only(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     deliver(body(item(1)))
     before = list(ReplyAction.objects.values_list("reply_key", "delivery_state"))
@@ -80,7 +80,7 @@ def _sent_ambiguously(state, action, mode="error_after_accept"):
 
 def test_receipt_for_unknown_send_is_attached_and_marked_sent(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     action = ReplyAction.objects.get(purpose="public_ack")
     _sent_ambiguously(state, action)  # the provider applied it; the answer was lost
@@ -98,7 +98,7 @@ def test_receipt_for_unknown_send_is_attached_and_marked_sent(source_side, deliv
 
 def test_receipt_for_sending_action_is_attached(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     action = ReplyAction.objects.get(purpose="public_ack")
     state.apply(action.reply_key, None, "msg_test_000001")  # applied; the worker died mid-call
@@ -110,7 +110,7 @@ def test_receipt_for_sending_action_is_attached(source_side, deliver, scan):
 
 def test_sent_without_receipt_becomes_unknown_and_stops(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     action = ReplyAction.objects.get(purpose="public_ack")
     reply_approve(action_id=action.pk, actor="reviewer_test")
@@ -128,7 +128,7 @@ def test_sent_without_receipt_becomes_unknown_and_stops(source_side, deliver, sc
 
 def test_no_receipt_makes_a_retry_candidate_and_nothing_more(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1))
+    state.hold_events(item(1))
     deliver(body(item(1)))
     action = ReplyAction.objects.get(purpose="public_ack")
     reply_approve(action_id=action.pk, actor="reviewer_test")
@@ -151,7 +151,7 @@ def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeyp
     from reconcile import services
 
     state, source = source_side
-    state.hold(item(1), item(2))
+    state.hold_events(item(1), item(2))
     deliver(body(item(1)))
     seen = {}
 
@@ -177,7 +177,7 @@ def test_pages_stage_until_the_last_one(source_side, deliver, scan, settings):
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 6)])
+    state.hold_events(*[item(n) for n in range(1, 6)])
     states = [reconcile_page(source=source).state for _ in range(3)]
     assert states == ["staged", "staged", "published"]
     assert InboundEvent.objects.count() == 5
@@ -189,7 +189,7 @@ def test_pages_stage_until_the_last_one(source_side, deliver, scan, settings):
 
 def test_a_second_run_changes_nothing(source_side, deliver, scan):
     state, source = source_side
-    state.hold(item(1), item(2))
+    state.hold_events(item(1), item(2))
     deliver(body(item(1)))
     scan(source)
     snapshot = (InboundEvent.objects.count(), ReplyAction.objects.count(),

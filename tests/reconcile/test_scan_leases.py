@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_two_workers_race_one_publishes_the_stale_holder_publishes_nothing(source_side, settings):
     """Worker A's page call outlives its lease; B takes over and publishes; A gets lease_lost."""
     state, source = source_side
-    state.hold(item(1), item(2))
+    state.hold_events(item(1), item(2))
     settings.CONDUIT_RECONCILE_LEASE_SECONDS = 1
     settings.CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS = 5
     with state.lock:
@@ -68,7 +68,7 @@ def test_two_workers_race_one_publishes_the_stale_holder_publishes_nothing(sourc
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_scan_publishes_nothing_and_the_next_run_resumes(source_side, settings):
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 11)])
+    state.hold_events(*[item(n) for n in range(1, 11)])
     env = {**subprocess_env(), "CONDUIT_RECONCILE_PAGE_SIZE": "3", "CONDUIT_RECONCILE_LEASE_SECONDS": "2",
            "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS": "1"}
     with state.lock:
@@ -110,7 +110,7 @@ def test_a_failed_page_keeps_safe_codes_backs_off_and_keeps_progress(source_side
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 5)])
+    state.hold_events(*[item(n) for n in range(1, 5)])
     assert reconcile_page(source=source).state == "staged"
     fail_next(state, "page_error", 2)
     first = reconcile_page(source=source)
@@ -154,7 +154,6 @@ def test_error_classes_are_conduits_own(source_side, settings):
 def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src", pages: int = 3):
     """n sources, each on its own provider holding `pages` pages of 2 events."""
     from ingress.services import source_register
-    from replies.sandbox_provider import SourceEvents
 
     sources = []
     for i in range(n):
@@ -164,9 +163,7 @@ def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src
             event_types=["comment.created"], purposes=[], trigger_keywords=[],
             secret_env="CONDUIT_TEST_SANDBOX_SECRET", transport_url=state.url,
         )
-        store = state.sources.setdefault(source.account_ref, SourceEvents())
-        for number in range(1, 2 * pages + 1):
-            store.add(item(number))
+        state.hold(source.account_ref, [item(number) for number in range(1, 2 * pages + 1)])
         if i == failing:
             with state.lock:
                 state.page_mode, state.page_remaining = "page_error", 10**6
@@ -223,7 +220,7 @@ def test_an_operator_request_during_a_scan_keeps_the_source_due(source_side, set
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 4)])
+    state.hold_events(*[item(n) for n in range(1, 4)])
     assert reconcile_page(source=source).state == "staged"
     time.sleep(0.01)
     reconcile_request(source=source, actor="operator_test")
@@ -244,7 +241,7 @@ def test_protocol_violations_fail_the_page_without_poisoning_staging(source_side
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
-    state.hold(*[item(n) for n in range(1, 5)])
+    state.hold_events(*[item(n) for n in range(1, 5)])
     assert reconcile_page(source=source).state == "staged"
     real = SandboxSocialAdapter.read_page
 
