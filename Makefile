@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-send venv clean
+.PHONY: demo test bench bench-send bench-reconcile venv clean
 
 venv: $(VENV)/.installed
 
@@ -26,6 +26,9 @@ bench: venv
 
 bench-send: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/send.py $(BENCH_ARGS)
+
+bench-reconcile: venv
+	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/reconciliation.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) conduit.sqlite3 .demo.env .pytest_cache

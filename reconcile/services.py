@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -238,13 +239,15 @@ def _stage(run: ReconcileRun, page: SourcePage) -> None:
     An event already staged by an earlier page with the same payload is one
     event; with another payload the page fails (and stages nothing).
     """
-    if page.observations:
-        _refuse_conflicting_duplicates(run, page.observations)
     new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS, [
         (run.pk, o.event_key, o.payload_hash, o.source_event_id, o.event_type, o.conversation_ref,
          o.message_ref, o.sender_ref, o.occurred_at, o.occurred_at_original, o.text)
         for o in page.observations
     ])
+    if new_events < len(page.observations):
+        # Some were staged already (by this page or an earlier one): same payload or
+        # the page fails, and its transaction takes these inserts back with it.
+        _refuse_conflicting_duplicates(run, page.observations)
     new_receipts = _insert_new(
         StagedReceipt, ("run", "reply_key", "provider_reply_id", "event_key"),
         [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts],
@@ -362,6 +365,7 @@ def _local_in_window(source: Source, run: ReconcileRun):
 def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileReport:
     """Compare the complete staged generation with both ledgers, report, then repair."""
     now = clock()
+    timer = time.monotonic()
     staged = StagedEvent.objects.filter(run=run)
     local = _local_in_window(source, run)
     same_key = InboundEvent.objects.filter(event_key=OuterRef("event_key"))
@@ -472,8 +476,10 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
         for r in run.rejections
     ])
 
+    report_ms = _elapsed_ms(timer)
     # Repairs, exactly seed 000's table; none mints a reply key or resends.
     _replay_missing(source, run, missing, now)
+    replay_ms = _elapsed_ms(timer) - report_ms
     InboundEvent.objects.filter(source=source).filter(
         Exists(in_source.filter(payload_hash=OuterRef("payload_hash")))
     ).update(reconcile_status=ReconcileStatus.MATCHED, reconciled_at=now)
@@ -502,9 +508,14 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
         state.requested_at, state.requested_by = None, ""
         state.next_due_at = now + timedelta(seconds=state.interval_seconds)
     state.save()
-    logger.info("reconcile published source=%s run=%s report=%s %s", source.name, run.pk, report.pk,
+    logger.info("reconcile published source=%s run=%s report=%s report_ms=%s replay_ms=%s publish_ms=%s %s",
+                source.name, run.pk, report.pk, report_ms, replay_ms, _elapsed_ms(timer),
                 " ".join(f"{k}={v}" for k, v in counts.items()))
     return report
+
+
+def _elapsed_ms(since: float) -> int:
+    return round((time.monotonic() - since) * 1000)
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -262,3 +262,46 @@ def test_protocol_violations_fail_the_page_without_poisoning_staging(source_side
     ScanState.objects.update(next_due_at=services.clock())
     assert reconcile_page(source=source).state == "published"
     assert InboundEvent.objects.count() == 4
+
+
+@pytest.mark.django_db
+def test_the_poll_skips_a_source_whose_lease_another_worker_holds(source_side):
+    state, source = source_side
+    from reconcile.services import scan_state_for
+
+    scan_state_for(source)
+    ScanState.objects.filter(source=source).update(
+        lease_token="f" * 64, lease_expires_at=services.clock() + timedelta(seconds=30))
+    result = reconcile_due(limit=5)
+    assert (result.page_calls, result.skipped_busy) == (0, ["sandbox"])
+    assert state.page_calls == 0
+    ScanState.objects.filter(source=source).update(lease_expires_at=services.clock() - timedelta(seconds=1))
+    assert reconcile_due(limit=5).page_calls == 1  # an expired lease is taken over
+
+
+@pytest.mark.django_db
+def test_backoff_is_capped_by_the_source_interval(source_side):
+    from tests.conftest import fail_next
+
+    state, source = source_side
+    from reconcile.services import scan_state_for
+
+    scan_state_for(source)
+    ScanState.objects.filter(source=source).update(interval_seconds=12, failures=5)
+    fail_next(state, "page_error")
+    reconcile_page(source=source)
+    scan = ScanState.objects.get(source=source)
+    assert (scan.next_due_at - scan.last_error_at).total_seconds() == pytest.approx(12, abs=0.5)
+
+
+@pytest.mark.django_db
+def test_the_schedule_runs_the_bounded_poll(source_side):
+    from django_q.models import Schedule
+
+    from reconcile.tasks import reconcile_poll
+
+    assert Schedule.objects.filter(func="reconcile.tasks.reconcile_poll", minutes=1).exists()
+    state, _ = source_side
+    state.hold_events(item(1))
+    assert reconcile_poll() == 1
+    assert ReconcileReport.objects.count() == 1

@@ -47,7 +47,8 @@ class Command(BaseCommand):
             except LeaseBusy:
                 raise CommandError("a page call holds the scan lease; try again when it ends") from None
             self.stdout.write(f"discarded the staged pages of run {run}" if run else "no active scan to restart")
-        deadline = time.monotonic() + wait
+        started = time.monotonic()
+        deadline = started + wait
         while True:
             try:
                 outcome = reconcile_page(source=found, trigger="command", actor=actor, since=since, until=until)
@@ -67,7 +68,8 @@ class Command(BaseCommand):
         if outcome.state == "published":
             path = reverse("admin:reconcile_reconcilereport_change", args=[outcome.report_id])
             self.stdout.write(self.style.SUCCESS(
-                f"run {outcome.run_id}: {outcome.pages} page(s), {outcome.staged_events} source events compared"
+                f"run {outcome.run_id}: {outcome.pages} page(s), {outcome.staged_events} source events "
+                f"compared in {time.monotonic() - started:.2f} s"
             ))
             self.stdout.write(f"report {outcome.report_id}: {path} (JSON: {path}export/)")
             return

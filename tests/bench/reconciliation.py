@@ -1,0 +1,165 @@
+"""Reconcile benchmark: wall time and peak memory at 10,000 and 100,000 source events.
+
+Run with `make bench-reconcile` (a throwaway PostgreSQL; DATABASE_URL exported).
+For each size the sandbox provider holds every source event, with a receipt for
+every reply Conduit sent. Locally a tenth of the events are missing (their
+webhooks never came) and a tenth of the replies are unconfirmed
+(SEND_STATUS_UNKNOWN although the provider applied them). `manage.py reconcile`
+then runs in a fresh process: the scan time is the command's own (Django's
+start-up excluded) and the peak memory is that process's high-water resident set
+(VmHWM, sampled from /proc while it runs: wait4's ru_maxrss would count the
+bench's own memory, which the child shares between fork and exec).
+Targets: 100k/10k time at most 11x (linear), peak memory flat (streamed pages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+from common import ROOT  # noqa: I001  (sets Django up)
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from conduit.canonical import payload_hash  # noqa: E402
+from conduit.sql import insert_rows  # noqa: E402
+from ingress.models import InboundEvent, Source  # noqa: E402
+from ingress.services import source_register  # noqa: E402
+from ingress.sources.base import event_key  # noqa: E402
+from reconcile.models import ReconcileReport  # noqa: E402
+from replies.contract import reply_key  # noqa: E402
+from replies.models import ReplyAction  # noqa: E402
+from replies.sandbox_provider import serve  # noqa: E402
+
+CHUNK = 1000
+
+
+def synthetic(n: int, i: int) -> dict:
+    minute, second = divmod(i, 60)
+    return {
+        "id": f"evt_test_{n}_{i:07d}", "type": "comment.created", "post_id": f"post_test_{i % 97}",
+        "comment_id": f"msg_test_{n}_{i:07d}", "from_id": f"person_test_{i % 1013}",
+        "created_at": f"2026-01-{1 + minute // 1440:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:{second:02d}Z",
+        "text": "CHECKLIST",
+    }
+
+
+def prepare(n: int, provider_state, url: str) -> Source:
+    """A source of n events at the provider; locally 90% of them, 10% of their replies unconfirmed."""
+    account = f"acct_test_rb{n}"
+    source, _ = source_register(
+        name=f"bench{n}", adapter="sandbox-social", account_ref=account, event_types=["comment.created"],
+        purposes=["public_ack"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_BENCH_SECRET",
+        transport_url=url,
+    )
+    now = timezone.now()
+    items = [synthetic(n, i) for i in range(n)]
+    provider_state.hold(account, items)
+    event_rows, action_rows = [], []
+    for i, item in enumerate(items):
+        key = event_key(source_system="sandbox-social", source_account_ref=account, event_type=item["type"],
+                        source_event_id=item["id"], conversation_ref=item["post_id"],
+                        message_ref=item["comment_id"])
+        rkey = reply_key(key, "public_ack")
+        receipt = f"rcpt_test_{n}_{i}"
+        with provider_state.lock:  # every reply Conduit sent was applied by the provider
+            provider_state.receipts[rkey] = receipt
+            provider_state.applied[rkey] = 1
+            provider_state.targets[item["comment_id"]] = [rkey]
+        if i % 10 == 9:
+            continue  # missing locally: its webhook never came
+        occurred = timezone.datetime.fromisoformat(item["created_at"])
+        event_rows.append((key, source.pk, "sandbox-social", account, item["id"], item["type"], item["post_id"],
+                           item["comment_id"], item["from_id"], occurred, item["created_at"],
+                           payload_hash(item), "event-v1", False, 1, True, "RECORD_READY", "UNRECONCILED",
+                           now, now, 1, item["text"]))
+        unconfirmed = i % 10 == 4
+        action_rows.append((rkey, key, "public_ack", "SEND_STATUS_UNKNOWN" if unconfirmed else "SENT",
+                            "APPROVED", "" if unconfirmed else receipt, now, 1))
+    event_columns = ["event_key", "source", "source_system", "source_account_ref", "source_event_id", "event_type",
+                     "conversation_ref", "message_ref", "sender_ref", "occurred_at", "occurred_at_original",
+                     "payload_hash", "contract_version", "canary", "trigger_rule_version", "trigger_match",
+                     "event_state", "reconcile_status", "first_received_at", "last_received_at", "seen_count",
+                     "message_text"]
+    action_columns = ["reply_key", "event", "purpose", "delivery_state", "approval_state", "provider_reply_id",
+                      "created_at", "attempt_count"]
+    for start in range(0, len(event_rows), CHUNK):
+        insert_rows(InboundEvent, event_columns, event_rows[start:start + CHUNK])
+    for start in range(0, len(action_rows), CHUNK):
+        insert_rows(ReplyAction, action_columns, action_rows[start:start + CHUNK])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return source
+
+
+def _high_water_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def reconcile(source: Source) -> tuple[float, float, int]:
+    """(scan seconds, process wall seconds, peak RSS in KiB) of one `manage.py reconcile`."""
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "manage.py", "reconcile", source.name, "--actor", "bench"],
+                               cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    peak = 0
+    reader = threading.Thread(target=lambda: setattr(process, "output", process.stdout.read().decode()))
+    reader.start()
+    while process.poll() is None:
+        peak = max(peak, _high_water_kib(process.pid) or 0)
+        time.sleep(0.02)
+    reader.join()
+    wall = time.monotonic() - started
+    if process.returncode != 0:
+        raise SystemExit(f"reconcile failed:\n{process.output}")
+    scan = float(re.search(r"compared in ([0-9.]+) s", process.output).group(1))
+    return scan, wall, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    server, provider_state = serve(port=0)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    results = {}
+    for n in (int(s) for s in args.sizes.split(",")):
+        t0 = time.monotonic()
+        source = prepare(n, provider_state, url)
+        print(f"{n} events: prepared in {time.monotonic() - t0:.1f} s", flush=True)
+        scan, wall, rss = reconcile(source)
+        counts = ReconcileReport.objects.filter(source=source).get().summary["counts"]
+        expected = {"events_compared": n, "missing_recovered": n // 10, "receipts_attached": n // 10,
+                    "events_matched": n - n // 10, "source_unverified": 0}
+        wrong = {k: counts[k] for k in expected if counts[k] != expected[k]}
+        if wrong:
+            raise SystemExit(f"{n} events: unexpected counts {wrong}, expected {expected}")
+        with provider_state.lock:
+            resent = sum(v for v in provider_state.applied.values()) - sum(
+                1 for k in provider_state.applied)
+        results[n] = (scan, rss)
+        print(f"{n:>7} events: scan {scan:7.2f} s  ({n / scan:,.0f} events/s)  process wall {wall:6.2f} s  "
+              f"peak RSS {rss / 1024:6.1f} MiB  duplicates sent {resent}", flush=True)
+    if len(results) == 2:
+        (small, (t_small, m_small)), (large, (t_large, m_large)) = sorted(results.items())
+        print(f"ratio {large // small}x events: time {t_large / t_small:.2f}x (target <= 11x), "
+              f"peak memory {m_large / m_small:.2f}x (target flat)")
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
