@@ -1,7 +1,7 @@
 """Reconciliation in the admin: scan state, kept reports, retry candidates, replay decisions."""
 
 from django.contrib import admin, messages
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 from conduit.admin import LedgerAdmin, confirmed_action
 from reconcile import services
 from reconcile.decisions.service import InvalidRequest, decision_make
-from reconcile.models import Decision, ReconcileReport, RetryCandidateQueue, ScanState
+from reconcile.models import CanaryReport, Decision, ReconcileReport, RetryCandidateQueue, ScanState
 from reconcile.selectors import report_decisions, report_json_chunks, reply_decision_request
 from replies.admin import UnknownSendQueueAdmin
 from replies.models import DeliveryState, ReplyAction, UnknownSendQueue
@@ -194,3 +194,42 @@ class RetryCandidateQueueAdmin(LedgerAdmin):
     @admin.action(description="Close without reply", permissions=["decide"])
     def close_without_reply(self, request, queryset):
         return self._decide(request, queryset, Decision.CLOSED, "Close without reply", "close_without_reply")
+
+
+@admin.register(CanaryReport)
+class CanaryReportAdmin(LedgerAdmin):
+    """Kept canary reports: each expectation with what was found, as a page and as JSON."""
+
+    list_display = ("__str__", "created_at", "actor", "ok", "failed")
+    list_filter = ("ok",)
+
+    def get_urls(self):
+        return [
+            path("<int:report_id>/export/", self.admin_site.admin_view(self.export_view),
+                 name="reconcile_canaryreport_export"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        report = get_object_or_404(CanaryReport, pk=object_id)
+        if not self.has_view_permission(request, report):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        reconcile_id = report.summary.get("reconcile_report")
+        context = {
+            **self.admin_site.each_context(request), "title": str(report), "opts": self.opts, "report": report,
+            "reconcile_url": reverse("admin:reconcile_reconcilereport_change", args=[reconcile_id])
+            if reconcile_id else "",
+        }
+        return TemplateResponse(request, "admin/reconcile/canary_report.html", context)
+
+    def export_view(self, request, report_id: int):
+        report = get_object_or_404(CanaryReport, pk=report_id)
+        if not self.has_view_permission(request, report):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(report_id))
+        response = JsonResponse({
+            "report": report.pk, "created_at": report.created_at.isoformat(), "actor": report.actor,
+            "ok": report.ok, "failed": report.failed, "summary": report.summary,
+            "expectations": report.expectations,
+        })
+        response["Content-Disposition"] = f'attachment; filename="canary-report-{report.pk}.json"'
+        return response

@@ -225,3 +225,22 @@ class SchedulerCursor(models.Model):
 
     name = models.CharField(max_length=32, unique=True)
     last_source_name = models.CharField(max_length=64, blank=True)
+
+
+class CanaryReport(models.Model):
+    """One run of the non-delivery canary: each expectation, what was found, pass or fail. Kept."""
+
+    created_at = models.DateTimeField()
+    actor = models.CharField(max_length=150)
+    ok = models.BooleanField()
+    failed = models.CharField(max_length=200, blank=True, help_text="The first failed expectation.")
+    # {"event_key", "seen_count", "actions": [...], "reconcile_report", ...} and
+    # [{"name", "expected", "found", "ok"}]: keys, states and counts only.
+    summary = models.JSONField(default=dict)
+    expectations = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"canary report {self.pk} ({'pass' if self.ok else 'FAIL'})"

@@ -146,12 +146,13 @@ def _run_for_page(source: Source, token: str, *, trigger: str, actor: str,
 
 def reconcile_page(
     *, source: Source, trigger: str = "schedule", actor: str = RECONCILE_ACTOR,
-    since: datetime | None = None, until: datetime | None = None,
+    since: datetime | None = None, until: datetime | None = None, base_url: str | None = None,
 ) -> PageOutcome:
     """Make exactly one source page call for `source` and commit what it returned.
 
     Raises LeaseBusy when another worker holds the lease (nothing was called).
-    A stale holder gets state `lease_lost` and commits nothing.
+    A stale holder gets state `lease_lost` and commits nothing. `base_url`
+    reads another copy of the source (the canary's own fixture source).
     """
     scan_state_for(source)
     token = _lease_acquire(source.pk)
@@ -163,7 +164,7 @@ def reconcile_page(
         adapter = get_adapter(source.adapter)
         try:
             page = adapter.read_page(
-                config=source_config(source), base_url=source.transport_url, since=run.since,
+                config=source_config(source), base_url=base_url or source.transport_url, since=run.since,
                 until=run.until, cursor=run.cursor or None, limit=settings.CONDUIT_RECONCILE_PAGE_SIZE,
                 timeout=settings.CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS,
             )

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from dataclasses import dataclass
+
+# Calls that reached transport code in this process, by (transport name, operation):
+# "build" (constructing one, which may discover capabilities over the network),
+# "send" and "lookup". The canary counts these; it does not assume them.
+CALLS: Counter = Counter()
+
+
+def _counted(method, operation: str):
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        CALLS[(self.name, operation)] += 1
+        return method(self, *args, **kwargs)
+
+    return counted
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,15 @@ class Transport:
     name: str = ""
     live: bool = True  # a transport is live unless it says otherwise
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # Every transport's entry points are counted, whoever calls them.
+        super().__init_subclass__(**kwargs)
+        for operation in ("send", "lookup"):
+            if operation in cls.__dict__:
+                setattr(cls, operation, _counted(cls.__dict__[operation], operation))
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _counted(cls.__dict__["__init__"], "build")
 
     def send(self, reply: OutboundReply) -> Receipt:
         """Deliver once; pass reply.reply_key as the idempotency key when there is one."""

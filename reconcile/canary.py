@@ -1,0 +1,257 @@
+"""The non-delivery canary (seed 000 step 6): the whole path on the signed Northstar fixture.
+
+The fixture is signed at run time and posted twice over real HTTP to the real
+webhook endpoint; each planned action is approved for the person running it
+and taken through the real claim and sender, where the transport guard writes
+it to the canary sink; then the fixture source is reconciled. Every
+expectation is checked against the ledgers and the transport boundary's own
+call counter, and the result is kept as a canary report.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import secrets
+import base64
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from django.conf import settings
+from django.core.wsgi import get_wsgi_application
+from django.db import connections
+from django.utils import timezone as dj_timezone
+
+from ingress.models import InboundEvent, Source
+from ingress.services import SourceConflict, source_register
+from ingress.sources import get_adapter
+from ingress.sources.base import event_key
+from reconcile.models import CanaryReport, ReconcileReport
+from reconcile.services import LeaseBusy, reconcile_page
+from replies.contract import reply_key
+from replies.models import CanarySinkRecord, DeliveryState as S, ReplyAction
+from replies.sandbox_provider import serve
+from replies.sender import reply_approve, reply_copy_create, reply_send
+from replies.transports import LIVE, is_live
+from replies.transports.base import CALLS
+
+logger = logging.getLogger("conduit.canary")
+
+FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "sandbox_social" / "comment__northstar.json"
+# The reserved synthetic source: trusted configuration, never read from a payload.
+CANARY = {
+    "name": "canary",
+    "adapter": "sandbox-social",
+    "account_ref": "acct_test_01",
+    "event_types": ["comment.created"],
+    "purposes": ["public_ack", "private_delivery"],
+    "trigger_keywords": ["CHECKLIST"],
+    "secret_env": "CONDUIT_CANARY_SECRET",
+    "canary": True,
+    "transport": "sandbox",
+}
+COPY = "The sample checklist is ready in the test fixture."
+RESERVED_PREFIXES = ("acct_test_", "evt_test_", "post_test_", "msg_test_", "person_test_")
+
+
+class CanaryRefused(Exception):
+    """The canary would not be a non-delivery canary: refused before any network call."""
+
+
+@dataclass
+class Expectation:
+    name: str
+    expected: object
+    found: object
+
+    @property
+    def ok(self) -> bool:
+        return self.expected == self.found
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "expected": self.expected, "found": self.found, "ok": self.ok}
+
+
+@dataclass
+class CanaryResult:
+    report: CanaryReport
+    expectations: list[Expectation] = field(default_factory=list)
+
+
+def _fixture() -> tuple[bytes, dict]:
+    body = FIXTURE.read_bytes()
+    return body, json.loads(body)
+
+
+def _reserved(document: dict) -> list[str]:
+    """Identifiers in the fixture that are not reserved synthetic ones."""
+    values = [document.get("account", "")]
+    for item in document.get("events", []):
+        values += [item.get(k, "") for k in ("id", "post_id", "comment_id", "from_id")]
+    return [v for v in values if not str(v).startswith(RESERVED_PREFIXES)]
+
+
+def canary_source() -> Source:
+    """The canary source, created if missing; refused unless it is safe to run against.
+
+    Fails closed, before anything touches the network, when the source is
+    configured with a live transport, live sending, other identifiers, or
+    without the canary flag.
+    """
+    _, document = _fixture()
+    if _reserved(document):
+        raise CanaryRefused(f"the fixture holds identifiers that are not reserved synthetic ones: {_reserved(document)}")
+    source = Source.objects.filter(name=CANARY["name"]).first()
+    if source is None:
+        owner = Source.objects.filter(source_system="sandbox-social", account_ref=CANARY["account_ref"]).first()
+        if owner is not None:
+            raise CanaryRefused(
+                f"the reserved canary account {CANARY['account_ref']} is registered as source "
+                f"{owner.name!r}; the canary needs it as its own source named 'canary'"
+            )
+        try:
+            source, _ = source_register(**CANARY)
+        except SourceConflict as exc:
+            raise CanaryRefused(str(exc)) from None
+        for purpose in source.purposes:
+            reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY,
+                              actor="system:canary")
+    problems = []
+    if not source.canary:
+        problems.append("the canary flag is off")
+    if (source.source_system, source.account_ref) != ("sandbox-social", CANARY["account_ref"]):
+        problems.append(f"its identifiers are {source.source_system}/{source.account_ref}, "
+                        f"not the reserved sandbox-social/{CANARY['account_ref']}")
+    if source.transport not in LIVE or is_live(source.transport):
+        problems.append(f"it is configured with the live transport {source.transport!r}")
+    if source.live_send_enabled:
+        problems.append("live sending is enabled for it")
+    if problems:
+        raise CanaryRefused("the canary source is unsafe: " + "; ".join(problems))
+    return source
+
+
+class _Handler(WSGIRequestHandler):
+    def log_message(self, format: str, *args) -> None:  # the canary prints its own findings
+        pass
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        finally:
+            connections.close_all()  # this server thread's own connection ends with the request
+
+
+def _post(port: int, source: Source, body: bytes, secret: str) -> int:
+    headers = get_adapter(source.adapter).sign(
+        body=body, secret=secret, delivery_id=f"msg_test_canary_{uuid.uuid4().hex}", at=datetime.now(timezone.utc),
+    )
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", f"/webhooks/{source.name}/", body=body,
+                     headers={**headers, "Content-Type": "application/json", "Host": "127.0.0.1"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def canary_run(*, actor: str) -> CanaryResult:
+    """Run the canary once; the report is saved whether it passes or fails."""
+    actor = actor.strip()
+    if not actor:
+        raise ValueError("the canary records approvals for a person: give --actor")
+    source = canary_source()  # may raise CanaryRefused: nothing has been called yet
+    body, document = _fixture()
+    item = document["events"][0]
+    key = event_key(source_system=source.source_system, source_account_ref=source.account_ref,
+                    event_type=item["type"], source_event_id=item.get("id", ""),
+                    conversation_ref=item["post_id"], message_ref=item["comment_id"])
+    expected_keys = sorted(reply_key(key, purpose) for purpose in source.purposes)
+    before_event = InboundEvent.objects.filter(event_key=key).first()
+    before_seen = before_event.seen_count if before_event else 0
+    before_actions = ReplyAction.objects.count()
+    before_events = InboundEvent.objects.count()
+    calls_before = sum(CALLS.values())
+
+    # A signing secret from the environment, or one made for this run only.
+    secret = os.environ.get(source.secret_env) or (
+        "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
+    os.environ[source.secret_env] = secret
+
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), handler_class=_Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fixture_source, fixture_state = serve(port=0)
+    fixture_state.hold(source.account_ref, document["events"])
+    statuses = []
+    try:
+        statuses = [_post(server.server_address[1], source, body, secret) for _ in range(2)]
+        for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.REVIEW_PENDING).order_by("id"):
+            reply_approve(action_id=action.pk, actor=actor, reason_code="approved_for_canary")
+        for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.APPROVED).order_by("id"):
+            reply_send(action_id=action.pk)
+        outcome = None
+        for _ in range(100):
+            try:
+                outcome = reconcile_page(source=source, trigger="canary", actor=actor,
+                                         base_url=f"http://127.0.0.1:{fixture_source.server_address[1]}")
+            except LeaseBusy:
+                continue
+            if outcome.state != "staged":
+                break
+    finally:
+        server.shutdown()
+        server.server_close()
+        fixture_source.shutdown()
+        fixture_source.server_close()
+
+    event_rows = InboundEvent.objects.filter(event_key=key).count()
+    event = InboundEvent.objects.filter(event_key=key).first()
+    actions = list(ReplyAction.objects.filter(event_id=key).order_by("purpose"))
+    report = ReconcileReport.objects.filter(pk=outcome.report_id).first() if outcome else None
+    counts = report.summary["counts"] if report else {}
+    seen = event.seen_count if event else 0
+    with fixture_state.lock:
+        provider_applied = sum(fixture_state.applied.values())
+    expectations = [
+        Expectation("both deliveries accepted (HTTP 200)", [200, 200], statuses),
+        Expectation("one event row", 1, event_rows),
+        Expectation("one reply action per declared purpose, keyed by derivation", expected_keys,
+                    sorted(a.reply_key for a in actions)),
+        Expectation("seen_count grew by two", before_seen + 2, seen),
+        Expectation("every reply action SUPPRESSED_TEST", [S.SUPPRESSED_TEST] * len(source.purposes),
+                    [a.delivery_state for a in actions]),
+        Expectation("one canary sink record per action", len(source.purposes),
+                    CanarySinkRecord.objects.filter(action__event_id=key).count()),
+        Expectation("zero external transport calls (counted at the transport boundary)", 0,
+                    sum(CALLS.values()) - calls_before + provider_applied),
+        Expectation("reconciliation published", "published", outcome.state if outcome else "not run"),
+        Expectation("reconciliation: one matched event", 1, counts.get("events_matched")),
+        Expectation("reconciliation: two suppressed actions", len(source.purposes), counts.get("suppressed_actions")),
+        Expectation("reconciliation: converged duplicate deliveries", seen - 1, counts.get("duplicates_converged")),
+        Expectation("reconciliation: zero external calls", 0, counts.get("external_calls")),
+        Expectation("nothing else created", [before_events + (0 if before_event else 1),
+                                             before_actions + (0 if before_event else len(source.purposes))],
+                    [InboundEvent.objects.count(), ReplyAction.objects.count()]),
+    ]
+    failed = next((e.name for e in expectations if not e.ok), "")
+    canary_report = CanaryReport.objects.create(
+        created_at=dj_timezone.now(), actor=actor, ok=not failed, failed=failed,
+        summary={
+            "source": source.name, "event_key": key, "first_run": before_event is None,
+            "seen_count": {"before": before_seen, "after": seen},
+            "actions": [{"purpose": a.purpose, "reply_key": a.reply_key, "delivery_state": a.delivery_state,
+                         "attempt_count": a.attempt_count} for a in actions],
+            "reconcile_report": report.pk if report else None,
+        },
+        expectations=[e.as_dict() for e in expectations],
+    )
+    logger.info("canary report=%s ok=%s failed=%s", canary_report.pk, canary_report.ok, failed or "-")
+    return CanaryResult(canary_report, expectations)

@@ -1,0 +1,114 @@
+"""`manage.py canary`: the whole path on the signed fixture, zero external calls, fail closed."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from ingress.models import InboundEvent, Source
+from reconcile.models import CanaryReport
+from replies.models import CanarySinkRecord, ReplyAction, SendAttempt
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the webhook is served over real HTTP
+
+
+def run(*args) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("canary", *args, stdout=out, stderr=err)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_first_run_passes_every_expectation_and_keeps_a_report(admin_client):
+    code, out, err = run("--actor", "operator_test")
+    assert code == 0, out + err
+    for line in ("ok   one event row", "ok   seen_count grew by two", "ok   every reply action SUPPRESSED_TEST",
+                 "ok   zero external transport calls", "ok   reconciliation: one matched event",
+                 "ok   reconciliation: two suppressed actions", "ok   reconciliation: converged duplicate deliveries",
+                 "canary passed"):
+        assert line in out
+    event = InboundEvent.objects.get()
+    assert (event.event_key, event.seen_count, event.canary) == (
+        "sandbox-social:acct_test_01:comment.created:evt_test_0042", 2, True)
+    actions = ReplyAction.objects.all()
+    assert {a.delivery_state for a in actions} == {"SUPPRESSED_TEST"} and actions.count() == 2
+    assert {a.approved_by for a in actions} == {"operator_test"}
+    assert CanarySinkRecord.objects.count() == 2 and not SendAttempt.objects.exists()
+    report = CanaryReport.objects.get()
+    assert report.ok and report.summary["reconcile_report"]
+    page = admin_client.get(f"/admin/reconcile/canaryreport/{report.pk}/change/").content.decode()
+    assert "Passed" in page and "every reply action SUPPRESSED_TEST" in page
+    exported = json.loads(admin_client.get(f"/admin/reconcile/canaryreport/{report.pk}/export/").content)
+    assert exported["ok"] is True and len(exported["expectations"]) == len(report.expectations)
+    assert f"/admin/reconcile/canaryreport/{report.pk}/change/" in out
+
+
+def test_running_again_is_safe_and_says_what_it_found():
+    assert run("--actor", "operator_test")[0] == 0
+    code, out, _ = run("--actor", "operator_test")
+    assert code == 0, out
+    assert "seen_count 2 -> 4, nothing else may change" in out
+    assert InboundEvent.objects.get().seen_count == 4
+    assert ReplyAction.objects.count() == 2 and CanarySinkRecord.objects.count() == 2
+    assert CanaryReport.objects.filter(ok=True).count() == 2
+
+
+def test_a_canary_source_with_a_live_transport_fails_closed_before_any_call(monkeypatch):
+    from replies import transports
+    from replies.transports.base import CALLS, Transport
+
+    class LiveProbe(Transport):
+        name = "live-probe"
+
+        def __init__(self, source):
+            pass
+
+        def send(self, reply):
+            raise AssertionError("a live transport was called")
+
+    monkeypatch.setitem(transports.TRANSPORTS, "live-probe", LiveProbe)
+    monkeypatch.setitem(transports.LIVE, "live-probe", True)
+    assert run("--actor", "operator_test")[0] == 0
+    Source.objects.filter(name="canary").update(transport="live-probe")
+    calls = sum(CALLS.values())
+    seen = InboundEvent.objects.get().seen_count
+    code, _, err = run("--actor", "operator_test")
+    assert code == 2
+    assert "refused before any network call" in err and "live transport 'live-probe'" in err
+    assert sum(CALLS.values()) == calls and InboundEvent.objects.get().seen_count == seen
+
+
+def test_the_reserved_account_owned_by_a_real_source_is_refused(sandbox_source):
+    code, _, err = run("--actor", "operator_test")
+    assert code == 2 and "registered as source 'sandbox'" in err
+    assert not InboundEvent.objects.exists()
+
+
+def test_an_actor_is_required():
+    with pytest.raises(Exception, match="actor"):
+        call_command("canary")
+    assert run("--actor", "  ")[0] == 2
+
+
+def test_a_failed_expectation_is_named_and_exits_non_zero(monkeypatch):
+    """Break the guard: the canary action reaches the sender's transport, and the canary says so."""
+    from replies import sender
+
+    real = sender._deliver
+
+    def unguarded(action, now):
+        action.canary = False
+        return real(action, now)
+
+    monkeypatch.setattr(sender, "_deliver", unguarded)
+    code, out, err = run("--actor", "operator_test")
+    assert code == 1
+    assert "FAIL every reply action SUPPRESSED_TEST" in out
+    assert "canary FAILED: every reply action SUPPRESSED_TEST" in err
+    assert not CanaryReport.objects.get().ok
