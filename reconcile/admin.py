@@ -144,6 +144,7 @@ class ReconcileReportAdmin(LedgerAdmin):
             "finding_count": findings.count(),
             "open_candidates": findings.filter(kind="RETRY_CANDIDATE", decision="").count(),
             "queue_url": reverse("admin:reconcile_retrycandidatequeue_changelist"),
+            "export_url": reverse("admin:reconcile_reconcilereport_export", args=[report.pk]),
         }
         return TemplateResponse(request, "admin/reconcile/report.html", context)
 
@@ -217,6 +218,7 @@ class CanaryReportAdmin(LedgerAdmin):
         reconcile_id = report.summary.get("reconcile_report")
         context = {
             **self.admin_site.each_context(request), "title": str(report), "opts": self.opts, "report": report,
+            "export_url": reverse("admin:reconcile_canaryreport_export", args=[report.pk]),
             "reconcile_url": reverse("admin:reconcile_reconcilereport_change", args=[reconcile_id])
             if reconcile_id else "",
         }

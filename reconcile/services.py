@@ -581,15 +581,19 @@ class PollResult:
 
 
 def reconcile_due(*, limit: int) -> PollResult:
-    """At most `limit` page calls, each source at most once, fair by a durable round-robin cursor."""
+    """At most `limit` page calls, each source at most once, fair by a durable round-robin cursor.
+
+    Canary sources are left out: `manage.py canary` reconciles them against
+    its own fixture source, which exists only while it runs.
+    """
     if not 1 <= limit <= 200:
         raise ValueError("a poll makes 1 to 200 page calls")
-    for source in Source.objects.filter(scan__isnull=True):
+    for source in Source.objects.filter(scan__isnull=True, canary=False):
         scan_state_for(source)
     cursor, _ = SchedulerCursor.objects.get_or_create(name="reconcile")
     now = clock()
     due = list(
-        ScanState.objects.filter(next_due_at__lte=now).select_related("source")
+        ScanState.objects.filter(next_due_at__lte=now, source__canary=False).select_related("source")
         .order_by("source__name")
     )
     after = [s for s in due if s.source.name > cursor.last_source_name]

@@ -44,9 +44,11 @@ def test_first_run_passes_every_expectation_and_keeps_a_report(admin_client):
     assert report.ok and report.summary["reconcile_report"]
     page = admin_client.get(f"/admin/reconcile/canaryreport/{report.pk}/change/").content.decode()
     assert "Passed" in page and "every reply action SUPPRESSED_TEST" in page
+    assert f'href="/admin/reconcile/canaryreport/{report.pk}/export/"' in page
     exported = json.loads(admin_client.get(f"/admin/reconcile/canaryreport/{report.pk}/export/").content)
     assert exported["ok"] is True and len(exported["expectations"]) == len(report.expectations)
-    assert f"/admin/reconcile/canaryreport/{report.pk}/change/" in out
+    assert (f"/admin/reconcile/canaryreport/{report.pk}/change/ "
+            f"(JSON: /admin/reconcile/canaryreport/{report.pk}/export/)") in out
 
 
 def test_running_again_is_safe_and_says_what_it_found():

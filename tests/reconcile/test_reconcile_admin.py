@@ -41,6 +41,7 @@ def test_report_page_and_export_show_counts_findings_and_decisions(admin_client,
     finding, action, state = candidate
     report = finding.report
     page = admin_client.get(f"/admin/reconcile/reconcilereport/{report.pk}/change/").content.decode()
+    assert f'href="/admin/reconcile/reconcilereport/{report.pk}/export/"' in page
     for text in ("events_compared", "retry_candidates", "no receipt on the provider", "None yet.",
                  "retry candidate queue", report.summary["contract_version"]):
         assert text in page

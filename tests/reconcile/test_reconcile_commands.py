@@ -33,7 +33,8 @@ def test_reconcile_shows_progress_and_where_the_report_is(source_side, settings)
     report = ReconcileReport.objects.get()
     assert code == 0
     assert "page 1: 2 events staged" in out and "page 2: 4 events staged" in out
-    assert f"report {report.pk}: /admin/reconcile/reconcilereport/{report.pk}/change/" in out
+    assert (f"report {report.pk}: /admin/reconcile/reconcilereport/{report.pk}/change/ "
+            f"(JSON: /admin/reconcile/reconcilereport/{report.pk}/export/)") in out
     assert report.summary["requested_by"] == "operator_test" and report.summary["trigger"] == "command"
 
 

@@ -305,3 +305,12 @@ def test_the_schedule_runs_the_bounded_poll(source_side):
     state.hold_events(item(1))
     assert reconcile_poll() == 1
     assert ReconcileReport.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_poll_leaves_canary_sources_to_the_canary(provider):
+    from ingress.models import Source
+
+    (source, state), = _sources(provider, 1)
+    Source.objects.filter(pk=source.pk).update(canary=True)
+    assert reconcile_due(limit=5).page_calls == 0 and state.page_calls == 0

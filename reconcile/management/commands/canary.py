@@ -40,7 +40,8 @@ class Command(BaseCommand):
             detail = "" if expectation.ok else f" (expected {expectation.expected}, found {expectation.found})"
             self.stdout.write(f"  {mark} {expectation.name}{detail}")
         path = reverse("admin:reconcile_canaryreport_change", args=[report.pk])
-        self.stdout.write(f"canary report {report.pk}: {path} (JSON: {path}export/)")
+        export = reverse("admin:reconcile_canaryreport_export", args=[report.pk])
+        self.stdout.write(f"canary report {report.pk}: {path} (JSON: {export})")
         if not report.ok:
             self.stderr.write(f"canary FAILED: {report.failed}")
             sys.exit(1)

@@ -71,7 +71,8 @@ class Command(BaseCommand):
                 f"run {outcome.run_id}: {outcome.pages} page(s), {outcome.staged_events} source events "
                 f"compared in {time.monotonic() - started:.2f} s"
             ))
-            self.stdout.write(f"report {outcome.report_id}: {path} (JSON: {path}export/)")
+            export = reverse("admin:reconcile_reconcilereport_export", args=[outcome.report_id])
+            self.stdout.write(f"report {outcome.report_id}: {path} (JSON: {export})")
             return
         if outcome.state == "failed":
             error = outcome.error
