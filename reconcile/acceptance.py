@@ -1,0 +1,505 @@
+"""Seed 000's acceptance checks and their positive controls, as code an operator can run.
+
+Each check returns a list of failures (empty: the row holds). Each positive
+control plants one fault for its own duration and runs the check it guards,
+which must then report failure: a check that stays green with its guard
+broken has failed as an instrument. The test suite (`tests/acceptance/`) and
+`manage.py acceptance` run the same functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+from django.test.utils import override_settings
+from django.utils import timezone as dj_timezone
+
+from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt
+from ingress.services import event_transition, source_register
+from ingress.sources import get_adapter
+from replies.contract import reply_key
+from replies.models import ReplyAction, SendAttempt
+from replies.sandbox_provider import serve
+
+FIXTURES = Path(settings.BASE_DIR) / "fixtures" / "sandbox_social"
+NORTHSTAR_KEY = "sandbox-social:acct_test_01:comment.created:evt_test_0042"
+PURPOSES = ("public_ack", "private_delivery")
+IDENTITY_FIXTURES = {
+    "type": "comment__missing_type",
+    "post_id": "comment__missing_post_id",
+    "comment_id": "comment__missing_comment_id",
+    "from_id": "comment__missing_from_id",
+    "created_at": "comment__missing_created_at",
+    "account": "comment__missing_account",
+}
+
+
+def fixture_body(name: str) -> bytes:
+    return (FIXTURES / f"{name}.json").read_bytes()
+
+
+class Harness:
+    """What the checks act through: a source on a loopback sandbox provider and a signed deliverer.
+
+    The signing secret is made for this harness only and lives in the
+    environment variable the source names, as a real one would.
+    """
+
+    def __init__(self, *, name: str = "sandbox", account_ref: str = "acct_test_01",
+                 secret_env: str = "CONDUIT_ACCEPTANCE_SECRET", hang_seconds: float = 2.0) -> None:
+        self.secret_env = secret_env
+        self.previous_secret = os.environ.get(secret_env)
+        self.secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+        os.environ[secret_env] = self.secret
+        self.server, self.state = serve(port=0, hang_seconds=hang_seconds)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.source, _ = source_register(
+            name=name, adapter="sandbox-social", account_ref=account_ref, event_types=["comment.created"],
+            purposes=list(PURPOSES), trigger_keywords=["CHECKLIST"], secret_env=secret_env,
+            transport_url=self.url,
+        )
+        from replies.sender import reply_copy_create
+
+        for purpose in PURPOSES:
+            reply_copy_create(source_id=self.source.pk, purpose=purpose, channel=purpose,
+                              text="Synthetic copy for the acceptance checks.", actor="system:acceptance")
+        self.client = Client(raise_request_exception=False)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        if self.previous_secret is None:
+            os.environ.pop(self.secret_env, None)
+        else:
+            os.environ[self.secret_env] = self.previous_secret
+
+    def sign(self, body: bytes, *, delivery_id: str | None = None, secret: str | None = None) -> dict[str, str]:
+        return get_adapter("sandbox-social").sign(
+            body=body, secret=secret or self.secret, delivery_id=delivery_id or f"msg_test_{uuid.uuid4().hex}",
+            at=datetime.now(timezone.utc),
+        )
+
+    def deliver(self, body: bytes, *, headers: dict | None = None, **sign_kw):
+        return self.client.post(
+            f"/webhooks/{self.source.name}/", data=body, content_type="application/json",
+            headers=self.sign(body, **sign_kw) if headers is None else headers,
+        )
+
+    def fail_next(self, mode: str, count: int = 1) -> None:
+        with self.state.lock:
+            if mode.startswith("page_"):
+                self.state.page_mode, self.state.page_remaining = mode, count
+            else:
+                self.state.mode, self.state.remaining = mode, count
+
+    def provider_calls(self) -> int:
+        with self.state.lock:
+            return sum(self.state.applied.values())
+
+    def planned(self) -> ReplyAction:
+        """Deliver the Northstar fixture; its public_ack action, REVIEW_PENDING."""
+        self.deliver(fixture_body("comment__northstar"))
+        return ReplyAction.objects.get(event_id=NORTHSTAR_KEY, purpose="public_ack")
+
+    def scan(self):
+        from reconcile.services import reconcile_page
+
+        for _ in range(1000):
+            outcome = reconcile_page(source=self.source, trigger="command", actor="system:acceptance")
+            if outcome.state != "staged":
+                return outcome
+        raise RuntimeError("the scan did not finish")
+
+
+# -- the checks, in the order of seed 000's acceptance table ----------------
+
+def event_identity(h: Harness) -> list[str]:
+    """Two deliveries of the same fixture leave exactly one event row and seen_count of two.
+
+    Run for the Northstar fixture (which plans replies) and for a fixture whose
+    trigger does not match (where the event key is the only guard).
+    """
+    failures = []
+    for fixture, key in (
+        ("comment__northstar", NORTHSTAR_KEY),
+        ("comment__no_trigger", "sandbox-social:acct_test_01:comment.created:evt_test_0043"),
+    ):
+        body = fixture_body(fixture)
+        statuses = [h.deliver(body).status_code, h.deliver(body).status_code]
+        if statuses != [200, 200]:
+            failures.append(f"{fixture}: deliveries answered {statuses}, expected [200, 200]")
+        rows = list(InboundEvent.objects.filter(event_key=key))
+        if len(rows) != 1:
+            failures.append(f"{fixture}: expected exactly one event row, found {len(rows)}")
+        elif rows[0].seen_count != 2:
+            failures.append(f"{fixture}: expected seen_count 2, found {rows[0].seen_count}")
+    return failures
+
+
+def reply_identity(h: Harness) -> list[str]:
+    """Reprocessing leaves exactly one row for each declared reply_key."""
+    body = fixture_body("comment__northstar")
+    h.deliver(body, delivery_id="msg_test_reprocess")
+    h.deliver(body, delivery_id="msg_test_reprocess")
+    h.deliver(body)
+    failures = []
+    for purpose in PURPOSES:
+        expected = reply_key(NORTHSTAR_KEY, purpose)
+        keys = list(ReplyAction.objects.filter(event_id=NORTHSTAR_KEY, purpose=purpose)
+                    .values_list("reply_key", flat=True))
+        if keys != [expected]:
+            failures.append(f"{purpose}: expected one row keyed {expected[:12]}…, found {len(keys)} {keys}")
+    return failures
+
+
+def source_proof(h: Harness) -> list[str]:
+    """A fixture with invalid proof enters QUARANTINED and creates zero reply actions."""
+    body = fixture_body("comment__northstar")
+    headers = h.sign(body)
+    headers["webhook-signature"] = h.sign(
+        body, secret="whsec_" + base64.b64encode(b"forged-signer-key-000000000000").decode())["webhook-signature"]
+    response = h.deliver(body, headers=headers)
+    failures = []
+    if response.status_code != 401:
+        failures.append(f"invalid proof answered {response.status_code}, expected 401")
+    if not QuarantineReceipt.objects.filter(reason_code="invalid_signature", state="QUARANTINED").exists():
+        failures.append("no QUARANTINED receipt for the invalid proof")
+    if ReplyAction.objects.exists() or InboundEvent.objects.exists():
+        failures.append("invalid proof created an event or reply actions")
+    return failures
+
+
+def required_fields(h: Harness) -> list[str]:
+    """Removing each stable identity field in turn quarantines the receipt, zero reply actions."""
+    failures = []
+    for name, fixture in IDENTITY_FIXTURES.items():
+        before = QuarantineReceipt.objects.count()
+        response = h.deliver(fixture_body(fixture))
+        if response.status_code != 202:
+            failures.append(f"without {name}: answered {response.status_code}, expected 202")
+        if QuarantineReceipt.objects.filter(state="QUARANTINED").count() != before + 1:
+            failures.append(f"without {name}: no QUARANTINED receipt")
+    if InboundEvent.objects.exists() or ReplyAction.objects.exists():
+        failures.append("input without stable identity created events or reply actions")
+    return failures
+
+
+def _everything_that_sends(action_id: int) -> None:
+    """What could ever send: the queue's task (redelivered), the schedule's picks, the sweeper
+    (with no lease left) and a drain worker."""
+    from replies import tasks
+    from replies.sender import due_action_ids, reply_send_next
+
+    tasks.send_reply(action_id)
+    for due in due_action_ids():
+        tasks.send_reply(due)
+    with override_settings(CONDUIT_SEND_LEASE_SECONDS=0):
+        tasks.sweep_sending()
+    tasks.send_reply(action_id)
+    while reply_send_next():
+        pass
+
+
+def approval_gate(h: Harness) -> list[str]:
+    """An action in REVIEW_PENDING produces zero transport calls."""
+    action = h.planned()
+    _everything_that_sends(action.pk)
+    action.refresh_from_db()
+    failures = []
+    if h.provider_calls():
+        failures.append(f"an unapproved action reached the transport {h.provider_calls()} time(s)")
+    if action.delivery_state != "REVIEW_PENDING":
+        failures.append(f"an unapproved action moved to {action.delivery_state}")
+    return failures
+
+
+def _approve(action: ReplyAction) -> None:
+    from replies import sender
+
+    with _no_queue():
+        result = sender.reply_approve(action_id=action.pk, actor="reviewer_test")
+    if not result.ok:
+        raise RuntimeError(result.message)
+
+
+@contextlib.contextmanager
+def _no_queue() -> Iterator[None]:
+    """Approval queues the send on commit; the checks send by hand, so nothing is queued."""
+    from replies import sender
+
+    enqueue = sender.enqueue_send
+    sender.enqueue_send = lambda action_id: None
+    try:
+        yield
+    finally:
+        sender.enqueue_send = enqueue
+
+
+def safe_retry(h: Harness) -> list[str]:
+    """A failure before transport retries under the same keys."""
+    from replies.sender import reply_send
+
+    action = h.planned()
+    _approve(action)
+    h.fail_next("refuse")
+    first = reply_send(action_id=action.pk)
+    ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=dj_timezone.now() - timedelta(seconds=1))
+    second = reply_send(action_id=action.pk)
+    failures = []
+    if (first, second) != ("FAILED_BEFORE_SEND", "SENT"):
+        failures.append(f"expected FAILED_BEFORE_SEND then SENT, got {first} then {second}")
+    numbers = list(SendAttempt.objects.filter(action=action).values_list("attempt_number", flat=True))
+    if numbers != [1, 2]:
+        failures.append(f"expected attempts 1 and 2 on one action, found {numbers}")
+    with h.state.lock:
+        if h.state.applied != {action.reply_key: 1}:
+            failures.append(f"the provider applied {h.state.applied}, expected once under {action.reply_key[:12]}…")
+    if ReplyAction.objects.filter(event=action.event, purpose=action.purpose).count() != 1:
+        failures.append("the retry created another action")
+    return failures
+
+
+def ambiguous_send(h: Harness) -> list[str]:
+    """A simulated lost receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry."""
+    from replies.sender import reply_send
+
+    action = h.planned()
+    _approve(action)
+    h.fail_next("error_after_accept")
+    reached = reply_send(action_id=action.pk)
+    _everything_that_sends(action.pk)
+    action.refresh_from_db()
+    failures = []
+    if reached != "SEND_STATUS_UNKNOWN" or action.delivery_state != "SEND_STATUS_UNKNOWN":
+        failures.append(f"expected SEND_STATUS_UNKNOWN, reached {reached} and ended {action.delivery_state}")
+    attempts = SendAttempt.objects.filter(action=action).count()
+    if attempts != 1:
+        failures.append(f"{attempts} transport attempts, expected 1: the ambiguous send was retried")
+    if h.provider_calls() != 1:
+        failures.append(f"the provider applied it {h.provider_calls()} times, expected once")
+    return failures
+
+
+def reconciliation(h: Harness) -> list[str]:
+    """A missing local event re-enters through normal ingest and creates no duplicate action.
+
+    The provider holds the Northstar event and a second one whose webhook never
+    came. After a complete scan (and again after a second one) each event has
+    exactly one row and each declared purpose exactly one action, keyed as
+    derived here independently, held at review; nothing reached the transport.
+    """
+    northstar = json.loads(fixture_body("comment__northstar"))["events"][0]
+    missed = {**northstar, "id": "evt_test_0044", "comment_id": "msg_test_0044",
+              "created_at": "2026-01-15T14:35:00Z"}
+    h.state.hold(h.source.account_ref, [northstar, missed])
+    h.deliver(fixture_body("comment__northstar"))
+    missed_key = "sandbox-social:acct_test_01:comment.created:evt_test_0044"
+    failures = []
+    for attempt in ("first", "second"):
+        outcome = h.scan()
+        if outcome.state != "published":
+            return failures + [f"{attempt} scan ended {outcome.state}, expected published"]
+        for key in (NORTHSTAR_KEY, missed_key):
+            rows = InboundEvent.objects.filter(event_key=key).count()
+            if rows != 1:
+                failures.append(f"{attempt} scan: {rows} rows for {key}, expected 1")
+            for purpose in PURPOSES:
+                keys = list(ReplyAction.objects.filter(event_id=key, purpose=purpose)
+                            .values_list("reply_key", flat=True))
+                if keys != [reply_key(key, purpose)]:
+                    failures.append(f"{attempt} scan: {purpose} of {key[-12:]} has keys {keys}, "
+                                    f"expected only {reply_key(key, purpose)[:12]}…")
+        total = ReplyAction.objects.count()
+        if total != 2 * len(PURPOSES):
+            failures.append(f"{attempt} scan: {total} reply actions, expected {2 * len(PURPOSES)}")
+    recovered = InboundEvent.objects.filter(event_key=missed_key).first()
+    if recovered is None:
+        return failures + ["the missing event was not recovered"]
+    if recovered.reconcile_status != "MATCHED":
+        failures.append(f"the recovered event is {recovered.reconcile_status}, expected MATCHED")
+    states = set(ReplyAction.objects.filter(event=recovered).values_list("delivery_state", flat=True))
+    if states != {"REVIEW_PENDING"}:
+        failures.append(f"the recovered event's replies are {states}, expected held at REVIEW_PENDING")
+    if not any(missed_key in d.event_keys for d in Delivery.objects.filter(delivery_id__startswith="reconcile:")):
+        failures.append("the missing event did not come through the ingest path (no delivery row)")
+    if h.provider_calls():
+        failures.append(f"reconciliation sent replies: {h.state.applied}")
+    return failures
+
+
+def canary() -> list[str]:
+    """Two canary deliveries produce the exact expected rows and zero external calls.
+
+    Runs `manage.py canary`'s own function; needs the reserved account free or
+    owned by the canary source. Every failed expectation is a failure.
+    """
+    from reconcile.canary import CanaryRefused, canary_run
+
+    try:
+        result = canary_run(actor="system:acceptance")
+    except CanaryRefused as exc:
+        return [f"the canary refused to run: {exc}"]
+    return [f"{e.name}: expected {e.expected}, found {e.found}" for e in result.expectations if not e.ok]
+
+
+def state_model(h: Harness) -> list[str]:
+    """An undeclared transition is rejected and recorded in its owning ledger."""
+    h.deliver(fixture_body("comment__no_trigger"))
+    event = InboundEvent.objects.get(source_event_id="evt_test_0043")
+    outcome = event_transition(event_id=event.pk, to="RECEIVED", actor="acceptance", reason_code="undeclared_probe")
+    event.refresh_from_db()
+    failures = []
+    if outcome.applied or event.event_state != "CLOSED_NO_REPLY":
+        failures.append(f"undeclared move applied: event is {event.event_state}")
+    if not EventTransition.objects.filter(
+        event=event, refused=True, prior_state="CLOSED_NO_REPLY", next_state="RECEIVED"
+    ).exists():
+        failures.append("the refusal is not recorded in the event ledger")
+    return failures
+
+
+# -- positive controls: (row, the fault, a context manager planting it) ----------
+
+@contextlib.contextmanager
+def _patched(target, name: str, value) -> Iterator[None]:
+    original = getattr(target, name)
+    setattr(target, name, value)
+    try:
+        yield
+    finally:
+        setattr(target, name, original)
+
+
+@contextlib.contextmanager
+def without_event_uniqueness() -> Iterator[None]:
+    """The event uniqueness rule disabled: the constraint dropped (PostgreSQL DDL; the caller's
+    transaction, rolled back, restores it)."""
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("dropping the constraint needs PostgreSQL's transactional DDL")
+    with connection.cursor() as cursor:
+        # CASCADE: reply_actions.event_key references the unique key.
+        cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT inbound_event_key_unique CASCADE")
+    yield
+
+
+@contextlib.contextmanager
+def reconcile_minting_reply_keys() -> Iterator[None]:
+    """Reconciliation changed to mint a new reply key for what it replays."""
+    from reconcile import services as reconcile_services
+    from replies import services as reply_services
+
+    real_accept = reconcile_services.observations_accept
+
+    def minting_accept(**kwargs):
+        with _patched(reply_services, "reply_key", lambda event_key, purpose: uuid.uuid4().hex):
+            return real_accept(**kwargs)
+
+    with _patched(reconcile_services, "observations_accept", minting_accept):
+        yield
+
+
+@contextlib.contextmanager
+def canary_aimed_at_live_transport() -> Iterator[None]:
+    """The canary source pointed at a live transport (a registered fake that must never be called)."""
+    from ingress.models import Source
+    from reconcile.canary import canary_source
+    from replies import transports
+    from replies.transports.base import Transport
+
+    class LiveProbe(Transport):
+        name = "live-probe"
+
+        def __init__(self, source) -> None:
+            raise AssertionError("the live transport was built for a canary")
+
+    with _patched_item(transports.TRANSPORTS, "live-probe", LiveProbe), \
+            _patched_item(transports.LIVE, "live-probe", True):
+        source = canary_source()
+        Source.objects.filter(pk=source.pk).update(transport="live-probe")
+        yield
+
+
+@contextlib.contextmanager
+def _patched_item(mapping: dict, key: str, value) -> Iterator[None]:
+    missing = object()
+    original = mapping.get(key, missing)
+    mapping[key] = value
+    try:
+        yield
+    finally:
+        if original is missing:
+            mapping.pop(key, None)
+        else:
+            mapping[key] = original
+
+
+@contextlib.contextmanager
+def approval_check_bypassed() -> Iterator[None]:
+    """The approval check bypassed: REVIEW_PENDING becomes claimable and the move allowed."""
+    from conduit.statemachine import TransitionTable
+    from replies import sender
+
+    allows = TransitionTable.allows
+    with _patched_item(sender.CLAIMABLE, "REVIEW_PENDING", lambda now: {}), _patched(
+        TransitionTable, "allows",
+        lambda self, p, n: allows(self, p, n) or (p, n) == ("REVIEW_PENDING", "SENDING"),
+    ):
+        yield
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    evidence: str
+    check: Callable[..., list[str]]
+    needs_harness: bool = True
+
+
+@dataclass(frozen=True)
+class Control:
+    row: str
+    fault: str
+    plant: Callable[[], contextlib.AbstractContextManager]
+
+
+ROWS = [
+    Row("Event identity", "Two deliveries of the same fixture leave exactly one event row and seen_count of two",
+        event_identity),
+    Row("Reply identity", "Reprocessing leaves exactly one row for each declared reply_key", reply_identity),
+    Row("Source proof", "A fixture with invalid proof enters QUARANTINED and creates zero reply actions",
+        source_proof),
+    Row("Required fields", "Removing one stable identity field routes the receipt to QUARANTINED and creates "
+        "zero reply actions", required_fields),
+    Row("Approval gate", "An action in REVIEW_PENDING produces zero transport calls", approval_gate),
+    Row("Safe retry", "A failure before transport retries under the same keys", safe_retry),
+    Row("Ambiguous send", "A simulated lost receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry",
+        ambiguous_send),
+    Row("Reconciliation", "A missing local event re-enters through normal ingest and creates no duplicate action",
+        reconciliation),
+    Row("Canary", "Two canary deliveries produce the exact expected rows and zero external calls", canary,
+        needs_harness=False),
+    Row("State model", "An undeclared transition is rejected and recorded in its owning ledger", state_model),
+]
+# Instrument integrity: seed 000's four named controls.
+CONTROLS = [
+    Control("Event identity", "the event uniqueness rule disabled", without_event_uniqueness),
+    Control("Reconciliation", "reconciliation changed to mint a new reply key", reconcile_minting_reply_keys),
+    Control("Canary", "the canary action pointed at a live transport", canary_aimed_at_live_transport),
+    Control("Approval gate", "the approval check bypassed", approval_check_bypassed),
+]
+
+
+def row(name: str) -> Row:
+    return next(r for r in ROWS if r.name == name)

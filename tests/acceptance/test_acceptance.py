@@ -1,0 +1,174 @@
+"""Seed 000's acceptance table: one test per row, named after it, and the instrument-integrity controls.
+
+The checks live in `reconcile/acceptance.py`, so `manage.py acceptance` runs
+the very same functions against a configured database.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from reconcile import acceptance
+from reconcile.acceptance import CONTROLS, Harness
+
+REAL_HTTP = pytest.mark.django_db(transaction=True)  # the canary serves its webhook over real HTTP
+
+
+@pytest.fixture
+def harness(db):
+    h = Harness()
+    yield h
+    h.close()
+
+
+def test_event_identity(harness):
+    assert acceptance.event_identity(harness) == []
+
+
+def test_reply_identity(harness):
+    assert acceptance.reply_identity(harness) == []
+
+
+def test_source_proof(harness):
+    assert acceptance.source_proof(harness) == []
+
+
+def test_required_fields(harness):
+    assert acceptance.required_fields(harness) == []
+
+
+def test_approval_gate(harness):
+    assert acceptance.approval_gate(harness) == []
+
+
+def test_safe_retry(harness):
+    assert acceptance.safe_retry(harness) == []
+
+
+def test_ambiguous_send(harness):
+    assert acceptance.ambiguous_send(harness) == []
+
+
+def test_reconciliation(harness):
+    assert acceptance.reconciliation(harness) == []
+
+
+@REAL_HTTP
+def test_canary():
+    assert acceptance.canary() == []
+
+
+def test_state_model(harness):
+    assert acceptance.state_model(harness) == []
+
+
+# Instrument integrity: each control plants its fault for one test, and the
+# check it guards must report failure. A control that stays green fails here.
+
+@pytest.mark.parametrize(
+    "control",
+    [pytest.param(c, id=c.fault.replace(" ", "_"), marks=[REAL_HTTP] if c.row == "Canary" else [])
+     for c in CONTROLS],
+)
+def test_instrument_integrity(control, request):
+    row = acceptance.row(control.row)
+    if row.needs_harness:
+        request.getfixturevalue("db")
+        h = Harness()
+        try:
+            with control.plant():
+                failures = row.check(h)
+        finally:
+            h.close()
+    else:
+        with control.plant():
+            failures = row.check()
+    assert failures != [], f"{control.row} stayed green with {control.fault}"
+
+
+def test_instrument_integrity_event_identity_names_the_duplicate(harness):
+    with acceptance.without_event_uniqueness():
+        failures = acceptance.event_identity(harness)
+    # Where replies are planned the reply_key constraint still refuses the second
+    # plan (a 500, nothing committed); where none are, the duplicate row lands.
+    assert "comment__northstar: deliveries answered [200, 500], expected [200, 200]" in failures
+    assert "comment__no_trigger: expected exactly one event row, found 2" in failures
+
+
+@REAL_HTTP
+def test_instrument_integrity_canary_fails_closed_before_transport():
+    from replies.transports.base import CALLS
+
+    with acceptance.canary_aimed_at_live_transport():
+        before = sum(CALLS.values())
+        failures = acceptance.canary()
+    assert failures and "live transport 'live-probe'" in failures[0]
+    assert sum(CALLS.values()) == before  # nothing was built or called
+
+
+# Further controls for the other rows.
+
+def test_control_reply_identity_fails_when_a_new_reply_key_is_minted(harness, monkeypatch):
+    from replies import services
+
+    monkeypatch.setattr(services, "reply_key", lambda event_key, purpose: uuid.uuid4().hex)
+    assert acceptance.reply_identity(harness) != []
+
+
+def test_control_reply_identity_fails_when_events_and_replies_are_not_unique(harness):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT inbound_event_key_unique CASCADE")
+        cursor.execute("ALTER TABLE reply_actions DROP CONSTRAINT reply_action_key_unique")
+    failures = acceptance.reply_identity(harness)
+    assert any("found 3" in f for f in failures), failures
+
+
+def test_control_source_proof_fails_when_verification_is_bypassed(harness, monkeypatch):
+    from ingress.sources.base import Proof
+    from ingress.sources.sandbox_social import SandboxSocialAdapter
+
+    monkeypatch.setattr(
+        SandboxSocialAdapter, "verify", lambda self, **kw: Proof(delivery_id=kw["headers"]["webhook-id"])
+    )
+    assert acceptance.source_proof(harness) != []
+
+
+def test_control_required_fields_fails_when_an_identity_field_becomes_optional(harness, monkeypatch):
+    from ingress.sources import sandbox_social
+
+    monkeypatch.setattr(sandbox_social, "REQUIRED", ("type", "comment_id", "from_id", "created_at"))
+    monkeypatch.setattr(sandbox_social, "OPTIONAL", ("id", "post_id"))
+    assert "without post_id: answered 200, expected 202" in acceptance.required_fields(harness)
+
+
+def test_control_safe_retry_fails_when_a_retry_mints_a_new_key(harness, monkeypatch):
+    import dataclasses
+
+    from replies.transports.sandbox import SandboxTransport
+
+    real_send = SandboxTransport.send
+    monkeypatch.setattr(SandboxTransport, "send",
+                        lambda self, reply: real_send(self, dataclasses.replace(reply, reply_key=uuid.uuid4().hex)))
+    assert acceptance.safe_retry(harness) != []
+
+
+def test_control_ambiguous_send_fails_when_unknown_sends_may_retry(harness, monkeypatch):
+    from conduit.statemachine import TransitionTable
+    from replies import sender
+
+    monkeypatch.setitem(sender.CLAIMABLE, "SEND_STATUS_UNKNOWN", lambda now: {})
+    allows = TransitionTable.allows
+    monkeypatch.setattr(TransitionTable, "allows",
+                        lambda self, p, n: allows(self, p, n) or (p, n) == ("SEND_STATUS_UNKNOWN", "SENDING"))
+    assert "2 transport attempts, expected 1: the ambiguous send was retried" in acceptance.ambiguous_send(harness)
+
+
+def test_control_state_model_fails_when_the_table_allows_everything(harness, monkeypatch):
+    from conduit.statemachine import TransitionTable
+
+    monkeypatch.setattr(TransitionTable, "allows", lambda self, prior, nxt: True)
+    assert acceptance.state_model(harness) != []
