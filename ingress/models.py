@@ -108,6 +108,7 @@ class InboundEvent(models.Model):
     seen_count = models.PositiveIntegerField(default=1)
     # Retained content: purged on the source's retention rule; never logged.
     message_text = models.TextField(blank=True)
+    content_purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "inbound_events"

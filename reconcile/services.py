@@ -647,3 +647,16 @@ def finding_decide(*, finding_id: int, decision: str, actor: str, reason: str) -
         )
     logger.info("finding decided finding=%s decision=%s ok=%s", finding_id, decision, result.ok)
     return result
+
+
+def staging_purge(*, now: datetime | None = None, dry_run: bool = False) -> int:
+    """Staged source text of scans older than their source's retention period (a scan left
+    SCANNING that long holds content nothing else keeps): blanked, the scan kept."""
+    now = now or clock()
+    total = 0
+    for source in Source.objects.all():
+        stale = StagedEvent.objects.filter(
+            run__source=source, run__created_at__lt=now - timedelta(days=source.retention_days),
+        ).exclude(text="")
+        total += stale.count() if dry_run else stale.update(text="")
+    return total

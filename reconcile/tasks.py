@@ -8,3 +8,11 @@ from reconcile.services import reconcile_due
 def reconcile_poll() -> int:
     """The schedule's bounded poll: at most CONDUIT_RECONCILE_POLL_LIMIT page calls."""
     return reconcile_due(limit=settings.CONDUIT_RECONCILE_POLL_LIMIT).page_calls
+
+
+def purge_retained() -> int:
+    """The daily retention schedule: blank retained content past each source's period."""
+    from ingress.services import retention_purge
+    from reconcile.services import staging_purge
+
+    return sum(retention_purge().values()) + staging_purge()
