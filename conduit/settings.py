@@ -165,8 +165,13 @@ CONDUIT_RETRY_AFTER_SECONDS = env("CONDUIT_RETRY_AFTER_SECONDS")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"boundary": {"()": "conduit.logging.BoundaryFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["boundary"]}},
     "root": {"handlers": ["console"], "level": env("CONDUIT_LOG_LEVEL")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # django-q2 adds a handler of its own (without the filter) unless it finds one.
+        "django-q": {"handlers": ["console"], "level": env("CONDUIT_LOG_LEVEL"), "propagate": False},
+    },
 }

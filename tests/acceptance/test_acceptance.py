@@ -172,3 +172,50 @@ def test_control_state_model_fails_when_the_table_allows_everything(harness, mon
 
     monkeypatch.setattr(TransitionTable, "allows", lambda self, prior, nxt: True)
     assert acceptance.state_model(harness) != []
+
+
+@REAL_HTTP
+def test_data_boundary():
+    assert acceptance.data_boundary() == []
+
+
+def _plant_log(monkeypatch, message: str, value) -> None:
+    """Make ingest log `message % value(source, observation)` for every event it accepts."""
+    from ingress import services
+
+    real = services._event_upsert
+
+    def logging_upsert(*, source, observation, at, actor):
+        services.logger.info(message, value(source, observation))
+        return real(source=source, observation=observation, at=at, actor=actor)
+
+    monkeypatch.setattr(services, "_event_upsert", logging_upsert)
+
+
+@REAL_HTTP
+def test_instrument_integrity_data_boundary_sees_a_planted_leak(monkeypatch):
+    """Plant a leak (ingest logs the comment text as prose, which no filter can recognise):
+    the data-boundary check must report it."""
+    _plant_log(monkeypatch, "planted leak %s", lambda source, observation: observation.text)
+    assert "the buyer text appears in the log output" in acceptance.data_boundary()
+
+
+@REAL_HTTP
+@pytest.mark.parametrize("filtered", [True, False], ids=["with_the_filter", "filter_removed"])
+def test_the_log_filter_withholds_a_logged_secret(monkeypatch, filtered):
+    """Ingest planted to log the source's secret: the filter withholds it; without the filter
+    the data-boundary check reports it."""
+    import logging
+    import os
+
+    from conduit.logging import BoundaryFilter
+
+    _plant_log(monkeypatch, "planted secret %s", lambda source, observation: os.environ[source.secret_env])
+    if not filtered:
+        for handler in logging.getLogger().handlers:
+            monkeypatch.setattr(handler, "filters", [f for f in handler.filters if not isinstance(f, BoundaryFilter)])
+    failures = acceptance.data_boundary()
+    if filtered:
+        assert failures == []
+    else:
+        assert "the planted secret appears in the log output" in failures
