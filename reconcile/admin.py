@@ -138,7 +138,7 @@ class ReconcileReportAdmin(LedgerAdmin):
             "title": f"{report} — {summary['source']}",
             "opts": self.opts,
             "summary": summary,
-            "counts": list(summary.get("counts", {}).items()),
+            "counts": [(name, summary.get("counts", {}).get(name)) for name in services.REPORT_COUNTS],
             "decisions": report_decisions(report),
             "findings": findings[:REPORT_PAGE_FINDINGS],
             "finding_count": findings.count(),

@@ -52,6 +52,14 @@ MAX_KEPT_REJECTIONS = 1000
 REPLAY_BATCH = 500
 CHUNK = 2000
 STAGE_STATEMENT_ROWS = 500
+# A report's counts, in the order pages and printouts show them (JSON storage may reorder keys).
+REPORT_COUNTS = (
+    "events_compared", "events_local", "events_matched", "missing_recovered", "identity_conflicts",
+    "source_unverified", "duplicates_converged", "actions_compared", "replies_confirmed", "receipts_attached",
+    "sent_without_receipt", "retry_candidates", "unknown_sends", "sending_in_flight", "suppressed_actions",
+    "unexpected_receipts", "unknown_receipts", "invalid_source_items", "quarantined_inputs", "page_calls",
+    "external_calls",
+)
 
 
 def clock() -> datetime:
@@ -393,7 +401,7 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
     quarantined = QuarantineReceipt.objects.filter(source=source, state=QuarantineState.QUARANTINED)
     if run.since is not None:
         quarantined = quarantined.filter(received_at__gte=run.since)
-    counts = {
+    counts = {  # the order of REPORT_COUNTS
         "events_compared": run.staged_events,
         "events_local": local.count(),
         "events_matched": matched.count(),

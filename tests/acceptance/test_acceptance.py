@@ -219,3 +219,35 @@ def test_the_log_filter_withholds_a_logged_secret(monkeypatch, filtered):
         assert failures == []
     else:
         assert "the planted secret appears in the log output" in failures
+
+
+@pytest.mark.django_db
+def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report():
+    """The operator's command, in its own process, on a throwaway database of the configured server."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import subprocess_env
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "manage.py", "acceptance", "--json"], cwd=root,
+                            env={**subprocess_env(), "CONDUIT_LOG_LEVEL": "WARNING"},
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    report = json.loads(result.stdout)
+    assert [r["row"] for r in report["acceptance"]["rows"]] == [r.name for r in acceptance.ROWS]
+    assert all(r["ok"] for r in report["acceptance"]["rows"])
+    assert [(c["ran"], c["ok"]) for c in report["acceptance"]["instrument_integrity"]] == [(True, True)] * 4
+    for section in ("event_contract", "field_map", "storage_schema", "state_transitions", "canary_result",
+                    "reconciliation_report", "human_held_checklist"):
+        assert report[section], section
+    assert report["canary_result"]["ok"] and report["reconciliation_report"]["counts"]["missing_recovered"] == 1
+    text = subprocess.run([sys.executable, "manage.py", "acceptance"], cwd=root,
+                          env={**subprocess_env(), "CONDUIT_LOG_LEVEL": "WARNING"},
+                          capture_output=True, timeout=300).stdout.decode()
+    for heading in ("1. Event contract", "2. Field map", "3. Storage schema", "4. State transition tables",
+                    "5. Canary result", "6. Reconciliation report", "7. Acceptance checks",
+                    "8. Human-held checklist", "fails as it must: Event identity"):
+        assert heading in text

@@ -31,6 +31,9 @@ def test_missing_source_event_is_replayed_through_ingest_with_replies_held(sourc
     assert outcome.state == "published"
     report = ReconcileReport.objects.get(pk=outcome.report_id)
     counts = report.summary["counts"]
+    from reconcile.services import REPORT_COUNTS
+
+    assert sorted(counts) == sorted(REPORT_COUNTS)  # the page and printouts show every count
     assert counts["events_compared"] == 2
     assert counts["missing_recovered"] == 1 and counts["events_matched"] == 1
     recovered = InboundEvent.objects.get(source_event_id="evt_test_000002")
