@@ -93,8 +93,57 @@ class ScanStateAdmin(admin.ModelAdmin):
                           messages.SUCCESS)
 
 
+class ReportPageAdmin(LedgerAdmin):
+    """A kept report: its change page is a readable page (`template`), plus a JSON export.
+
+    Subclasses give `template`, `page_context(report)`, `export_body(report)` and the
+    download's `filename`.
+    """
+
+    template = ""
+    filename = ""
+
+    def get_urls(self):
+        meta = self.model._meta
+        return [
+            path("<int:report_id>/export/", self.admin_site.admin_view(self.export_view),
+                 name=f"{meta.app_label}_{meta.model_name}_export"),
+            *super().get_urls(),
+        ]
+
+    def _report_or_none(self, request, report_id):
+        report = get_object_or_404(self.model, pk=report_id)
+        return report if self.has_view_permission(request, report) else None
+
+    def export_url(self, report) -> str:
+        meta = self.model._meta
+        return reverse(f"admin:{meta.app_label}_{meta.model_name}_export", args=[report.pk])
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        report = self._report_or_none(request, object_id)
+        if report is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": str(report),
+                   "export_url": self.export_url(report), **self.page_context(report)}
+        return TemplateResponse(request, self.template, context)
+
+    def export_view(self, request, report_id: int):
+        report = self._report_or_none(request, report_id)
+        if report is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(report_id))
+        response = self.export_body(report)
+        response["Content-Disposition"] = f'attachment; filename="{self.filename}-{report.pk}.json"'
+        return response
+
+    def page_context(self, report) -> dict:
+        raise NotImplementedError(".page_context() must be overridden.")
+
+    def export_body(self, report):
+        raise NotImplementedError(".export_body() must be overridden.")
+
+
 @admin.register(ReconcileReport)
-class ReconcileReportAdmin(LedgerAdmin):
+class ReconcileReportAdmin(ReportPageAdmin):
     """Kept reports, each a readable page and a JSON export."""
 
     list_display = ("__str__", "source", "created_at", "compared", "recovered", "unknown_sends", "findings_count")
@@ -120,23 +169,14 @@ class ReconcileReportAdmin(LedgerAdmin):
     def findings_count(self, obj):
         return obj.findings.count()
 
-    def get_urls(self):
-        return [
-            path("<int:report_id>/export/", self.admin_site.admin_view(self.export_view),
-                 name="reconcile_reconcilereport_export"),
-            *super().get_urls(),
-        ]
+    template = "admin/reconcile/report.html"
+    filename = "reconcile-report"
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        report = get_object_or_404(ReconcileReport, pk=object_id)
-        if not self.has_view_permission(request, report):
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+    def page_context(self, report: ReconcileReport) -> dict:
         summary = report.summary
         findings = report.findings.order_by("id")
-        context = {
-            **self.admin_site.each_context(request),
+        return {
             "title": f"{report} — {summary['source']}",
-            "opts": self.opts,
             "summary": summary,
             "counts": [(name, summary.get("counts", {}).get(name)) for name in services.REPORT_COUNTS],
             "decisions": report_decisions(report),
@@ -144,17 +184,10 @@ class ReconcileReportAdmin(LedgerAdmin):
             "finding_count": findings.count(),
             "open_candidates": findings.filter(kind="RETRY_CANDIDATE", decision="").count(),
             "queue_url": reverse("admin:reconcile_retrycandidatequeue_changelist"),
-            "export_url": reverse("admin:reconcile_reconcilereport_export", args=[report.pk]),
         }
-        return TemplateResponse(request, "admin/reconcile/report.html", context)
 
-    def export_view(self, request, report_id: int):
-        report = get_object_or_404(ReconcileReport, pk=report_id)
-        if not self.has_view_permission(request, report):
-            return self._get_obj_does_not_exist_redirect(request, self.opts, str(report_id))
-        response = StreamingHttpResponse(report_json_chunks(report), content_type="application/json")
-        response["Content-Disposition"] = f'attachment; filename="reconcile-report-{report.pk}.json"'
-        return response
+    def export_body(self, report: ReconcileReport):
+        return StreamingHttpResponse(report_json_chunks(report), content_type="application/json")
 
 
 @admin.register(RetryCandidateQueue)
@@ -198,40 +231,25 @@ class RetryCandidateQueueAdmin(LedgerAdmin):
 
 
 @admin.register(CanaryReport)
-class CanaryReportAdmin(LedgerAdmin):
+class CanaryReportAdmin(ReportPageAdmin):
     """Kept canary reports: each expectation with what was found, as a page and as JSON."""
 
     list_display = ("__str__", "created_at", "actor", "ok", "failed")
     list_filter = ("ok",)
+    template = "admin/reconcile/canary_report.html"
+    filename = "canary-report"
 
-    def get_urls(self):
-        return [
-            path("<int:report_id>/export/", self.admin_site.admin_view(self.export_view),
-                 name="reconcile_canaryreport_export"),
-            *super().get_urls(),
-        ]
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        report = get_object_or_404(CanaryReport, pk=object_id)
-        if not self.has_view_permission(request, report):
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+    def page_context(self, report: CanaryReport) -> dict:
         reconcile_id = report.summary.get("reconcile_report")
-        context = {
-            **self.admin_site.each_context(request), "title": str(report), "opts": self.opts, "report": report,
-            "export_url": reverse("admin:reconcile_canaryreport_export", args=[report.pk]),
+        return {
+            "report": report,
             "reconcile_url": reverse("admin:reconcile_reconcilereport_change", args=[reconcile_id])
             if reconcile_id else "",
         }
-        return TemplateResponse(request, "admin/reconcile/canary_report.html", context)
 
-    def export_view(self, request, report_id: int):
-        report = get_object_or_404(CanaryReport, pk=report_id)
-        if not self.has_view_permission(request, report):
-            return self._get_obj_does_not_exist_redirect(request, self.opts, str(report_id))
-        response = JsonResponse({
+    def export_body(self, report: CanaryReport):
+        return JsonResponse({
             "report": report.pk, "created_at": report.created_at.isoformat(), "actor": report.actor,
             "ok": report.ok, "failed": report.failed, "summary": report.summary,
             "expectations": report.expectations,
         })
-        response["Content-Disposition"] = f'attachment; filename="canary-report-{report.pk}.json"'
-        return response

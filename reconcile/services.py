@@ -343,7 +343,7 @@ def scan_restart(*, source: Source, actor: str) -> int | None:
             state = _lease_check(source.pk, token)
             run = state.active_run
             if run is not None:
-                _discard(state, run, f"restarted_by_operator")
+                _discard(state, run, "restarted_by_operator")
             state.next_due_at = clock()
             state.save()
         logger.info("reconcile restart source=%s run=%s actor=%s", source.name, run and run.pk, actor)

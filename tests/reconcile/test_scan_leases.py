@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -202,7 +199,7 @@ def test_a_failing_source_does_not_starve_healthy_ones(provider, settings, monke
 @pytest.mark.django_db
 def test_each_source_at_most_once_per_poll_and_the_limit_holds(provider, settings):
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
-    sources = _sources(provider, 3)
+    _sources(provider, 3)
     result = reconcile_due(limit=2)
     assert result.page_calls == 2
     assert sorted(o.source for o in result.outcomes) == ["src0", "src1"]
