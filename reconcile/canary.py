@@ -10,13 +10,14 @@ call counter, and the result is kept as a canary report.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import logging
 import os
 import secrets
-import base64
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,7 +36,8 @@ from ingress.sources.base import event_key
 from reconcile.models import CanaryReport, ReconcileReport
 from reconcile.services import LeaseBusy, reconcile_page
 from replies.contract import reply_key
-from replies.models import CanarySinkRecord, DeliveryState as S, ReplyAction
+from replies.models import CanarySinkRecord, ReplyAction
+from replies.models import DeliveryState as S
 from replies.sandbox_provider import serve
 from replies.sender import reply_approve, reply_copy_create, reply_send
 from replies.transports import LIVE, is_live
@@ -202,7 +204,8 @@ def canary_run(*, actor: str) -> CanaryResult:
             try:
                 outcome = reconcile_page(source=source, trigger="canary", actor=actor,
                                          base_url=f"http://127.0.0.1:{fixture_source.server_address[1]}")
-            except LeaseBusy:
+            except LeaseBusy:  # another canary run holds the lease: wait for its page
+                time.sleep(0.1)
                 continue
             if outcome.state != "staged":
                 break
