@@ -22,14 +22,26 @@ LOOKS_LIKE_CREDENTIAL = re.compile(
 # A message body: a JSON object with a text field, or a text= pair.
 LOOKS_LIKE_BODY = re.compile(r"\"text\"\s*:|\btext=|\"events\"\s*:\s*\[")
 MIN_SECRET_LENGTH = 8
+# Credential values this process knows: secret-named environment variables as the
+# filter is configured, and every source secret as it is read (register_secret).
+# Matching a small set is cheap; rescanning the environment on every record was not.
+_KNOWN_SECRETS: set[str] = set()
 
 
-def _environment_secrets() -> list[str]:
-    return [v for k, v in os.environ.items() if SECRET_NAMES.search(k) and len(v) >= MIN_SECRET_LENGTH]
+def register_secret(value: str) -> None:
+    """Withhold any record carrying this value from now on (called where a secret is read)."""
+    if len(value) >= MIN_SECRET_LENGTH:
+        _KNOWN_SECRETS.add(value)
 
 
 class BoundaryFilter(logging.Filter):
     """Replace a record that looks like it carries a credential or a message body."""
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__(name)
+        for key, value in os.environ.items():
+            if SECRET_NAMES.search(key):
+                register_secret(value)
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -42,7 +54,7 @@ class BoundaryFilter(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             text += " " + str(record.exc_info[1])
         if not reason:
-            if LOOKS_LIKE_CREDENTIAL.search(text) or any(s in text for s in _environment_secrets()):
+            if LOOKS_LIKE_CREDENTIAL.search(text) or any(s in text for s in _KNOWN_SECRETS):
                 reason = "credential"
             elif LOOKS_LIKE_BODY.search(text):
                 reason = "message body"

@@ -13,6 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from conduit.canonical import sha256_hex
+from conduit.logging import register_secret
 from conduit.sql import insert_rows, update_rows
 from conduit.statemachine import Outcome, record_created, transition
 from ingress.contract import EVENT_TABLE, QUARANTINE_CODES, QUARANTINE_TABLE, trigger_matches
@@ -84,6 +85,7 @@ def source_secret(source: Source) -> str:
     value = os.environ.get(source.secret_env, "")
     if not value:
         raise SecretUnavailable(f"environment variable {source.secret_env} is not set")
+    register_secret(value)  # the log boundary withholds any record that carries it
     return value
 
 

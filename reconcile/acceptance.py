@@ -98,15 +98,10 @@ class Harness:
         )
 
     def fail_next(self, mode: str, count: int = 1) -> None:
-        with self.state.lock:
-            if mode.startswith("page_"):
-                self.state.page_mode, self.state.page_remaining = mode, count
-            else:
-                self.state.mode, self.state.remaining = mode, count
+        self.state.fail_next(mode, count)
 
     def provider_calls(self) -> int:
-        with self.state.lock:
-            return sum(self.state.applied.values())
+        return self.state.applied_count()
 
     def planned(self) -> ReplyAction:
         """Deliver the Northstar fixture; its public_ack action, REVIEW_PENDING."""

@@ -30,9 +30,8 @@ from django.db import connections
 from django.utils import timezone as dj_timezone
 
 from ingress.models import InboundEvent, Source
-from ingress.services import SourceConflict, source_register
+from ingress.services import SourceConflict, source_config, source_register
 from ingress.sources import get_adapter
-from ingress.sources.base import event_key
 from reconcile.models import CanaryReport, ReconcileReport
 from reconcile.services import LeaseBusy, reconcile_page
 from replies.contract import reply_key
@@ -172,10 +171,11 @@ def canary_run(*, actor: str) -> CanaryResult:
         raise ValueError("the canary records approvals for a person: give --actor")
     source = canary_source()  # may raise CanaryRefused: nothing has been called yet
     body, document = _fixture()
-    item = document["events"][0]
-    key = event_key(source_system=source.source_system, source_account_ref=source.account_ref,
-                    event_type=item["type"], source_event_id=item.get("id", ""),
-                    conversation_ref=item["post_id"], message_ref=item["comment_id"])
+    # The key comes from the adapter's own normalizer, as ingest derives it.
+    parsed = get_adapter(source.adapter).parse(body=body, config=source_config(source))
+    if len(parsed.observations) != 1 or parsed.rejections:
+        raise CanaryRefused("the fixture does not normalize to exactly one event")
+    key = parsed.observations[0].event_key
     expected_keys = sorted(reply_key(key, purpose) for purpose in source.purposes)
     before_event = InboundEvent.objects.filter(event_key=key).first()
     before_seen = before_event.seen_count if before_event else 0
@@ -221,8 +221,7 @@ def canary_run(*, actor: str) -> CanaryResult:
     report = ReconcileReport.objects.filter(pk=outcome.report_id).first() if outcome else None
     counts = report.summary["counts"] if report else {}
     seen = event.seen_count if event else 0
-    with fixture_state.lock:
-        provider_applied = sum(fixture_state.applied.values())
+    provider_applied = fixture_state.applied_count()
     expectations = [
         Expectation("both deliveries accepted (HTTP 200)", [200, 200], statuses),
         Expectation("one event row", 1, event_rows),

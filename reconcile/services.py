@@ -100,16 +100,21 @@ def scan_state_for(source: Source) -> ScanState:
     return state
 
 
-def _lease_acquire(source_id: int) -> str:
+def _lease_acquire(source: Source) -> str:
+    """Take the source's scan lease (its scan state is created on first use)."""
     token = secrets.token_hex(32)
-    now = clock()
-    taken = ScanState.objects.filter(
-        Q(lease_token="") | Q(lease_expires_at__lte=now), source_id=source_id
-    ).update(lease_token=token,
-             lease_expires_at=now + timedelta(seconds=settings.CONDUIT_RECONCILE_LEASE_SECONDS))
-    if not taken:
-        raise LeaseBusy(f"source {source_id}: another worker holds the scan lease")
-    return token
+    for attempt in range(2):
+        now = clock()
+        taken = ScanState.objects.filter(
+            Q(lease_token="") | Q(lease_expires_at__lte=now), source_id=source.pk
+        ).update(lease_token=token,
+                 lease_expires_at=now + timedelta(seconds=settings.CONDUIT_RECONCILE_LEASE_SECONDS))
+        if taken:
+            return token
+        if attempt or ScanState.objects.filter(source_id=source.pk).exists():
+            break
+        scan_state_for(source)  # a source never scanned: one state row, then try again
+    raise LeaseBusy(f"source {source.name}: another worker holds the scan lease")
 
 
 def _lease_check(source_id: int, token: str) -> ScanState:
@@ -162,8 +167,7 @@ def reconcile_page(
     A stale holder gets state `lease_lost` and commits nothing. `base_url`
     reads another copy of the source (the canary's own fixture source).
     """
-    scan_state_for(source)
-    token = _lease_acquire(source.pk)
+    token = _lease_acquire(source)
     try:
         try:
             run = _run_for_page(source, token, trigger=trigger, actor=actor, since=since, until=until)
@@ -336,8 +340,7 @@ def scan_restart(*, source: Source, actor: str) -> int | None:
     Refused (LeaseBusy) while another worker's page call holds the lease.
     Returns the discarded run's id, or None when no scan was active.
     """
-    scan_state_for(source)
-    token = _lease_acquire(source.pk)
+    token = _lease_acquire(source)
     try:
         with transaction.atomic():
             state = _lease_check(source.pk, token)
@@ -386,7 +389,8 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
     in_source = staged.filter(event_key=OuterRef("event_key"))
     missing = staged.filter(~Exists(same_key))
     conflicting = staged.filter(Exists(same_key.exclude(payload_hash=OuterRef("payload_hash"))))
-    matched = local.filter(Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))))
+    same_payload = Exists(in_source.filter(payload_hash=OuterRef("payload_hash")))
+    matched = local.filter(same_payload)
     unverified = local.filter(~Exists(in_source))
 
     receipt = StagedReceipt.objects.filter(run=run, reply_key=OuterRef("reply_key"))
@@ -507,9 +511,8 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
     # Repairs, exactly seed 000's table; none mints a reply key or resends.
     _replay_missing(source, run, missing, now)
     replay_ms = _elapsed_ms(timer) - report_ms
-    InboundEvent.objects.filter(source=source).filter(
-        Exists(in_source.filter(payload_hash=OuterRef("payload_hash")))
-    ).update(reconcile_status=ReconcileStatus.MATCHED, reconciled_at=now)
+    InboundEvent.objects.filter(same_payload, source=source).update(
+        reconcile_status=ReconcileStatus.MATCHED, reconciled_at=now)
     unverified.update(reconcile_status=ReconcileStatus.SOURCE_UNVERIFIED, reconciled_at=now)
     _repair_actions(report, attach, to=S.SENT, kind=FindingKind.RECEIPT_ATTACHED,
                     reason="receipt_found_at_reconcile")
@@ -632,8 +635,6 @@ def reconcile_due(*, limit: int) -> PollResult:
             outcome = reconcile_page(source=state.source)
         except LeaseBusy:
             busy.append(state.source.name)
-            continue
-        except ScanConflict:
             continue
         calls += 1 if outcome.run_id else 0  # run 0: the lease was lost before any call
         outcomes.append(outcome)

@@ -65,6 +65,11 @@ def _decode_cursor(cursor: str) -> tuple[str, tuple[float, str]]:
     return str(data["s"]), (float(data["t"]), str(data["k"]))
 
 
+def _segments(path: str) -> list[str]:
+    """The URL path's segments, unquoted: /sources/acct/events -> ["sources", "acct", "events"]."""
+    return [unquote(p) for p in urlsplit(path).path.strip("/").split("/")]
+
+
 class SourceEvents:
     """One account's events, kept sorted by (created_at, id) for keyset paging."""
 
@@ -110,6 +115,21 @@ class ProviderState:
                 self.remaining -= 1
                 return self.mode
             return "ok"
+
+    def fail_next(self, mode: str, count: int = 1) -> None:
+        """Fail the next `count` sends as `mode`, or source page reads for a page_* mode."""
+        if mode not in MODES:
+            raise ValueError(f"mode is one of {MODES}")
+        with self.lock:
+            if mode in PAGE_MODES:
+                self.page_mode, self.page_remaining = mode, count
+            else:
+                self.mode, self.remaining = mode, count
+
+    def applied_count(self) -> int:
+        """Replies applied, all keys together."""
+        with self.lock:
+            return sum(self.applied.values())
 
     def next_page_mode(self) -> str:
         with self.lock:
@@ -215,10 +235,9 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             self._json(200, page)
 
         def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            segments = [unquote(p) for p in parts.path.strip("/").split("/")]
+            segments = _segments(self.path)
             if len(segments) == 3 and segments[0] == "sources" and segments[2] == "events":
-                return self._page(segments[1], parse_qs(parts.query))
+                return self._page(segments[1], parse_qs(urlsplit(self.path).query))
             if self.path == "/stats":
                 with state.lock:
                     return self._json(200, {"page_calls": state.page_calls})
@@ -237,7 +256,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             self._json(404, {})
 
         def do_DELETE(self) -> None:
-            segments = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/")]
+            segments = _segments(self.path)
             if len(segments) == 4 and segments[0] == "sources" and segments[2] == "events":
                 with state.lock:
                     removed = state.sources.setdefault(segments[1], SourceEvents()).remove(segments[3])
@@ -245,23 +264,21 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             self._json(404, {})
 
         def do_POST(self) -> None:
-            segments = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/")]
+            segments = _segments(self.path)
             if len(segments) == 3 and segments[0] == "sources" and segments[2] == "events":
                 events = self._body().get("events", [])
                 state.hold(segments[1], events)
                 return self._json(200, {"added": len(events)})
             if self.path == "/control":
                 data = self._body()
-                mode = data.get("mode", "ok")
-                if mode not in MODES:
-                    return self._json(400, {"error": f"mode is one of {MODES}"})
+                mode, count = data.get("mode", "ok"), int(data.get("count", 1))
+                try:
+                    state.fail_next(mode, count)
+                except ValueError as exc:
+                    return self._json(400, {"error": str(exc)})
                 with state.lock:
-                    if mode in PAGE_MODES:
-                        state.page_mode, state.page_remaining = mode, int(data.get("count", 1))
-                    else:
-                        state.mode, state.remaining = mode, int(data.get("count", 1))
                     state.latency = float(data.get("latency_ms", state.latency * 1000)) / 1000
-                return self._json(200, {"mode": mode, "count": int(data.get("count", 1))})
+                return self._json(200, {"mode": mode, "count": count})
             if self.path != "/replies":
                 return self._json(404, {})
             data = self._body()

@@ -123,16 +123,11 @@ def provider():
 
 def fail_next(state, mode: str, count: int = 1) -> None:
     """Fail the provider's next `count` sends, or source page reads for page_* modes."""
-    with state.lock:
-        if mode.startswith("page_"):
-            state.page_mode, state.page_remaining = mode, count
-        else:
-            state.mode, state.remaining = mode, count
+    state.fail_next(mode, count)
 
 
 def provider_calls(state) -> int:
-    with state.lock:
-        return sum(state.applied.values())
+    return state.applied_count()
 
 
 @pytest.fixture

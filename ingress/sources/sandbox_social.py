@@ -9,11 +9,12 @@ import socket
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any, Mapping
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from conduit.canonical import payload_hash
+from conduit.loopback import loopback_address
 from ingress.sources.base import (
     MAX_REF_LENGTH,
     Observation,
@@ -204,8 +205,8 @@ class SandboxSocialAdapter(SourceAdapter):
         self, *, config: SourceConfig, base_url: str, since: datetime | None,
         until: datetime | None, cursor: str | None, limit: int, timeout: float,
     ) -> SourcePage:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        address = loopback_address(base_url)
+        if address is None:
             raise PageFailure("protocol", "source_url_not_loopback",
                               "the sandbox source is read only from a loopback http:// URL")
         query = {"limit": str(limit)}
@@ -214,7 +215,7 @@ class SandboxSocialAdapter(SourceAdapter):
         else:
             query.update({k: v.isoformat() for k, v in (("since", since), ("until", until)) if v})
         path = f"/sources/{config.account_ref}/events?{urlencode(query)}"
-        conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+        conn = http.client.HTTPConnection(*address, timeout=timeout)
         try:
             conn.request("GET", path)
             response = conn.getresponse()

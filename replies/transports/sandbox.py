@@ -6,8 +6,8 @@ import http.client
 import json
 import socket
 from functools import lru_cache
-from urllib.parse import urlsplit
 
+from conduit.loopback import loopback_address
 from replies.transports.base import (
     Ambiguous,
     Capabilities,
@@ -45,10 +45,10 @@ class SandboxTransport(Transport):
 
     def __init__(self, url: str, capabilities: Capabilities | None = None,
                  timeout: float = TIMEOUT_SECONDS) -> None:
-        parts = urlsplit(url)
-        if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        address = loopback_address(url)
+        if address is None:
             raise ValueError("the sandbox transport only talks to a loopback http:// URL")
-        self.host, self.port, self.timeout = parts.hostname, parts.port or 80, timeout
+        (self.host, self.port), self.timeout = address, timeout
         self.capabilities = capabilities or _discovered(self.host, self.port)
 
     def _connection(self) -> http.client.HTTPConnection:

@@ -162,8 +162,7 @@ def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src
         )
         state.hold(source.account_ref, [item(number) for number in range(1, 2 * pages + 1)])
         if i == failing:
-            with state.lock:
-                state.page_mode, state.page_remaining = "page_error", 10**6
+            state.fail_next("page_error", 10**6)
         sources.append((source, state))
     return sources
 
@@ -311,3 +310,37 @@ def test_the_poll_leaves_canary_sources_to_the_canary(provider):
     (source, state), = _sources(provider, 1)
     Source.objects.filter(pk=source.pk).update(canary=True)
     assert reconcile_due(limit=5).page_calls == 0 and state.page_calls == 0
+
+
+def _pages_after_two_polls_of_one_call(provider) -> list[int]:
+    """Two sources of three pages each, two polls of one page call each, the clock held still."""
+    sources = _sources(provider, 2, prefix="rr")
+    for _ in range(2):
+        reconcile_due(limit=1)
+    return [getattr(ReconcileRun.objects.filter(source=s).first(), "pages", 0) for s, _ in sources]
+
+
+@pytest.mark.django_db
+def test_the_round_robin_cursor_shares_a_tight_budget(provider, settings, monkeypatch):
+    settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
+    now = services.clock()
+    monkeypatch.setattr(services, "clock", lambda: now)
+    assert _pages_after_two_polls_of_one_call(provider) == [1, 1]
+
+
+@pytest.mark.django_db
+def test_control_without_the_durable_cursor_one_source_takes_every_poll(provider, settings, monkeypatch):
+    """Positive control: a cursor that never advances lets the first source hold the budget."""
+    from types import SimpleNamespace
+
+    settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
+    now = services.clock()
+    monkeypatch.setattr(services, "clock", lambda: now)
+
+    class Stuck:
+        class objects:
+            get_or_create = staticmethod(lambda **kw: (SimpleNamespace(pk=0, last_source_name=""), False))
+            filter = staticmethod(lambda **kw: SimpleNamespace(update=lambda **kw: 0))
+
+    monkeypatch.setattr(services, "SchedulerCursor", Stuck)
+    assert _pages_after_two_polls_of_one_call(provider) == [2, 0]
