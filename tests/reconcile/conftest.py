@@ -23,3 +23,23 @@ def item(n: int, *, text: str = "CHECKLIST please", **changes) -> dict:
 
 def body(*events: dict) -> bytes:
     return json.dumps({"account": "acct_test_01", "events": list(events)}).encode()
+
+
+def held_and_delivered(state, deliver):
+    """Event 1, held by the provider and delivered by webhook: its public_ack action."""
+    from replies.models import ReplyAction
+
+    state.hold_events(item(1))
+    assert deliver(body(item(1))).status_code == 200
+    return ReplyAction.objects.get(purpose="public_ack")
+
+
+def approved_and_sent(state, action, mode: str | None = None) -> str:
+    """Approve the action and send it once, the provider failing as `mode` if given: the state reached."""
+    from replies.sender import reply_approve, reply_send
+    from tests.conftest import fail_next
+
+    reply_approve(action_id=action.pk, actor="reviewer_test")
+    if mode:
+        fail_next(state, mode)
+    return reply_send(action_id=action.pk)

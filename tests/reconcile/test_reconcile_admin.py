@@ -9,9 +9,7 @@ from django.test import Client
 
 from reconcile.models import Finding, ReconcileReport, ScanState
 from replies.models import ReplyAction
-from replies.sender import reply_approve, reply_send
-from tests.conftest import fail_next
-from tests.reconcile.conftest import body, item
+from tests.reconcile.conftest import approved_and_sent, held_and_delivered
 from tests.replies.test_replies_admin import member
 
 
@@ -19,12 +17,8 @@ from tests.replies.test_replies_admin import member
 def candidate(source_side, deliver, scan):
     """A SEND_STATUS_UNKNOWN action whose provider thread shows no reply: one RETRY_CANDIDATE."""
     state, source = source_side
-    state.hold_events(item(1))
-    deliver(body(item(1)))
-    action = ReplyAction.objects.get(purpose="public_ack")
-    reply_approve(action_id=action.pk, actor="reviewer_test")
-    fail_next(state, "refuse")  # refused: nothing applied...
-    reply_send(action_id=action.pk)
+    action = held_and_delivered(state, deliver)
+    approved_and_sent(state, action, "refuse")  # refused: nothing applied...
     ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")  # ...yet parked
     outcome = scan(source)
     finding = Finding.objects.get(report_id=outcome.report_id, kind="RETRY_CANDIDATE")

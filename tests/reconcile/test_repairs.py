@@ -9,9 +9,7 @@ from ingress.models import Delivery, InboundEvent
 from reconcile.models import Finding, ReconcileReport, ReconcileRun, ScanState, StagedEvent
 from replies.contract import reply_key
 from replies.models import ReplyAction, ReplyTransition
-from replies.sender import reply_approve, reply_send
-from tests.conftest import fail_next
-from tests.reconcile.conftest import body, item
+from tests.reconcile.conftest import approved_and_sent, body, held_and_delivered, item
 
 pytestmark = pytest.mark.django_db
 
@@ -75,18 +73,11 @@ def test_local_event_without_source_evidence_is_kept_and_marked(source_side, del
     assert kinds(report) == {"SOURCE_UNVERIFIED": 1}
 
 
-def _sent_ambiguously(state, action, mode="error_after_accept"):
-    reply_approve(action_id=action.pk, actor="reviewer_test")
-    fail_next(state, mode)
-    assert reply_send(action_id=action.pk) == "SEND_STATUS_UNKNOWN"
-
-
 def test_receipt_for_unknown_send_is_attached_and_marked_sent(source_side, deliver, scan):
     state, source = source_side
-    state.hold_events(item(1))
-    deliver(body(item(1)))
-    action = ReplyAction.objects.get(purpose="public_ack")
-    _sent_ambiguously(state, action)  # the provider applied it; the answer was lost
+    action = held_and_delivered(state, deliver)
+    # The provider applied it; the answer was lost.
+    assert approved_and_sent(state, action, "error_after_accept") == "SEND_STATUS_UNKNOWN"
     outcome = scan(source)
     action.refresh_from_db()
     assert action.delivery_state == "SENT"
@@ -101,9 +92,7 @@ def test_receipt_for_unknown_send_is_attached_and_marked_sent(source_side, deliv
 
 def test_receipt_for_sending_action_is_attached(source_side, deliver, scan):
     state, source = source_side
-    state.hold_events(item(1))
-    deliver(body(item(1)))
-    action = ReplyAction.objects.get(purpose="public_ack")
+    action = held_and_delivered(state, deliver)
     state.apply(action.reply_key, None, "msg_test_000001")  # applied; the worker died mid-call
     ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SENDING", sending_since=timezone.now())
     scan(source)
@@ -113,11 +102,8 @@ def test_receipt_for_sending_action_is_attached(source_side, deliver, scan):
 
 def test_sent_without_receipt_becomes_unknown_and_stops(source_side, deliver, scan):
     state, source = source_side
-    state.hold_events(item(1))
-    deliver(body(item(1)))
-    action = ReplyAction.objects.get(purpose="public_ack")
-    reply_approve(action_id=action.pk, actor="reviewer_test")
-    assert reply_send(action_id=action.pk) == "SENT"
+    action = held_and_delivered(state, deliver)
+    assert approved_and_sent(state, action) == "SENT"
     with state.lock:  # the provider no longer shows it
         state.targets.clear()
     outcome = scan(source)
@@ -131,12 +117,8 @@ def test_sent_without_receipt_becomes_unknown_and_stops(source_side, deliver, sc
 
 def test_no_receipt_makes_a_retry_candidate_and_nothing_more(source_side, deliver, scan):
     state, source = source_side
-    state.hold_events(item(1))
-    deliver(body(item(1)))
-    action = ReplyAction.objects.get(purpose="public_ack")
-    reply_approve(action_id=action.pk, actor="reviewer_test")
-    fail_next(state, "drop_after_accept")
-    reply_send(action_id=action.pk)
+    action = held_and_delivered(state, deliver)
+    approved_and_sent(state, action, "drop_after_accept")
     with state.lock:  # the provider shows no reply: what it applied is gone from the thread
         state.targets.clear()
     keys_before = set(ReplyAction.objects.values_list("reply_key", flat=True))
