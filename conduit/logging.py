@@ -45,12 +45,13 @@ class BoundaryFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            text = record.getMessage()
+            message = record.getMessage()
         except Exception:  # a malformed record: keep nothing of it
-            text = ""
+            message = ""
             reason = "unformattable"
         else:
             reason = ""
+        text = message
         if record.exc_info and record.exc_info[1] is not None:
             text += " " + str(record.exc_info[1])
         if not reason:
@@ -63,4 +64,16 @@ class BoundaryFilter(logging.Filter):
             record.args = ()
             record.exc_info = record.exc_text = None
             record.stack_info = None
+        elif _CONTROL.search(message):
+            # One record, one line: a value from a request cannot forge another line.
+            record.msg = _CONTROL.sub(_escape, message)
+            record.args = ()
         return True
+
+
+# C0 and C1 controls (newlines included), DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")

@@ -46,19 +46,6 @@ class SourceForm(forms.ModelForm):
         model = Source
         fields = ["name", *services.REGISTERED_FIELDS, "live_send_enabled"]
 
-    def clean(self) -> dict:
-        data = super().clean()
-        if self.instance.pk and not self.errors:
-            moved = [
-                f for f in ("adapter", "account_ref") if data.get(f) != getattr(self.instance, f)
-            ]
-            if moved and self.instance.events.exists():
-                raise forms.ValidationError(
-                    f"This source already has events, so its {' and '.join(moved)} cannot "
-                    "change. Register the new account as a new source."
-                )
-        return data
-
     def validate_unique(self) -> None:
         # source_system is derived from the adapter, so check the identity here.
         super().validate_unique()
@@ -81,10 +68,14 @@ class SourceAdmin(admin.ModelAdmin):
     readonly_fields = ("source_system", "trigger_rule_version", "created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        fields = self.readonly_fields
+        if obj is not None:
+            # Fixed at registration (seed 004); source_update refuses them too.
+            fields = (*fields, *services.IMMUTABLE_FIELDS)
         # Only owners may enable live sending for a source.
-        if request.user.has_perm("ingress.enable_live_send"):
-            return self.readonly_fields
-        return (*self.readonly_fields, "live_send_enabled")
+        if not request.user.has_perm("ingress.enable_live_send"):
+            fields = (*fields, "live_send_enabled")
+        return fields
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a source with history is renamed, never deleted

@@ -44,6 +44,7 @@ QUARANTINE_CODES = PROOF_CODES + (
     "invalid_occurred_at",
     "identity_conflict",
     "delivery_conflict",
+    "unstorable_value",
 )
 
 

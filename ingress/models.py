@@ -191,6 +191,10 @@ class QuarantineReceipt(models.Model):
     event_key = models.CharField(max_length=512, blank=True)
     body_sha256 = models.CharField(max_length=64)
     body_bytes = models.PositiveIntegerField()
+    invalid_members = models.JSONField(
+        default=list, blank=True,
+        help_text="A refused batch: each invalid member's index and reason code (never content).",
+    )
     reviewed_by = models.CharField(max_length=150, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(blank=True)
@@ -217,3 +221,31 @@ class QuarantineTransition(TransitionRecord):
 
     class Meta(TransitionRecord.Meta):
         db_table = "quarantine_transitions"
+
+
+class ProofFailureWindow(models.Model):
+    """Unauthenticated failures of one source and proof code in one minute, coalesced.
+
+    The first failure of each kind in a minute gets a full quarantine receipt;
+    the rest only count here, so forged traffic writes a bounded number of rows.
+    """
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+", db_index=False)
+    reason_code = models.CharField(max_length=64)
+    window_start = models.DateTimeField()
+    failures = models.PositiveIntegerField(default=1)
+    first_receipt = models.ForeignKey(
+        QuarantineReceipt, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        db_table = "ingress_proof_failure_windows"
+        ordering = ["-window_start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "reason_code", "window_start"], name="proof_failure_window_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.reason_code}@{self.window_start:%Y-%m-%d %H:%M} x{self.failures}"

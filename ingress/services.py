@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from django.db import transaction
+from django.db import DataError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -22,11 +22,13 @@ from ingress.models import (
     EventState,
     EventTransition,
     InboundEvent,
+    ProofFailureWindow,
     QuarantineReceipt,
     QuarantineState,
     QuarantineTransition,
     Source,
 )
+from ingress.signals import quarantine_corrected
 from ingress.sources import get_adapter
 from ingress.sources.base import Observation, Parsed, ProofError, SecretUnavailable, SourceConfig
 from replies.services import reply_actions_plan
@@ -39,7 +41,7 @@ INGEST_ACTOR = "system:ingest"
 @dataclass(frozen=True)
 class EventResult:
     index: int | None
-    result: str  # accepted | duplicate | quarantined
+    result: str  # accepted | duplicate | quarantined | rolled_back (a refused batch's valid member)
     event_key: str = ""
     receipt_id: str = ""
     reason_code: str = ""
@@ -49,10 +51,12 @@ class EventResult:
 class IngestResult:
     delivery_id: str
     results: list[EventResult] = field(default_factory=list)
+    # True when nothing of the body was accepted (a refused batch or body).
+    refused: bool = False
 
     @property
     def receipt_ids(self) -> list[str]:
-        return [r.receipt_id for r in self.results if r.receipt_id]
+        return list(dict.fromkeys(r.receipt_id for r in self.results if r.receipt_id))
 
     @property
     def quarantined(self) -> bool:
@@ -62,11 +66,13 @@ class IngestResult:
 class ProofRefused(Exception):
     """Proof failed; a quarantine receipt was committed before this was raised."""
 
-    def __init__(self, error: ProofError, receipt_id: str) -> None:
+    def __init__(self, error: ProofError, receipt_id: str, coalesced: bool = False) -> None:
         super().__init__(error.detail)
         self.code = error.code
         self.detail = error.detail
         self.receipt_id = receipt_id
+        # True when this failure was counted against the minute's first receipt of its kind.
+        self.coalesced = coalesced
 
 
 def source_config(source: Source) -> SourceConfig:
@@ -107,6 +113,7 @@ def _quarantine(
     delivery_id: str = "",
     event_index: int | None = None,
     event_key: str = "",
+    invalid_members: list[dict] | None = None,
 ) -> QuarantineReceipt:
     if reason_code not in QUARANTINE_CODES:  # codes are a contract: no ad hoc ones
         raise ValueError(f"undeclared quarantine reason code {reason_code!r}")
@@ -121,6 +128,7 @@ def _quarantine(
         event_key=event_key,
         body_sha256=body_sha256,
         body_bytes=body_bytes,
+        invalid_members=invalid_members or [],
     )
     record_created(
         table=QUARANTINE_TABLE,
@@ -203,15 +211,43 @@ def _event_upsert(
     return "accepted", key
 
 
+def _proof_failure_record(
+    *, source: Source, error: ProofError, body_hash: str, body_bytes: int, at: datetime
+) -> tuple[str, bool]:
+    """Record an unauthenticated failure: (receipt_id, coalesced).
+
+    The first failure of a source and code in a minute gets a full receipt;
+    later ones in that minute only raise the window's count, so forged
+    traffic writes a bounded number of ledger rows.
+    """
+    window_start = at.replace(second=0, microsecond=0)
+    window = {"source": source.pk, "reason_code": error.code, "window_start": window_start}
+    with transaction.atomic(durable=True):
+        opened = _insert_ignoring_conflict(ProofFailureWindow, {**window, "failures": 1})
+        if opened is not None:
+            receipt = _quarantine(
+                source=source, reason_code=error.code, detail=error.detail, authenticated=False,
+                body_sha256=body_hash, body_bytes=body_bytes, at=at,
+            )
+            update_rows(ProofFailureWindow, where={"pk": opened}, assign={"first_receipt": receipt.pk})
+            return str(receipt.receipt_id), False
+        update_rows(ProofFailureWindow, where=window, assign={"failures": F("failures") + 1})
+        first = (ProofFailureWindow.objects.filter(**{**window, "source": source})
+                 .values_list("first_receipt__receipt_id", flat=True).first())
+    return str(first or ""), True
+
+
 def webhook_receive(
     *, source: Source, body: bytes, headers: Mapping[str, str], now: datetime | None = None
 ) -> IngestResult:
     """Verify, parse and accept one webhook body in one transaction.
 
-    Raises ProofRefused (after committing a quarantine receipt) when the proof
-    fails, SecretUnavailable when the source's secret is not configured, and
-    lets database errors propagate so the caller can answer 503: the
-    transaction guarantees nothing was half-written.
+    Raises ProofRefused (after committing a quarantine receipt, or counting
+    the failure against the minute's first one) when the proof fails, and
+    SecretUnavailable when the source's secret is not configured. Database
+    errors propagate so the caller can answer 503: the transaction guarantees
+    nothing was half-written. A value the database refuses (DataError) is a
+    refusal of this input, not an outage: the body is quarantined.
     """
     now = now or timezone.now()
     adapter = get_adapter(source.adapter)
@@ -219,19 +255,32 @@ def webhook_receive(
     try:
         proof = adapter.verify(body=body, headers=headers, secret=source_secret(source), now=now)
     except ProofError as error:
+        receipt_id, coalesced = _proof_failure_record(
+            source=source, error=error, body_hash=body_hash, body_bytes=len(body), at=now
+        )
+        raise ProofRefused(error, receipt_id, coalesced) from None
+
+    parsed = adapter.parse_delivery(body=body, config=source_config(source))
+    try:
+        with transaction.atomic(durable=True):
+            result = observations_accept(
+                source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
+                body_bytes=len(body), now=now,
+            )
+    except DataError as exc:
+        # The adapter's boundary should have refused this value; say so loudly,
+        # but answer the provider as a refusal it need not retry.
+        logger.error("store refused a value source=%s delivery=%s error=%s",
+                     source.name, proof.delivery_id, type(exc).__name__)
         with transaction.atomic(durable=True):
             receipt = _quarantine(
-                source=source, reason_code=error.code, detail=error.detail, authenticated=False,
-                body_sha256=body_hash, body_bytes=len(body), at=now,
+                source=source, reason_code="unstorable_value", authenticated=True, body_sha256=body_hash,
+                body_bytes=len(body), at=now, delivery_id=proof.delivery_id,
+                detail="the event store refused a value of this body; nothing of it was accepted",
             )
-        raise ProofRefused(error, str(receipt.receipt_id)) from None
-
-    parsed = adapter.parse(body=body, config=source_config(source))
-    with transaction.atomic(durable=True):
-        result = observations_accept(
-            source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
-            body_bytes=len(body), now=now,
-        )
+        result = IngestResult(delivery_id=proof.delivery_id, refused=True, results=[
+            EventResult(None, "quarantined", receipt_id=str(receipt.receipt_id), reason_code="unstorable_value")
+        ])
     if logger.isEnabledFor(logging.INFO):
         logger.info(
             "ingested source=%s delivery=%s results=%s", source.name, proof.delivery_id,
@@ -240,30 +289,80 @@ def webhook_receive(
     return result
 
 
+def _batch_refused(
+    *, source: Source, parsed: Parsed, invalid: list[tuple[int | None, str, str]], quarantine: dict,
+) -> IngestResult:
+    """Seed 004: any invalid member refuses the whole body, with one receipt naming each member.
+
+    `invalid` holds (index, reason code, detail); index None is the whole body.
+    Nothing of the body is accepted and no identity is claimed; the valid
+    members come back through reconciliation as events the webhook never delivered.
+    """
+    invalid = sorted(invalid, key=lambda r: -1 if r[0] is None else r[0])
+    first_index, first_code, first_detail = invalid[0]
+    members = [{"index": i, "reason_code": c} for i, c, _ in invalid if i is not None]
+    detail = first_detail if len(invalid) == 1 else f"{len(invalid)} invalid members; first: {first_detail}"
+    keys = {o.index: o.event_key for o in parsed.observations}
+    receipt = _quarantine(
+        reason_code=first_code, detail=detail, event_index=first_index, invalid_members=members,
+        event_key=keys.get(first_index, "")[:512], **quarantine,
+    )
+    receipt_id = str(receipt.receipt_id)
+    reasons = {i: c for i, c, _ in invalid}
+    result = IngestResult(delivery_id=quarantine["delivery_id"], refused=True)
+    if None in reasons:
+        result.results.append(EventResult(None, "quarantined", receipt_id=receipt_id, reason_code=reasons[None]))
+    for index in sorted(set(keys) | {i for i in reasons if i is not None}):
+        if index in reasons:
+            result.results.append(EventResult(index, "quarantined", keys.get(index, ""), receipt_id,
+                                              reasons[index]))
+        else:
+            result.results.append(EventResult(index, "rolled_back", keys[index], receipt_id))
+    return result
+
+
 def observations_accept(
     *, source: Source, parsed: Parsed, delivery_id: str, body_hash: str, body_bytes: int,
     now: datetime, actor: str = INGEST_ACTOR,
 ) -> IngestResult:
-    """Accept one delivery's normalized observations: the one ingest path.
+    """Accept one delivery's normalized observations, all or nothing: the one ingest path.
 
     The webhook calls it after the proof passed; reconciliation calls it to
     replay source events missing locally. It must run inside the caller's
     transaction, so a delivery and everything it plans commit together.
-    Delivery dedup, the event upsert by event_key, reply planning and
-    quarantine of bad members all happen here.
+    Delivery dedup, the event upsert by event_key and reply planning happen
+    here. Seed 004: "Any invalid member rolls back the entire batch, including
+    canonical identity ownership": a rejection, a conflicting repeat inside the
+    body or an identity conflict refuses the whole body with one receipt.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("observations_accept must run inside a transaction")
-    result = IngestResult(delivery_id=delivery_id)
     quarantine = dict(source=source, authenticated=True, body_sha256=body_hash, body_bytes=body_bytes,
                       at=now, delivery_id=delivery_id)
+    invalid = [(r.index, r.reason_code, r.detail) for r in parsed.rejections]
+    # One receipt is one sighting: an event listed twice in a body counts once.
+    first_of: dict[str, Observation] = {}
+    repeats: list[Observation] = []
+    for observation in parsed.observations:
+        held = first_of.setdefault(observation.event_key, observation)
+        if held is not observation:
+            repeats.append(observation)
+            if held.payload_hash != observation.payload_hash:
+                invalid.append((observation.index, "identity_conflict",
+                                "the body holds this event twice with different payloads"))
+    if invalid:
+        return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
+
+    # Everything below is taken back as one if any member turns out to conflict.
+    savepoint = transaction.savepoint()
+    result = IngestResult(delivery_id=delivery_id)
     delivery_pk = _insert_ignoring_conflict(
         Delivery,
         {
             "source": source.pk,
             "delivery_id": delivery_id,
             "body_hash": body_hash,
-            "event_keys": sorted({o.event_key for o in parsed.observations}),
+            "event_keys": sorted(first_of),
             "first_received_at": now,
             "last_received_at": now,
             "seen_count": 1,
@@ -276,42 +375,27 @@ def observations_accept(
             assign={"seen_count": F("seen_count") + 1, "last_received_at": now},
         )
         if not redelivered:
-            receipt = _quarantine(
-                reason_code="delivery_conflict",
-                detail="this delivery id was first accepted with a different body",
-                **quarantine,
+            transaction.savepoint_rollback(savepoint)
+            return _batch_refused(
+                source=source, parsed=Parsed([], []), quarantine=quarantine,
+                invalid=[(None, "delivery_conflict", "this delivery id was first accepted with a different body")],
             )
-            result.results.append(
-                EventResult(None, "quarantined", receipt_id=str(receipt.receipt_id),
-                            reason_code="delivery_conflict")
-            )
-            return result
 
-    outcomes: dict[int | None, EventResult] = {}
+    outcomes: dict[int, EventResult] = {}
     # A consistent lock order across concurrent batches avoids deadlocks.
-    for observation in sorted(parsed.observations, key=lambda o: o.event_key):
+    for observation in sorted(first_of.values(), key=lambda o: o.event_key):
         verdict, key = _event_upsert(source=source, observation=observation, at=now, actor=actor)
         if verdict == "conflict":
-            receipt = _quarantine(
-                reason_code="identity_conflict",
-                detail="this event key was first accepted with a different payload",
-                event_index=observation.index, event_key=key, **quarantine,
-            )
-            outcomes[observation.index] = EventResult(
-                observation.index, "quarantined", key, str(receipt.receipt_id), "identity_conflict"
-            )
-        else:
-            outcomes[observation.index] = EventResult(observation.index, verdict, key)
-    for rejection in parsed.rejections:
-        receipt = _quarantine(
-            reason_code=rejection.reason_code, detail=rejection.detail,
-            event_index=rejection.index, **quarantine,
-        )
-        outcomes[rejection.index] = EventResult(
-            rejection.index, "quarantined", receipt_id=str(receipt.receipt_id),
-            reason_code=rejection.reason_code,
-        )
-    result.results = [outcomes[i] for i in sorted(outcomes, key=lambda i: -1 if i is None else i)]
+            invalid.append((observation.index, "identity_conflict",
+                            "this event key was first accepted with a different payload"))
+        outcomes[observation.index] = EventResult(observation.index, verdict, key)
+    if invalid:
+        transaction.savepoint_rollback(savepoint)
+        return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
+    transaction.savepoint_commit(savepoint)
+    for observation in repeats:
+        outcomes[observation.index] = EventResult(observation.index, "duplicate", observation.event_key)
+    result.results = [outcomes[i] for i in sorted(outcomes)]
     return result
 
 
@@ -339,23 +423,41 @@ def quarantine_transition(
 
 
 def quarantine_review(*, receipt_id: int, outcome: str, actor: str, note: str) -> Outcome:
-    """A person dismisses a receipt or marks it corrected; actor, time and note recorded."""
+    """A person dismisses a receipt or marks it corrected; actor, time and note recorded.
+
+    Marking an authenticated receipt corrected asks for a reconcile of its
+    source (the `quarantine_corrected` signal, sent on commit): the members a
+    refused batch held are recovered from the source, never from the body.
+    """
     if outcome not in (QuarantineState.DISMISSED, QuarantineState.CORRECTED):
         raise ValueError(f"a review ends in DISMISSED or CORRECTED, not {outcome}")
     if outcome == QuarantineState.CORRECTED and not note.strip():
         raise ValueError("say what was corrected: a note is required")
     now = timezone.now()
     with transaction.atomic():
-        return quarantine_transition(
+        result = quarantine_transition(
             receipt_id=receipt_id, to=outcome, actor=actor,
             reason_code="reviewed_dismissed" if outcome == QuarantineState.DISMISSED else "reviewed_corrected",
             extra={"reviewed_by": actor, "reviewed_at": now, "review_note": note.strip()},
         )
+        if result.applied and outcome == QuarantineState.CORRECTED:
+            source_id, authenticated = QuarantineReceipt.objects.filter(pk=receipt_id).values_list(
+                "source_id", "authenticated").get()
+            if authenticated:
+                transaction.on_commit(lambda: quarantine_corrected.send(
+                    sender=QuarantineReceipt, source_id=source_id, actor=actor))
+        return result
 
 
 class SourceConflict(Exception):
     """A registration or edit that would move a source's identity silently."""
 
+
+# Seed 004: "Registrations are immutable for one runtime instance." What a source is
+# (its platform, account, contract and whether it is a test source) never changes
+# after registration; a different one is a new source.
+IMMUTABLE_FIELDS = ("adapter", "account_ref", "contract_version", "canary")
+MAX_NAME_LENGTH = 64  # event types, purposes and trigger keywords: their columns' width
 
 REGISTERED_FIELDS = (
     "adapter", "account_ref", "event_types", "contract_version", "purposes",
@@ -381,6 +483,11 @@ def _validated(source: Source) -> Source:
     errors = {}
     if not source.event_types:
         errors["event_types"] = "allowlist at least one event type"
+    for name in ("event_types", "purposes", "trigger_keywords"):
+        bad = [v for v in getattr(source, name) if len(v) > MAX_NAME_LENGTH or not v.isprintable()]
+        if bad:
+            errors[name] = (f"each entry is printable and at most {MAX_NAME_LENGTH} characters; "
+                            f"{len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} not")
     bad = [p for p in source.purposes if not p.replace("_", "").isalnum() or not p.islower()]
     if bad:
         errors["purposes"] = f"purposes are lower-case words with underscores: {', '.join(bad)}"
@@ -457,16 +564,17 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
     """
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        before = {f: getattr(source, f) for f in ("adapter", "account_ref", "trigger_keywords")}
+        before = {f: getattr(source, f) for f in (*IMMUTABLE_FIELDS, "trigger_keywords")}
         for name, value in changes.items():
             setattr(source, name, value)
         _validated(source)
-        identity_moved = [f for f in ("adapter", "account_ref") if getattr(source, f) != before[f]]
-        if identity_moved and source.events.exists():
+        moved = [f for f in IMMUTABLE_FIELDS if getattr(source, f) != before[f]]
+        if moved:
             raise SourceConflict(
-                f"source {source.name!r} already has events, so its {' and '.join(identity_moved)} "
-                "cannot change: its events would no longer match their source. Register the new "
-                "account as a new source."
+                f"the {', '.join(moved)} of source {source.name!r} cannot change after registration: "
+                "a source's platform, account, contract version and canary flag are what its events "
+                "and replies were accepted under (a canary flag switched on would suppress a live "
+                "source's approved replies). Register a new source instead."
             )
         clash = Source.objects.filter(
             source_system=source.source_system, account_ref=source.account_ref

@@ -1,6 +1,7 @@
 """The webhook endpoint: POST /webhooks/<source>/, the only unauthenticated write."""
 
 import logging
+import re
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError
@@ -17,12 +18,58 @@ from ingress.sources.base import SecretUnavailable
 logger = logging.getLogger("conduit.ingress")
 
 PROOF_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+# A source name is a slug (the Source.name field): anything else names no source,
+# and is answered without touching the database or reaching a log line.
+SOURCE_NAME = re.compile(r"[-a-zA-Z0-9_]{1,64}")
+READ_CHUNK = 64 * 1024
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class LengthRequired(Exception):
+    pass
 
 
 def _unavailable(code: str, detail: str) -> Response:
     response = error(status.HTTP_503_SERVICE_UNAVAILABLE, code, detail)
     response["Retry-After"] = str(settings.CONDUIT_RETRY_AFTER_SECONDS)
     return response
+
+
+def read_body(django_request, limit: int) -> bytes:
+    """The raw body as it really arrived, at most `limit` bytes.
+
+    With Content-Length, Django's stream is bounded by it. A chunked body has
+    none: it is read from the server's input only when the server says that
+    input ends with the body (gunicorn sets wsgi.input_terminated); otherwise
+    nothing can tell where the body stops, and the answer is 411.
+    """
+    meta = django_request.META
+    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if not chunked:
+        try:
+            declared = int(meta.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise LengthRequired from None
+        if declared > limit:
+            raise BodyTooLarge
+        body = django_request.read(limit + 1)
+    elif meta.get("wsgi.input_terminated"):
+        stream, parts, size = meta["wsgi.input"], [], 0
+        while size <= limit:
+            part = stream.read(min(READ_CHUNK, limit + 1 - size))
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+        body = b"".join(parts)
+    else:
+        raise LengthRequired
+    if len(body) > limit:
+        raise BodyTooLarge
+    return body
 
 
 class WebhookView(APIView):
@@ -33,31 +80,32 @@ class WebhookView(APIView):
     parser_classes: list = []
 
     def post(self, request: Request, source_name: str) -> Response:
+        if not SOURCE_NAME.fullmatch(source_name):
+            return self._unknown_source()
         limit = settings.CONDUIT_WEBHOOK_MAX_BYTES
-        django_request = request._request
         try:
-            declared = int(django_request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            declared = 0
-        if declared > limit:
-            return self._too_large(limit)
-        body = django_request.read(limit + 1)
-        if len(body) > limit:
-            return self._too_large(limit)
+            body = read_body(request._request, limit)
+        except BodyTooLarge:
+            return error(
+                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
+                f"webhook bodies are limited to {limit} bytes",
+            )
+        except LengthRequired:
+            return error(
+                status.HTTP_411_LENGTH_REQUIRED, "length_required",
+                "send the body with a Content-Length header (this server cannot read a chunked body)",
+            )
         headers = {name: request.headers.get(name, "") for name in PROOF_HEADERS}
 
         try:
             source = source_by_name(source_name)
             if source is None:
-                return error(
-                    status.HTTP_404_NOT_FOUND, "unknown_source",
-                    f"no source is registered under {source_name!r}",
-                )
+                return self._unknown_source()
             result = webhook_receive(source=source, body=body, headers=headers)
         except ProofRefused as refused:
             return error(
                 status.HTTP_401_UNAUTHORIZED, refused.code, refused.detail,
-                receipt_id=refused.receipt_id,
+                receipt_id=refused.receipt_id, **({"coalesced": True} if refused.coalesced else {}),
             )
         except SecretUnavailable as exc:
             logger.error("source secret unavailable source=%s: %s", source_name, exc)
@@ -80,19 +128,18 @@ class WebhookView(APIView):
                     "index": r.index,
                     "result": r.result,
                     **({"event_key": r.event_key} if r.event_key else {}),
-                    **({"receipt_id": r.receipt_id, "reason_code": r.reason_code} if r.receipt_id else {}),
+                    **({"receipt_id": r.receipt_id} if r.receipt_id else {}),
+                    **({"reason_code": r.reason_code} if r.reason_code else {}),
                 }
                 for r in result.results
             ],
         }
         if result.quarantined:
             payload["receipt_ids"] = result.receipt_ids
+            payload["accepted"] = not result.refused
             return Response(payload, status=status.HTTP_202_ACCEPTED)
         return Response(payload, status=status.HTTP_200_OK)
 
     @staticmethod
-    def _too_large(limit: int) -> Response:
-        return error(
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
-            f"webhook bodies are limited to {limit} bytes",
-        )
+    def _unknown_source() -> Response:
+        return error(status.HTTP_404_NOT_FOUND, "unknown_source", "no source is registered under that name")

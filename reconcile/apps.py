@@ -6,3 +6,9 @@ from django.apps import AppConfig
 class ReconcileConfig(AppConfig):
     name = "reconcile"
     verbose_name = "Reconciliation"
+
+    def ready(self) -> None:
+        from ingress.signals import quarantine_corrected
+        from reconcile.receivers import reconcile_after_correction
+
+        quarantine_corrected.connect(reconcile_after_correction, dispatch_uid="reconcile_after_correction")

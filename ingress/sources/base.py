@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Mapping
+from typing import Any, Mapping
 
 from conduit.canonical import sha256_hex
 
 # Identifiers are preserved exactly but bounded, so keys stay indexable.
 MAX_REF_LENGTH = 200
+# Seed 004's default bound on one encoded page.
+MAX_PAGE_BYTES = 8 * 1024 * 1024
 
 
 class ProofError(Exception):
@@ -107,6 +109,8 @@ class SourcePage:
     receipts: list[ProviderReceipt]
     next_cursor: str | None
     complete: bool
+    # The page's size as read off the wire, so a scan can bound what it stages (seed 004).
+    size_bytes: int = 0
 
 
 class PageFailure(Exception):
@@ -148,11 +152,83 @@ def event_key(
     )
 
 
+# What can go wrong turning hostile bytes into values: undecodable or unencodable
+# text, numbers past float or digit limits, calendar overflow, nesting past the
+# interpreter's depth. These are refusals of the input, never outages.
+INPUT_ERRORS = (ValueError, OverflowError, RecursionError)
+
+# The event contract's storage bounds: an observation past them is refused here,
+# at the adapter's boundary, not by the database at write time.
+MAX_EVENT_KEY_LENGTH = 512
+MAX_EVENT_TYPE_LENGTH = 64
+_REF_FIELDS = ("source_event_id", "conversation_ref", "message_ref", "sender_ref", "source_account_ref")
+
+
+def contract_refusal(observation: Observation) -> Rejection | None:
+    """Why an observation cannot be stored as the event contract says, or None.
+
+    Every adapter's observations pass through here, so a new platform cannot
+    hand the ledger a value the database would refuse.
+    """
+    index = observation.index
+    for name in _REF_FIELDS:
+        value = getattr(observation, name)
+        if len(value) > MAX_REF_LENGTH or (value and not value.isprintable()):
+            return Rejection(index, "invalid_identity", f"{name} is too long or not printable")
+    if not observation.event_type or len(observation.event_type) > MAX_EVENT_TYPE_LENGTH \
+            or not observation.event_type.isprintable():
+        return Rejection(index, "invalid_identity", f"the event type exceeds {MAX_EVENT_TYPE_LENGTH} characters")
+    if len(observation.event_key) > MAX_EVENT_KEY_LENGTH:
+        return Rejection(index, "invalid_identity", f"the event key exceeds {MAX_EVENT_KEY_LENGTH} characters")
+    if observation.occurred_at.tzinfo is None or len(observation.occurred_at_original) > 64:
+        return Rejection(index, "invalid_occurred_at", "occurred_at must be an aware time")
+    try:
+        observation.text.encode("utf-8")
+        observation.occurred_at_original.encode("utf-8")
+    except UnicodeEncodeError:
+        return Rejection(index, "invalid_body", "the event holds text that is not valid Unicode")
+    if "\x00" in observation.text:
+        return Rejection(index, "invalid_body", "the event text holds a NUL character")
+    return None
+
+
 class SourceAdapter:
-    """Base for one provider: subclasses implement proof and parsing."""
+    """Base for one provider: subclasses implement proof, parsing and one event's mapping.
+
+    The base owns the boundary: `parse_delivery` and `normalize` catch input
+    errors by class and check every observation against the contract's bounds,
+    so nothing a body holds can raise past the adapter.
+    """
 
     name: str = ""
     source_system: str = ""
+
+    def parse_delivery(self, *, body: bytes, config: SourceConfig) -> Parsed:
+        """`parse` behind the boundary: an input error refuses the whole body, never raises."""
+        try:
+            return self.parse(body=body, config=config)
+        except INPUT_ERRORS as exc:
+            return Parsed([], [Rejection(None, "unparsable_body",
+                                         f"the body could not be read ({type(exc).__name__})")])
+
+    def normalize(self, events: list[Any], account: str, config: SourceConfig) -> Parsed:
+        """Map each event onto the contract: the one normalizer for webhooks and source reads."""
+        observations: list[Observation] = []
+        rejections: list[Rejection] = []
+        for index, item in enumerate(events):
+            try:
+                result = self.observe(index, item, account, config)
+            except INPUT_ERRORS as exc:
+                result = Rejection(index, "invalid_body",
+                                   f"the event holds a value Conduit cannot represent ({type(exc).__name__})")
+            if isinstance(result, Observation):
+                result = contract_refusal(result) or result
+            (observations if isinstance(result, Observation) else rejections).append(result)
+        return Parsed(observations, rejections)
+
+    def observe(self, index: int, item: Any, account: str, config: SourceConfig) -> Observation | Rejection:
+        """One event of a body or page mapped onto the contract, or why it cannot be."""
+        raise NotImplementedError(".observe() must be overridden.")
 
     def verify(
         self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime
@@ -172,10 +248,13 @@ class SourceAdapter:
     def read_page(
         self, *, config: SourceConfig, base_url: str, since: datetime | None,
         until: datetime | None, cursor: str | None, limit: int, timeout: float,
+        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
     ) -> SourcePage:
         """One page of the source's events in [since, until) (or after `cursor`).
 
         Raises PageFailure. Normalizes each event with the same contract as
-        the webhook, so reconciliation derives the same keys.
+        the webhook, so reconciliation derives the same keys. A new generation
+        (no cursor) receives the last complete checkpoint (seed 004); a page
+        larger than `max_bytes` is refused while it is read, never buffered whole.
         """
         raise NotImplementedError(".read_page() must be overridden.")

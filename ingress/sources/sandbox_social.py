@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import binascii
 import http.client
 import json
 import socket
@@ -11,11 +10,11 @@ from types import MappingProxyType
 from typing import Any, Mapping
 from urllib.parse import urlencode
 
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-
 from conduit.canonical import payload_hash
 from conduit.loopback import loopback_address
+from ingress.sources import standard_webhooks
 from ingress.sources.base import (
+    MAX_PAGE_BYTES,
     MAX_REF_LENGTH,
     Observation,
     PageFailure,
@@ -54,6 +53,14 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object naming one key twice has no single meaning (parsers keep the first or the last)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise ValueError("an object repeats a key")
+    return document
+
+
 class SandboxSocialAdapter(SourceAdapter):
     name = "sandbox-social"
     source_system = "sandbox-social"
@@ -63,11 +70,9 @@ class SandboxSocialAdapter(SourceAdapter):
         self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime
     ) -> Proof:
         try:
-            webhook = Webhook(secret)
-        except (ValueError, binascii.Error, TypeError, RuntimeError) as exc:
-            raise SecretUnavailable("the source secret is not a valid whsec_ value") from exc
-        except Exception as exc:  # EmptyWebhookSecretError and anything else the constructor raises
-            raise SecretUnavailable("the source secret is empty or unusable") from exc
+            key = standard_webhooks.secret_key(secret)
+        except standard_webhooks.SecretInvalid as exc:
+            raise SecretUnavailable(str(exc)) from None
 
         delivery_id = headers.get("webhook-id", "")
         timestamp = headers.get("webhook-timestamp", "")
@@ -89,38 +94,37 @@ class SandboxSocialAdapter(SourceAdapter):
             raise ProofError("stale_timestamp", "webhook-timestamp is more than 5 minutes old")
         if sent_at > now + TOLERANCE:
             raise ProofError("future_timestamp", "webhook-timestamp is more than 5 minutes ahead")
-        try:
-            webhook.verify(
-                body,
-                {"webhook-id": delivery_id, "webhook-timestamp": timestamp, "webhook-signature": signature},
-                json_parse=False,
-            )
-        except WebhookVerificationError as exc:
-            # The library checks the window again on its own clock; ours ran first,
-            # so what reaches here is a signature that does not match.
-            raise ProofError("invalid_signature", "no signature matches the body") from exc
-        except (ValueError, binascii.Error, TypeError, UnicodeDecodeError) as exc:
-            # Malformed signature lists ("v1" without a comma, bad base64) and
-            # bodies that are not UTF-8 raise plain exceptions in the library.
-            raise ProofError(
-                "malformed_proof_headers", "webhook-signature or body is not in the signed form"
-            ) from exc
+        entries = standard_webhooks.well_formed_entries(signature)
+        if not entries:
+            raise ProofError("malformed_proof_headers", "webhook-signature holds no well-formed entry")
+        # The proof covers the bytes exactly as received, whatever their encoding.
+        if not standard_webhooks.matches(
+            key=key, delivery_id=delivery_id, timestamp=timestamp, body=body, entries=entries
+        ):
+            raise ProofError("invalid_signature", "no signature matches the body")
         return Proof(delivery_id=delivery_id)
 
     def sign(self, *, body: bytes, secret: str, delivery_id: str, at: datetime) -> dict[str, str]:
-        signature = Webhook(secret).sign(msg_id=delivery_id, timestamp=at, data=body.decode("utf-8"))
+        timestamp = str(int(at.timestamp()))
         return {
             "webhook-id": delivery_id,
-            "webhook-timestamp": str(int(at.timestamp())),
-            "webhook-signature": signature,
+            "webhook-timestamp": timestamp,
+            "webhook-signature": standard_webhooks.signature(
+                key=standard_webhooks.secret_key(secret), delivery_id=delivery_id,
+                timestamp=timestamp, body=body,
+            ),
         }
 
     def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
         try:
-            document = json.loads(body, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            # RecursionError: nesting deeper than the interpreter's limit.
-            return Parsed([], [Rejection(None, "unparsable_body", "the body is not JSON")])
+            # UTF-8 only: json.loads(bytes) would also guess UTF-16 and UTF-32.
+            document = json.loads(
+                body.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+            )
+        except (ValueError, RecursionError):
+            # ValueError covers UnicodeDecodeError, duplicate keys and integers past
+            # the interpreter's digit limit; RecursionError, nesting past its depth.
+            return Parsed([], [Rejection(None, "unparsable_body", "the body is not UTF-8 JSON")])
         if not isinstance(document, dict) or not isinstance(document.get("events"), list):
             return Parsed(
                 [], [Rejection(None, "invalid_body", "expected an object with an events list")]
@@ -140,16 +144,7 @@ class SandboxSocialAdapter(SourceAdapter):
             )
         return self.normalize(events, account, config)
 
-    def normalize(self, events: list[Any], account: str, config: SourceConfig) -> Parsed:
-        """Map each event onto the contract: the one normalizer for webhooks and source reads."""
-        observations: list[Observation] = []
-        rejections: list[Rejection] = []
-        for index, item in enumerate(events):
-            result = self._observe(index, item, account, config)
-            (observations if isinstance(result, Observation) else rejections).append(result)
-        return Parsed(observations, rejections)
-
-    def _observe(
+    def observe(
         self, index: int, item: Any, account: str, config: SourceConfig
     ) -> Observation | Rejection:
         if not isinstance(item, dict):
@@ -176,6 +171,10 @@ class SandboxSocialAdapter(SourceAdapter):
             return Rejection(index, "invalid_occurred_at", "created_at is not an ISO 8601 time")
         if occurred.tzinfo is None:
             return Rejection(index, "invalid_occurred_at", "created_at must carry a UTC offset")
+        try:
+            occurred = occurred.astimezone(timezone.utc)
+        except OverflowError:  # 0001-01-01 east of UTC, 9999-12-31 west of it
+            return Rejection(index, "invalid_occurred_at", "created_at is outside the UTC calendar")
         text = item.get("text", "")
         if not isinstance(text, str):
             return Rejection(index, "invalid_body", "text must be a string")
@@ -183,6 +182,8 @@ class SandboxSocialAdapter(SourceAdapter):
             digest = payload_hash(item)
         except RecursionError:
             return Rejection(index, "invalid_body", "the event is nested too deeply to hash")
+        except ValueError:  # a non-finite number, or text that is not valid Unicode
+            return Rejection(index, "invalid_body", "the event holds a value canonical JSON cannot carry")
         return Observation(
             index=index,
             source_system=self.source_system,
@@ -192,7 +193,7 @@ class SandboxSocialAdapter(SourceAdapter):
             conversation_ref=values["conversation_ref"],
             message_ref=values["message_ref"],
             sender_ref=values["sender_ref"],
-            occurred_at=occurred.astimezone(timezone.utc),
+            occurred_at=occurred,
             occurred_at_original=values["occurred_at"][:64],
             payload_hash=digest,
             contract_version=config.contract_version,
@@ -204,6 +205,7 @@ class SandboxSocialAdapter(SourceAdapter):
     def read_page(
         self, *, config: SourceConfig, base_url: str, since: datetime | None,
         until: datetime | None, cursor: str | None, limit: int, timeout: float,
+        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
     ) -> SourcePage:
         address = loopback_address(base_url)
         if address is None:
@@ -213,13 +215,15 @@ class SandboxSocialAdapter(SourceAdapter):
         if cursor:
             query["cursor"] = cursor
         else:
-            query.update({k: v.isoformat() for k, v in (("since", since), ("until", until)) if v})
+            query.update({k: v.isoformat() for k, v in
+                          (("since", since), ("until", until), ("checkpoint", checkpoint)) if v})
         path = f"/sources/{config.account_ref}/events?{urlencode(query)}"
         conn = http.client.HTTPConnection(*address, timeout=timeout)
         try:
             conn.request("GET", path)
             response = conn.getresponse()
-            payload = response.read()
+            # Bounded: one byte past the limit proves the page too large without buffering it.
+            payload = response.read(max_bytes + 1)
         except socket.timeout:
             raise PageFailure("timeout", "page_timeout", f"no page within {timeout:g} s") from None
         except (OSError, http.client.HTTPException) as exc:
@@ -227,6 +231,8 @@ class SandboxSocialAdapter(SourceAdapter):
                               f"the provider connection failed ({type(exc).__name__})") from None
         finally:
             conn.close()
+        if len(payload) > max_bytes:
+            raise PageFailure("protocol", "page_too_large", f"the page exceeds {max_bytes} bytes")
         if response.status != 200:
             # The provider's own code is kept only when it is a plain token; its
             # message (which may carry anything) is never read.
@@ -267,4 +273,4 @@ class SandboxSocialAdapter(SourceAdapter):
         ]
         return SourcePage(scan_id=scan_id[:200], observations=parsed.observations,
                           rejections=parsed.rejections, receipts=receipts,
-                          next_cursor=next_cursor, complete=complete)
+                          next_cursor=next_cursor, complete=complete, size_bytes=len(payload))

@@ -92,17 +92,49 @@ def _source_form(**overrides):
     return {**data, **overrides}
 
 
-def test_admin_refuses_to_move_the_account_of_a_source_with_events(admin_client, sandbox_source, deliver):
-    deliver(fixture_body("comment__northstar"))
+@pytest.mark.parametrize("field, value", [
+    ("account_ref", "acct_test_02"), ("canary", "on"), ("contract_version", "event-v2"),
+    ("adapter", "sandbox-social-x"),
+])
+def test_admin_shows_identity_and_canary_read_only_after_registration(admin_client, sandbox_source, field, value):
+    """Seed 004: "Registrations are immutable for one runtime instance." A canary flag switched
+    on in the admin would silently suppress a live source's approved replies."""
     url = f"/admin/ingress/source/{sandbox_source.pk}/change/"
-    response = admin_client.post(url, _source_form(account_ref="acct_test_02"))
-    assert response.status_code == 200
-    assert b"cannot change" in response.content
-    assert Source.objects.get().account_ref == "acct_test_01"
-    response = admin_client.post(url, _source_form(trigger_keywords="CHECKLIST, GUIDE"))
+    page = admin_client.get(url)
+    assert f'name="{field}"'.encode() not in page.content  # shown, not editable
+    response = admin_client.post(url, _source_form(**{field: value}, trigger_keywords="CHECKLIST, GUIDE"))
     assert response.status_code == 302
     source = Source.objects.get()
+    assert (source.account_ref, source.canary, source.contract_version, source.adapter) == (
+        "acct_test_01", False, "event-v1", "sandbox-social")
     assert (source.trigger_keywords, source.trigger_rule_version) == (["CHECKLIST", "GUIDE"], 2)
+
+
+@pytest.mark.parametrize("changes", [
+    {"canary": True}, {"account_ref": "acct_test_02"}, {"contract_version": "event-v2"},
+])
+def test_source_update_refuses_to_move_what_registration_fixed(sandbox_source, changes):
+    """Seed 004: registrations are immutable; the service refuses and explains, with no events yet."""
+    from ingress.services import SourceConflict, source_update
+
+    with pytest.raises(SourceConflict, match="cannot change after registration"):
+        source_update(source_id=sandbox_source.pk, changes=changes)
+    assert Source.objects.get().canary is False
+
+
+def test_registration_refuses_names_longer_than_their_columns(db):
+    """Issue 11 item 4: a 65-character event type or purpose was accepted, then every webhook
+    answered 503 store_unavailable for it. Registration refuses it now."""
+    from django.core.exceptions import ValidationError
+
+    from ingress.services import source_register
+
+    for field in ("event_types", "purposes"):
+        values = {"event_types": ["comment.created"], "purposes": ["public_ack"], field: ["x" * 65]}
+        with pytest.raises(ValidationError, match="at most 64 characters"):
+            source_register(name=f"long-{field}", adapter="sandbox-social", account_ref=f"acct_test_{field}",
+                            trigger_keywords=[], secret_env=SECRET_ENV, **values)
+    assert not Source.objects.filter(name__startswith="long-").exists()
 
 
 def test_admin_adds_a_source_and_refuses_a_duplicate_account(admin_client, sandbox_source):

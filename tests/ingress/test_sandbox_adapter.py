@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from conduit.canonical import canonical_json, payload_hash, sha256_hex
-from ingress.sources import get_adapter
+from ingress.sources import get_adapter, standard_webhooks
 from ingress.sources.base import Observation, ProofError, SecretUnavailable, SourceConfig
 from ingress.sources.sandbox_social import FIELD_MAP
 from tests.conftest import TEST_SECRET, fixture_body, sign
@@ -98,12 +98,17 @@ def test_body_changed_after_signing_is_refused():
     assert refused.value.code == "invalid_signature"
 
 
-def test_non_utf8_body_is_a_clean_refusal():
+def test_the_proof_covers_the_bytes_whatever_their_encoding():
+    """Issue 10 item 6: a non-UTF-8 body is judged by its signature, not by its encoding."""
+    key = standard_webhooks.secret_key(TEST_SECRET)
     body = b"\xff\xfe{}"
-    headers = sign(b"{}")
+    headers = {"webhook-id": "msg_test_raw", "webhook-timestamp": str(int(datetime.now(timezone.utc).timestamp()))}
+    headers["webhook-signature"] = standard_webhooks.signature(
+        key=key, delivery_id="msg_test_raw", timestamp=headers["webhook-timestamp"], body=body)
+    assert verify(body, headers).delivery_id == "msg_test_raw"
     with pytest.raises(ProofError) as refused:
-        verify(body, headers)
-    assert refused.value.code == "malformed_proof_headers"
+        verify(body, {**headers, "webhook-signature": sign(b"{}")["webhook-signature"]})
+    assert refused.value.code == "invalid_signature"
 
 
 @pytest.mark.parametrize("offset, code", [(-301, "stale_timestamp"), (301, "future_timestamp")])

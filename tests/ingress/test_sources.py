@@ -76,11 +76,12 @@ def test_unknown_adapter_is_refused_by_the_command():
                      "--event-type", "t", "--secret-env", "X")
 
 
-def test_account_ref_cannot_change_once_the_source_has_events(sandbox_source, deliver):
-    source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_03"})
-    source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_01"})
+def test_account_ref_cannot_change_after_registration(sandbox_source, deliver):
+    """Seed 004: "Registrations are immutable for one runtime instance", events or not."""
+    with pytest.raises(SourceConflict, match="cannot change after registration"):
+        source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_03"})
     deliver(fixture_body("comment__northstar"))
-    with pytest.raises(SourceConflict, match="already has events"):
+    with pytest.raises(SourceConflict, match="cannot change after registration"):
         source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_02"})
     assert Source.objects.get().account_ref == "acct_test_01"
 

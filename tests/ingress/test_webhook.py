@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt
+from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt, Source
 from replies.models import ReplyAction, ReplyTransition
 from tests.conftest import SECRET_ENV, fixture_body, sign
 
@@ -94,15 +94,21 @@ def test_trigger_is_a_whole_word_ignoring_case(deliver):
     assert states == {"evt_test_0045": "RECORD_READY", "evt_test_0046": "CLOSED_NO_REPLY"}
 
 
-def test_a_batch_accepts_its_good_members_and_quarantines_the_bad(deliver):
+def test_a_batch_with_an_invalid_member_is_refused_whole_with_one_receipt(deliver):
+    """Seed 004: "validates the whole batch ... Any invalid member rolls back the entire batch,
+    including canonical identity ownership." """
     response = deliver(fixture_body("comment__batch_with_bad_member"))
     assert response.status_code == 202
     body = response.json()
-    assert [(r["index"], r["result"]) for r in body["results"]] == [(0, "accepted"), (1, "quarantined")]
+    assert [(r["index"], r["result"]) for r in body["results"]] == [(0, "rolled_back"), (1, "quarantined")]
     assert body["results"][1]["reason_code"] == "missing_identity"
-    assert len(body["receipt_ids"]) == 1
-    assert InboundEvent.objects.count() == 1
-    assert ReplyAction.objects.count() == 2
+    assert body["accepted"] is False
+    (receipt_id,) = body["receipt_ids"]
+    receipt = QuarantineReceipt.objects.get()
+    assert str(receipt.receipt_id) == receipt_id
+    assert (receipt.reason_code, receipt.event_index, receipt.authenticated) == ("missing_identity", 1, True)
+    assert receipt.invalid_members == [{"index": 1, "reason_code": "missing_identity"}]
+    assert InboundEvent.objects.count() == ReplyAction.objects.count() == Delivery.objects.count() == 0
 
 
 @pytest.mark.parametrize(
@@ -203,9 +209,8 @@ def test_get_is_not_allowed(client):
 
 
 def test_canary_source_marks_events_and_their_actions(deliver, sandbox_source):
-    from ingress.services import source_update
-
-    source_update(source_id=sandbox_source.pk, changes={"canary": True})
+    # The flag is fixed at registration; this test only needs a source that has it.
+    Source.objects.filter(pk=sandbox_source.pk).update(canary=True)
     deliver(fixture_body("comment__northstar"))
     assert InboundEvent.objects.get().canary is True
     assert set(ReplyAction.objects.values_list("canary", flat=True)) == {True}

@@ -1,0 +1,7 @@
+"""Signals ingress sends to the apps built on it (which it must not import)."""
+
+from django.dispatch import Signal
+
+# A person marked an authenticated quarantine receipt corrected: what its body
+# held should be recovered from the source. Sent on commit with source_id and actor.
+quarantine_corrected = Signal()

@@ -1,0 +1,104 @@
+"""Issue 10 item 2: chunked bodies against real server processes (gunicorn and Django's runserver).
+
+A chunked request has no Content-Length. Django's own stream then reads nothing,
+so an authentic body was refused as a 0-byte forgery and a 2 MB one got 401.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ingress.models import InboundEvent, QuarantineReceipt
+from tests.conftest import fixture_body, free_port, sign, subprocess_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _wait_for(port: int, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+
+
+def _post_chunked(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest("POST", "/webhooks/sandbox/")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Transfer-Encoding", "chunked")
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        for start in range(0, len(body), 4096):
+            piece = body[start:start + 4096]
+            conn.send(f"{len(piece):X}\r\n".encode() + piece + b"\r\n")
+        conn.send(b"0\r\n\r\n")
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def _serve(command: list[str]):
+    port = free_port()
+    server = subprocess.Popen([*command, f"127.0.0.1:{port}"] if "runserver" in command
+                              else [*command, "--bind", f"127.0.0.1:{port}"],
+                              cwd=ROOT, env=subprocess_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    _wait_for(port, server)
+    return port, server
+
+
+@pytest.fixture
+def gunicorn_port(transactional_db, sandbox_source):
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
+    assert gunicorn, "gunicorn is installed with the bench extra (make test installs it)"
+    port, server = _serve([gunicorn, "conduit.wsgi:application", "--workers", "1", "--threads", "2"])
+    yield port
+    server.terminate()
+    server.wait(timeout=30)
+
+
+@pytest.fixture
+def runserver_port(transactional_db, sandbox_source):
+    port, server = _serve([sys.executable, "manage.py", "runserver", "--noreload", "--nothreading"])
+    yield port
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_gunicorn_reads_a_chunked_body_as_it_arrives(gunicorn_port):
+    body = fixture_body("comment__northstar")
+    status, payload = _post_chunked(gunicorn_port, body, sign(body))
+    assert status == 200, payload
+    assert payload["results"][0]["result"] == "accepted"
+    assert InboundEvent.objects.count() == 1 and QuarantineReceipt.objects.count() == 0
+
+
+def test_gunicorn_answers_413_for_a_chunked_body_past_the_limit(gunicorn_port):
+    body = b'{"account": "acct_test_01", "events": [' + b" " * (2 * 1024 * 1024) + b"]}"
+    status, payload = _post_chunked(gunicorn_port, body, sign(body))
+    assert (status, payload["code"]) == (413, "payload_too_large")
+    assert QuarantineReceipt.objects.count() == 0
+
+
+def test_a_server_that_cannot_frame_a_chunked_body_answers_411(runserver_port):
+    body = fixture_body("comment__northstar")
+    status, payload = _post_chunked(runserver_port, body, sign(body))
+    assert (status, payload["code"]) == (411, "length_required")
+    assert QuarantineReceipt.objects.count() == InboundEvent.objects.count() == 0
