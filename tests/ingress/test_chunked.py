@@ -44,10 +44,13 @@ def _post_chunked(port: int, body: bytes, headers: dict[str, str]) -> tuple[int,
         for name, value in headers.items():
             conn.putheader(name, value)
         conn.endheaders()
-        for start in range(0, len(body), 4096):
-            piece = body[start:start + 4096]
-            conn.send(f"{len(piece):X}\r\n".encode() + piece + b"\r\n")
-        conn.send(b"0\r\n\r\n")
+        try:
+            for start in range(0, len(body), 4096):
+                piece = body[start:start + 4096]
+                conn.send(f"{len(piece):X}\r\n".encode() + piece + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (413) and closed before the rest was sent
         response = conn.getresponse()
         return response.status, json.loads(response.read() or b"{}")
     finally:
