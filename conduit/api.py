@@ -1,17 +1,162 @@
-"""API error shape: every refusal is a JSON body with a stable `code` and a `detail`."""
+"""API error shape: every refusal under /api/ is a JSON body with a stable `code` and a `detail`."""
 
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, serializers, status
+from rest_framework.parsers import JSONParser as DRFJSONParser
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
+
+# The deepest JSON body any endpoint accepts. The decision request is 3 levels
+# deep; the bound keeps the schema validator and every walk of the document far
+# from Python's recursion limit.
+MAX_JSON_DEPTH = 32
 
 
 def error(status_code: int, code: str, detail: str, **extra: Any) -> Response:
     return Response({"code": code, "detail": detail, **extra}, status=status_code)
 
 
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "the request body is larger than this server accepts"
+    default_code = "payload_too_large"
+
+
+class BadRequest(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "the request could not be read"
+    default_code = "bad_request"
+
+
+def _finite_float(text: str) -> float:
+    # 1e400 parses to inf, which no endpoint can mean and the renderer cannot write back.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number is out of the range of a double")
+    return value
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _is_unicode_text(value: str) -> bool:
+    """False for a string holding a lone surrogate (valid in Python, not in Unicode text)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def json_refusal(document: Any) -> exceptions.ParseError | None:
+    """Why a parsed JSON document is refused (nesting too deep, a lone surrogate), or None.
+
+    Iterative, so that it cannot itself run out of stack.
+    """
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                return exceptions.ParseError(
+                    f"JSON nested deeper than {MAX_JSON_DEPTH} levels", code="nesting_too_deep"
+                )
+            children = value.items() if isinstance(value, dict) else ((None, item) for item in value)
+            for key, item in children:
+                if isinstance(key, str) and not _is_unicode_text(key):
+                    return _surrogate()
+                stack.append((item, depth + 1))
+        elif isinstance(value, str) and not _is_unicode_text(value):
+            return _surrogate()
+    return None
+
+
+def _surrogate() -> exceptions.ParseError:
+    return exceptions.ParseError(
+        "a string holds a lone surrogate (\\ud800-\\udfff unpaired), which is not Unicode text",
+        code="invalid_unicode",
+    )
+
+
+class JSONParser(DRFJSONParser):
+    """DRF's JSON parser, refusing at input what no endpoint can answer for.
+
+    UTF-8 only (RFC 8259), no NaN/Infinity and no number overflowing a double,
+    at most MAX_JSON_DEPTH levels (the decoder's RecursionError is a 400, not a
+    500), and no lone surrogate anywhere (it would reach a response and fail to
+    encode). Each refusal is a ParseError with its own code.
+    """
+
+    def parse(self, stream, media_type=None, parser_context=None) -> Any:
+        try:
+            text = stream.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise exceptions.ParseError("JSON parse error - the body is not UTF-8") from None
+        try:
+            document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        except RecursionError:
+            raise exceptions.ParseError(
+                f"JSON nested deeper than {MAX_JSON_DEPTH} levels", code="nesting_too_deep"
+            ) from None
+        except ValueError as exc:
+            # json's messages name a position, never the input itself.
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+        refusal = json_refusal(document)
+        if refusal is not None:
+            raise refusal
+        return document
+
+
+# Query parameters: Django decodes the query string with replacement characters,
+# so no surrogate arrives; NUL (which PostgreSQL refuses in text), the other
+# control characters and line separators are refused here, before any query.
+_REFUSED_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
+
+
+def refuse_control_characters(value: str) -> None:
+    if any(unicodedata.category(char) in _REFUSED_CATEGORIES for char in value):
+        raise serializers.ValidationError(
+            "control characters (NUL, C0, DEL, C1), line separators and surrogates are not allowed",
+            code="control_character",
+        )
+
+
+class QueryText(serializers.CharField):
+    """A printable, bounded query parameter, taken as sent (no trimming)."""
+
+    def __init__(self, *, max_length: int, **kwargs: Any) -> None:
+        super().__init__(
+            max_length=max_length, required=False, allow_blank=True, trim_whitespace=False,
+            validators=[refuse_control_characters], **kwargs,
+        )
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
-    """DRF's handler, with a stable `code` added beside `detail`."""
+    """DRF's handler, with a stable `code` beside `detail`, for Django's exceptions too."""
+    # Imported here: rest_framework.views reads DEFAULT_PARSER_CLASSES, which names this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+    elif isinstance(exc, SuspiciousOperation):
+        exc = BadRequest()
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "code" not in response.data:
         codes = getattr(exc, "get_codes", lambda: None)()
@@ -21,3 +166,46 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         }
     return response
 
+
+# Errors raised outside a DRF view (URL resolution, middleware, an uncaught bug)
+# reach Django's handlers: under /api/ they answer the same JSON contract, and
+# everywhere else (the admin) Django's HTML pages.
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def _json_error(status_code: int, code: str, detail: str) -> JsonResponse:
+    return JsonResponse({"code": code, "detail": detail}, status=status_code)
+
+
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        return _json_error(413, PayloadTooLarge.default_code, str(PayloadTooLarge.default_detail))
+    return _json_error(400, BadRequest.default_code, str(BadRequest.default_detail))
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.permission_denied(request, exception)
+    return _json_error(403, "permission_denied", "You do not have permission to perform this action.")
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return _json_error(404, "not_found", "No API endpoint at this path.")
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.server_error(request)
+    return _json_error(500, "server_error", "An unexpected error; it has been logged.")
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any method on an unknown path under /api/: a JSON 404, also when DEBUG is on."""
+    return _json_error(404, "not_found", "No API endpoint at this path.")

@@ -103,6 +103,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON only: refuses overflowing numbers, lone surrogates and deep nesting as 400s (conduit/api.py).
+    "DEFAULT_PARSER_CLASSES": ["conduit.api.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "conduit.api.exception_handler",

@@ -1,8 +1,9 @@
 """URL map: the webhook endpoint, the read API and the admin."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import path, re_path
 
+from conduit.api import api_not_found
 from ingress.api import EventList, QuarantineList
 from ingress.views import WebhookView
 from reconcile.api import DecisionView, OpenAPIView
@@ -13,5 +14,13 @@ urlpatterns = [
     path("api/quarantine/", QuarantineList.as_view(), name="api-quarantine"),
     path("api/decisions/", DecisionView.as_view(), name="api-decisions"),
     path("api/schema/", OpenAPIView.as_view(), name="api-schema"),
+    # Last of the API: every other path under /api/ is a JSON 404 (any method, DEBUG or not).
+    re_path(r"^api/", api_not_found, name="api-not-found"),
     path("admin/", admin.site.urls),
 ]
+
+# JSON under /api/, Django's HTML pages elsewhere (conduit/api.py).
+handler400 = "conduit.api.handler400"
+handler403 = "conduit.api.handler403"
+handler404 = "conduit.api.handler404"
+handler500 = "conduit.api.handler500"

@@ -1,40 +1,72 @@
 """The read API: canonical events with their reply actions, and quarantine receipts."""
 
-from django.db.models import Prefetch, QuerySet
-from rest_framework import generics, serializers
-from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import CursorPagination
+from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import exceptions, generics, serializers, status
+from rest_framework.pagination import Cursor, CursorPagination
+
+from conduit.api import QueryText
 from ingress.models import EventState, InboundEvent, QuarantineReceipt, QuarantineState
-from replies.models import ReplyAction
+from ingress.selectors import event_list, quarantine_list
+from replies.models import ApprovalState, DeliveryState, ReplyAction
+
+MAX_PAGE_SIZE = 500
+# A cursor is DRF's base64 of a short query string; anything longer is not one of ours.
+MAX_CURSOR_LENGTH = 200
+MAX_ID = 2**63 - 1  # bigint: the position is an id
+
+
+class InvalidCursor(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "the cursor is not one this API issued"
+    default_code = "invalid_cursor"
 
 
 class NewestFirst(CursorPagination):
     ordering = "-id"
     page_size = 50
-    max_page_size = 500
+    max_page_size = MAX_PAGE_SIZE
     page_size_query_param = "page_size"
 
+    def decode_cursor(self, request) -> Cursor | None:
+        # DRF answers a malformed cursor with a 404 and passes its position to
+        # the query unchecked (a non-number was a 500): both are a 400 here.
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise InvalidCursor() from None
+        if cursor is not None and cursor.position is not None:
+            position = cursor.position
+            if not (position.isascii() and position.isdigit() and int(position) <= MAX_ID):
+                raise InvalidCursor()
+        return cursor
 
-def filter_source_and_state(
-    request, queryset: QuerySet, *, state_field: str, states: list[str]
-) -> QuerySet:
-    """Apply ?source=<name> and ?state=<one of states>; an unknown state is a 400."""
-    params = request.query_params
-    if params.get("source"):
-        queryset = queryset.filter(source__name=params["source"])
-    state = params.get("state")
-    if state is not None:
-        if state not in states:
-            raise ValidationError({"state": f"expected one of: {', '.join(states)}"})
-        queryset = queryset.filter(**{state_field: state})
-    return queryset
+
+class ListQuery(serializers.Serializer):
+    """The query parameters every list takes: printable and bounded, or a 400 naming each one."""
+
+    cursor = QueryText(max_length=MAX_CURSOR_LENGTH)
+    page_size = serializers.IntegerField(min_value=1, max_value=10**9, required=False)
+
+
+def validated_query(serializer_class: type[serializers.Serializer], request) -> dict[str, Any]:
+    query = serializer_class(data=request.query_params.dict())
+    query.is_valid(raise_exception=True)
+    return query.validated_data
 
 
 class EventList(generics.ListAPIView):
     """GET /api/events/?event_key=&source=&state=: canonical records with their reply actions."""
 
     pagination_class = NewestFirst
+
+    class Query(ListQuery):
+        event_key = QueryText(max_length=InboundEvent._meta.get_field("event_key").max_length)
+        source = QueryText(max_length=64)
+        state = serializers.ChoiceField(choices=EventState.values, required=False)
 
     class OutputSerializer(serializers.ModelSerializer):
         class ReplyActionOutput(serializers.ModelSerializer):
@@ -55,13 +87,9 @@ class EventList(generics.ListAPIView):
     serializer_class = OutputSerializer
 
     def get_queryset(self) -> QuerySet:
-        queryset = InboundEvent.objects.select_related("source").prefetch_related(
-            Prefetch("reply_actions", queryset=ReplyAction.objects.order_by("purpose"))
-        )
-        if self.request.query_params.get("event_key"):
-            queryset = queryset.filter(event_key=self.request.query_params["event_key"])
-        return filter_source_and_state(
-            self.request, queryset, state_field="event_state", states=EventState.values
+        query = validated_query(self.Query, self.request)
+        return event_list(
+            event_key=query.get("event_key", ""), source=query.get("source", ""), state=query.get("state", ""),
         )
 
 
@@ -69,6 +97,10 @@ class QuarantineList(generics.ListAPIView):
     """GET /api/quarantine/?source=&state=: quarantine receipts, newest first."""
 
     pagination_class = NewestFirst
+
+    class Query(ListQuery):
+        source = QueryText(max_length=64)
+        state = serializers.ChoiceField(choices=QuarantineState.values, required=False)
 
     class OutputSerializer(serializers.ModelSerializer):
         source = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -80,7 +112,117 @@ class QuarantineList(generics.ListAPIView):
     serializer_class = OutputSerializer
 
     def get_queryset(self) -> QuerySet:
-        return filter_source_and_state(
-            self.request, QuarantineReceipt.objects.select_related("source"),
-            state_field="state", states=QuarantineState.values,
-        )
+        query = validated_query(self.Query, self.request)
+        return quarantine_list(source=query.get("source", ""), state=query.get("state", ""))
+
+
+# The OpenAPI description of the read API, merged into /api/schema/ (reconcile/api.py).
+# The pattern says what refuse_control_characters refuses, so that generated
+# "valid" values are valid and generated invalid ones must be refused.
+_PRINTABLE = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"
+
+
+def _text_parameter(name: str, max_length: int, description: str) -> dict[str, Any]:
+    return {
+        "name": name, "in": "query", "required": False, "description": description,
+        "schema": {"type": "string", "maxLength": max_length, "pattern": _PRINTABLE},
+    }
+
+
+def _list_parameters() -> list[dict[str, Any]]:
+    return [
+        _text_parameter("cursor", MAX_CURSOR_LENGTH, "the opaque cursor of a `next` or `previous` link"),
+        {"name": "page_size", "in": "query", "required": False,
+         "description": f"results per page, at most {MAX_PAGE_SIZE} (a larger number is read as {MAX_PAGE_SIZE})",
+         "schema": {"type": "integer", "minimum": 1, "maximum": 10**9}},
+    ]
+
+
+def _date_time() -> dict[str, Any]:
+    return {"type": "string", "format": "date-time"}
+
+
+def _page(item_ref: str) -> dict[str, Any]:
+    link = {"type": ["string", "null"], "format": "uri"}
+    return {
+        "type": "object", "required": ["next", "previous", "results"], "additionalProperties": False,
+        "properties": {"next": link, "previous": link,
+                       "results": {"type": "array", "items": {"$ref": item_ref}}},
+    }
+
+
+def _list_operation(summary: str, page_ref: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+    def refusal(description: str) -> dict[str, Any]:
+        return {"description": description, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"}}}}
+
+    return {
+        "summary": summary,
+        "parameters": parameters + _list_parameters(),
+        "responses": {
+            "200": {"description": "One page, newest first", "content": {"application/json": {
+                "schema": {"$ref": page_ref}}}},
+            "400": refusal("`invalid` with `errors` naming each refused parameter, or `invalid_cursor`"),
+            "401": refusal("`not_authenticated`: no token or session"),
+            "404": refusal("`not_found`: an unknown `format`"),
+            "406": refusal("`not_acceptable`: only application/json is served"),
+        },
+    }
+
+
+OPENAPI_SCHEMAS: dict[str, Any] = {
+    "ReplyActionSummary": {
+        "type": "object", "additionalProperties": False,
+        "required": ["reply_key", "purpose", "approval_state", "delivery_state"],
+        "properties": {
+            "reply_key": {"type": "string"}, "purpose": {"type": "string"},
+            "approval_state": {"enum": list(ApprovalState.values)},
+            "delivery_state": {"enum": list(DeliveryState.values)},
+        },
+    },
+    "Event": {
+        "type": "object", "additionalProperties": False,
+        "required": ["event_key", "source", "event_state", "seen_count", "first_received_at",
+                     "last_received_at", "trigger_match", "canary", "reply_actions"],
+        "properties": {
+            "event_key": {"type": "string"}, "source": {"type": "string"},
+            "event_state": {"enum": list(EventState.values)},
+            "seen_count": {"type": "integer", "minimum": 1},
+            "first_received_at": _date_time(), "last_received_at": _date_time(),
+            "trigger_match": {"type": "boolean"}, "canary": {"type": "boolean"},
+            "reply_actions": {"type": "array", "items": {"$ref": "#/components/schemas/ReplyActionSummary"}},
+        },
+    },
+    "EventPage": _page("#/components/schemas/Event"),
+    "QuarantineReceipt": {
+        "type": "object", "additionalProperties": False,
+        "required": ["receipt_id", "reason_code", "received_at", "source", "state", "authenticated"],
+        "properties": {
+            "receipt_id": {"type": "string", "format": "uuid"}, "reason_code": {"type": "string"},
+            "received_at": _date_time(), "source": {"type": "string"},
+            "state": {"enum": list(QuarantineState.values)}, "authenticated": {"type": "boolean"},
+        },
+    },
+    "QuarantinePage": _page("#/components/schemas/QuarantineReceipt"),
+}
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/api/events/": {"get": _list_operation(
+        "Canonical events with their reply actions", "#/components/schemas/EventPage",
+        [
+            _text_parameter("event_key", InboundEvent._meta.get_field("event_key").max_length,
+                            "exactly this event key"),
+            _text_parameter("source", 64, "events of the source with this name"),
+            {"name": "state", "in": "query", "required": False, "description": "events in this state",
+             "schema": {"enum": list(EventState.values)}},
+        ],
+    )},
+    "/api/quarantine/": {"get": _list_operation(
+        "Quarantine receipts", "#/components/schemas/QuarantinePage",
+        [
+            _text_parameter("source", 64, "receipts of the source with this name"),
+            {"name": "state", "in": "query", "required": False, "description": "receipts in this state",
+             "schema": {"enum": list(QuarantineState.values)}},
+        ],
+    )},
+}

@@ -1,4 +1,4 @@
-"""POST /api/decisions/ (the replay-decision API) and GET /api/schema/ (its OpenAPI description)."""
+"""POST /api/decisions/ (the replay-decision API) and GET /api/schema/ (the OpenAPI description of /api/)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conduit.api import error
+from ingress.api import OPENAPI_PATHS as READ_API_PATHS
+from ingress.api import OPENAPI_SCHEMAS as READ_API_SCHEMAS
 from reconcile.decisions.engine import VERDICTS
 from reconcile.decisions.schema import REQUEST_SCHEMA
 from reconcile.decisions.service import InvalidRequest, decision_make
@@ -65,12 +67,15 @@ DECISION_SCHEMA = {
         "questions": {"type": "array", "items": _QUESTION},
     },
 }
+# Every API error: a stable `code`, and a `detail` or (a refused query) `errors` by parameter.
 ERROR_SCHEMA = {
     "type": "object",
-    "required": ["code", "detail"],
+    "required": ["code"],
+    "anyOf": [{"required": ["detail"]}, {"required": ["errors"]}],
     "properties": {
-        "code": {"type": "string"},
+        "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
         "detail": {"type": "string"},
+        "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
         "violations": {
             "type": "array",
             "items": {"type": "object", "properties": {
@@ -79,9 +84,14 @@ ERROR_SCHEMA = {
         },
     },
 }
+def _refusal(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
 OPENAPI = {
     "openapi": "3.1.0",
-    "info": {"title": "Conduit replay-decision API", "version": "1"},
+    "info": {"title": "Conduit API: the replay-decision API and the read API", "version": "1"},
     "components": {
         "securitySchemes": {
             "token": {"type": "apiKey", "in": "header", "name": "Authorization",
@@ -89,7 +99,10 @@ OPENAPI = {
             "session": {"type": "apiKey", "in": "cookie", "name": "sessionid",
                         "description": "a staff member's admin session (with CSRF)"},
         },
-        "schemas": {"DecisionRequest": REQUEST_SCHEMA, "Decision": DECISION_SCHEMA, "Error": ERROR_SCHEMA},
+        "schemas": {
+            "DecisionRequest": REQUEST_SCHEMA, "Decision": DECISION_SCHEMA, "Error": ERROR_SCHEMA,
+            **READ_API_SCHEMAS,
+        },
     },
     "security": [{"token": []}, {"session": []}],
     "paths": {
@@ -101,19 +114,25 @@ OPENAPI = {
                 "responses": {
                     "200": {"description": "The decision", "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Decision"}}}},
-                    "400": {"description": "Every schema violation, each with its JSON pointer", "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "401": {"description": "No token or session"},
-                    "403": {"description": "A session that is not staff"},
+                    "400": _refusal(
+                        "`invalid_request` with every schema violation, each with its JSON pointer; "
+                        "`parse_error` (not JSON, not UTF-8, a number beyond a double), `nesting_too_deep` "
+                        "(deeper than 32 levels) or `invalid_unicode` (a lone surrogate)"),
+                    "401": _refusal("`not_authenticated`: no token or session"),
+                    "403": _refusal("`permission_denied`: a session that is not staff, or without CSRF"),
+                    "406": _refusal("`not_acceptable`: only application/json is served"),
+                    "413": _refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
+                    "415": _refusal("`unsupported_media_type`: only application/json is read"),
                 },
             }
-        }
+        },
+        **READ_API_PATHS,
     },
 }
 
 
 class OpenAPIView(APIView):
-    """The OpenAPI description of the decision API (public: it holds no data)."""
+    """The OpenAPI description of the decision API and the read API (public: it holds no data)."""
 
     authentication_classes: list = []
     permission_classes: list = []
