@@ -195,3 +195,40 @@ def transition(
     return Outcome(
         ledger=table.ledger, applied=applied, prior=prior, next=to, reason_code=reason_code, at=at
     )
+
+
+def transition_many(
+    *,
+    table: TransitionTable,
+    model: type[models.Model],
+    history: type[TransitionRecord],
+    owner_field: str,
+    pks: Sequence[int],
+    to: str,
+    actor: str,
+    reason_code: str,
+    state_field: str,
+    at: datetime,
+    extra: dict | None = None,
+) -> int:
+    """`transition` for many rows at once: each moves to `to` from the prior it holds.
+
+    The rows are locked in primary-key order; a row already in `to` is not a
+    move; a row whose prior the table does not declare stays as it is and its
+    refusal is recorded. One history row per row either way. Returns how many moved.
+    """
+    if not pks:
+        return 0
+    with transaction.atomic():
+        rows = list(
+            model.objects.select_for_update(no_key=True).filter(pk__in=list(pks))
+            .exclude(**{state_field: to}).order_by("pk").values_list("pk", state_field)
+        )
+        moving = [pk for pk, prior in rows if table.allows(prior, to)]
+        if moving:
+            model.objects.filter(pk__in=moving).update(**{state_field: to, **(extra or {})})
+        insert_rows(history, _history_columns(owner_field), [
+            (pk, table.ledger, prior, to, at, actor, reason_code, not table.allows(prior, to))
+            for pk, prior in rows
+        ])
+    return len(moving)

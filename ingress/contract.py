@@ -3,7 +3,7 @@
 import re
 
 from conduit.statemachine import TransitionTable
-from ingress.models import EventState, QuarantineState
+from ingress.models import EventState, QuarantineState, ReconcileStatus
 
 EVENT_TABLE = TransitionTable.declare(
     "event",
@@ -13,6 +13,18 @@ EVENT_TABLE = TransitionTable.declare(
         (EventState.RECEIVED, EventState.CLOSED_NO_REPLY),
         # A person may close a ready record without any outward action.
         (EventState.RECORD_READY, EventState.CLOSED_NO_REPLY),
+    ],
+)
+
+# An event's reconcile status: what the last complete look at the source showed.
+# Its history shares the event's transition table under the ledger "event_reconcile".
+RECONCILE_TABLE = TransitionTable.declare(
+    "event_reconcile",
+    [
+        (ReconcileStatus.UNRECONCILED, ReconcileStatus.MATCHED),
+        (ReconcileStatus.UNRECONCILED, ReconcileStatus.SOURCE_UNVERIFIED),
+        (ReconcileStatus.MATCHED, ReconcileStatus.SOURCE_UNVERIFIED),
+        (ReconcileStatus.SOURCE_UNVERIFIED, ReconcileStatus.MATCHED),
     ],
 )
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 from conduit.canonical import sha256_hex
 from conduit.logging import register_secret
 from conduit.sql import insert_rows, update_rows
-from conduit.statemachine import Outcome, record_created, transition
-from ingress.contract import EVENT_TABLE, QUARANTINE_CODES, QUARANTINE_TABLE, trigger_matches
+from conduit.statemachine import Outcome, record_created, transition, transition_many
+from ingress.contract import EVENT_TABLE, QUARANTINE_CODES, QUARANTINE_TABLE, RECONCILE_TABLE, trigger_matches
 from ingress.models import (
     Delivery,
     EventState,
@@ -409,6 +409,27 @@ def event_transition(
         pk=event_id, to=to, actor=actor, reason_code=reason_code, state_field="event_state",
         expected=expected, at=at,
     )
+
+
+MARK_CHUNK = 2000
+
+
+def events_reconcile_mark(*, events, to: str, actor: str, reason_code: str, at: datetime) -> int:
+    """Move the events of a queryset to reconcile status `to`: the status's transition function.
+
+    Each move is checked against RECONCILE_TABLE and recorded in the event's
+    history; every event in the set gets `reconciled_at`. Returns how many moved.
+    """
+    moved = 0
+    ids = list(events.exclude(reconcile_status=to).order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), MARK_CHUNK):
+        moved += transition_many(
+            table=RECONCILE_TABLE, model=InboundEvent, history=EventTransition, owner_field="event",
+            pks=ids[start:start + MARK_CHUNK], to=to, actor=actor, reason_code=reason_code,
+            state_field="reconcile_status", at=at, extra={"reconciled_at": at},
+        )
+    events.filter(reconcile_status=to).update(reconciled_at=at)
+    return moved
 
 
 def quarantine_transition(

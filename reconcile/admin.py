@@ -25,6 +25,34 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
     fields = readonly_fields = (*UnknownSendQueueAdmin.fields, "replay_decision")
     list_display = (*UnknownSendQueueAdmin.list_display, "verdict")
 
+    # The queue's actions, overridden so each decision also lands on the action's open
+    # RETRY_CANDIDATE findings in the same transaction (seed 000: the report records
+    # every human decision).
+    def _resolve(self, request, queryset, *, how: str, title: str, **options):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = services.unknown_send_decide(action_id=action.pk, how=how, note=note,
+                                                  actor=request.user.get_username(),
+                                                  close_reason=self.close_reason)
+            if result.ok and how == "authorize_retry":
+                self.message_user(request, f"{action}: {result.message}")
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset, title=title, action=how, apply=apply, **options)
+
+    @admin.action(permissions=["resolve"], description="Confirm sent (with the provider's receipt id)")
+    def confirm_sent(self, request, queryset):
+        return self._resolve(request, queryset, how="confirm_sent", title="Confirm sent", note_required=True,
+                             note_label="Provider receipt id", single=True)
+
+    @admin.action(permissions=["resolve"], description="Look up the receipt, then authorize a retry")
+    def authorize_retry(self, request, queryset):
+        return self._resolve(request, queryset, how="authorize_retry",
+                             title="Authorize a retry under the same reply key")
+
+    @admin.action(permissions=["resolve"], description="Close selected without reply")
+    def close(self, request, queryset):
+        return self._resolve(request, queryset, how="close", title="Close without reply")
+
     @staticmethod
     def _decision(obj: ReplyAction) -> dict | None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from conduit.statemachine import TransitionRecord, TransitionTable
 from ingress.models import Source
 from replies.models import ReplyAction
 
@@ -27,7 +28,7 @@ class ScanState(models.Model):
     requested_by = models.CharField(max_length=150, blank=True)
     # Complete progress: the window end and provider position of the last complete scan.
     checkpoint_until = models.DateTimeField(null=True, blank=True)
-    checkpoint_scan_id = models.CharField(max_length=200, blank=True)
+    checkpoint_scan_id = models.CharField(max_length=4096, blank=True)
     last_completed_at = models.DateTimeField(null=True, blank=True)
     last_run = models.ForeignKey(
         "ReconcileRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -59,8 +60,23 @@ class ScanState(models.Model):
 
 class RunState(models.TextChoices):
     SCANNING = "SCANNING"
+    # The report and its findings are committed; repairs are being applied.
+    REPAIRING = "REPAIRING"
     PUBLISHED = "PUBLISHED"
     DISCARDED = "DISCARDED"
+
+
+# A run that wrote its report cannot be discarded: its repairs finish and it publishes.
+RUN_TABLE = TransitionTable.declare(
+    "reconcile_run",
+    [
+        (None, RunState.SCANNING),
+        (RunState.SCANNING, RunState.REPAIRING),
+        (RunState.SCANNING, RunState.DISCARDED),
+        (RunState.REPAIRING, RunState.PUBLISHED),
+    ],
+)
+ACTIVE_RUN_STATES = (RunState.SCANNING, RunState.REPAIRING)
 
 
 class ReconcileRun(models.Model):
@@ -72,8 +88,13 @@ class ReconcileRun(models.Model):
     requested_by = models.CharField(max_length=150)
     since = models.DateTimeField(null=True, blank=True)
     until = models.DateTimeField(null=True, blank=True)
-    scan_id = models.CharField(max_length=200, blank=True)
+    # False for a --since/--until window: it never moves the complete checkpoint.
+    complete_scan = models.BooleanField(default=True)
+    scan_id = models.CharField(max_length=4096, blank=True)
     cursor = models.CharField(max_length=4096, blank=True, help_text="The next page's cursor.")
+    # SHA-256 of every cursor this generation was handed, so a cycle A -> B -> A is caught.
+    cursors_seen = models.JSONField(default=list, blank=True)
+    staged_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes of the staged pages as read.")
     pages = models.PositiveIntegerField(default=0)
     page_calls = models.PositiveIntegerField(default=0, help_text="Including failed ones.")
     staged_events = models.PositiveIntegerField(default=0)
@@ -90,14 +111,22 @@ class ReconcileRun(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(condition=Q(state__in=RunState.values), name="reconcile_run_state_valid"),
-            # One scan generation at a time per source.
+            # One active scan generation (scanning or repairing) at a time per source.
             models.UniqueConstraint(
-                fields=["source"], condition=Q(state="SCANNING"), name="reconcile_one_scan_per_source"
+                fields=["source"], condition=Q(state__in=["SCANNING", "REPAIRING"]),
+                name="reconcile_one_scan_per_source",
             ),
         ]
 
     def __str__(self) -> str:
         return f"run {self.pk}"
+
+
+class ReconcileRunTransition(TransitionRecord):
+    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="transitions")
+
+    class Meta(TransitionRecord.Meta):
+        db_table = "reconcile_run_transitions"
 
 
 class StagedEvent(models.Model):
@@ -174,6 +203,15 @@ class Repair(models.TextChoices):
 class Decision(models.TextChoices):
     RETRY_AUTHORIZED = "RETRY_AUTHORIZED"
     CLOSED = "CLOSED"
+    # Taken in the unknown-send queue: a person verified the provider's receipt.
+    CONFIRMED_SENT = "CONFIRMED_SENT"
+
+
+class RepairOutcome(models.TextChoices):
+    PLANNED = "planned"
+    APPLIED = "applied"
+    REFUSED = "refused"
+    FAILED = "failed"
 
 
 class Finding(models.Model):
@@ -187,8 +225,11 @@ class Finding(models.Model):
         ReplyAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="findings"
     )
     repair = models.CharField(max_length=32, choices=Repair.choices, default=Repair.NONE)
-    # planned -> applied | refused (a move the reply ledger refused, e.g. a lost race).
+    # planned -> applied | refused (a move the reply ledger refused, e.g. a lost race) | failed.
     repair_outcome = models.CharField(max_length=16, blank=True)
+    repair_code = models.CharField(max_length=64, blank=True, help_text="Why refused or failed: a stable code.")
+    # The reply action's state the report saw: a repair is a compare-and-set on it.
+    action_state = models.CharField(max_length=32, blank=True)
     detail = models.CharField(max_length=256, blank=True, help_text="Conduit-authored, no content.")
     decision = models.CharField(max_length=32, choices=Decision.choices, blank=True)
     decided_by = models.CharField(max_length=150, blank=True)

@@ -56,9 +56,12 @@ def source_health() -> list[dict[str, Any]]:
     """
     from django.db.models import Count
 
+    from django.db.models import Max
+
     from ingress.models import QuarantineReceipt, QuarantineState, Source
-    from reconcile.models import Finding, FindingKind, ScanState
+    from reconcile.models import Finding, FindingKind, ReconcileReport, RepairOutcome, ScanState
     from replies.models import DeliveryState
+    from replies.selectors import sends_stranded
 
     def per_source(rows, field: str, counted: str = "id") -> dict[int, int]:
         grouped = rows.order_by().values(field).annotate(n=Count(counted, distinct=True))
@@ -71,6 +74,10 @@ def source_health() -> list[dict[str, Any]]:
         kind=FindingKind.RETRY_CANDIDATE, decision="",
         action__delivery_state=DeliveryState.SEND_STATUS_UNKNOWN,
     ), "report__source", counted="action")
+    stranded = per_source(sends_stranded(), "event__source")
+    latest = ReconcileReport.objects.order_by().values("source").annotate(last=Max("id")).values("last")
+    repairs_failed = per_source(Finding.objects.filter(
+        report__in=latest, repair_outcome=RepairOutcome.FAILED), "report__source")
     sources = Source.objects.order_by("name")
     states = {s.source_id: s for s in ScanState.objects.select_related("active_run")}
     rows = []
@@ -82,8 +89,11 @@ def source_health() -> list[dict[str, Any]]:
             "source_system": source.source_system,
             "account_ref": source.account_ref,
             "checkpoint": state.checkpoint_until.isoformat() if state and state.checkpoint_until else None,
+            "checkpoint_scan_id": state.checkpoint_scan_id if state else "",
             "last_completed_at": state.last_completed_at.isoformat() if state and state.last_completed_at else None,
-            "active_scan": {"run": run.pk, "pages": run.pages, "staged_events": run.staged_events} if run else None,
+            "active_scan": {"run": run.pk, "state": run.state, "pages": run.pages,
+                            "staged_events": run.staged_events,
+                            "complete_scan": run.complete_scan} if run else None,
             "due_at": state.next_due_at.isoformat() if state else None,
             "requested": bool(state and state.requested_at),
             "last_error_class": state.last_error_class if state else "",
@@ -92,6 +102,8 @@ def source_health() -> list[dict[str, Any]]:
             "unknown_sends": unknown.get(source.pk, 0),
             "quarantine_waiting": quarantine.get(source.pk, 0),
             "retry_candidates": candidates.get(source.pk, 0),
+            "stranded_sends": stranded.get(source.pk, 0),
+            "repairs_failed": repairs_failed.get(source.pk, 0),
         })
     return rows
 
@@ -100,8 +112,12 @@ def needs_a_person(row: dict[str, Any]) -> list[str]:
     """Why a source's health row needs a person (empty when it does not)."""
     reasons = []
     if row["last_error_code"]:
-        reasons.append(f"last page failed ({row['last_error_class']}/{row['last_error_code']})")
-    for key, words in (("unknown_sends", "unknown send(s) waiting"),
+        streak = f", {row['failures']} failure(s) in a row" if row["failures"] > 1 else ""
+        reasons.append(f"last page failed ({row['last_error_class']}/{row['last_error_code']}{streak})")
+    for key, words in (("stranded_sends", "stranded send(s): failed before send, no longer retried "
+                                          "automatically or exhausted"),
+                       ("repairs_failed", "repair(s) failed in the last report"),
+                       ("unknown_sends", "unknown send(s) waiting"),
                        ("quarantine_waiting", "quarantined input(s) waiting"),
                        ("retry_candidates", "retry candidate(s) undecided")):
         if row[key]:
@@ -117,6 +133,8 @@ def _finding_row(finding) -> dict[str, Any]:
         "kind": finding.kind, "event_key": finding.event_key, "reply_key": finding.reply_key,
         "repair": finding.repair, "repair_outcome": finding.repair_outcome, "detail": finding.detail,
     }
+    if finding.repair_code:
+        row["repair_code"] = finding.repair_code
     if finding.decision:
         row.update({f: getattr(finding, f) for f in DECISION_FIELDS})
         row["decided_at"] = finding.decided_at.isoformat()
@@ -124,9 +142,18 @@ def _finding_row(finding) -> dict[str, Any]:
 
 
 def report_decisions(report) -> list[dict[str, Any]]:
-    """Every human decision taken on the report's findings, oldest first."""
+    """Every human decision taken on the report's findings, oldest first: the retry-candidate
+    queue's and the unknown-send queue's alike (both record on the finding)."""
     decided = report.findings.exclude(decision="").order_by("decided_at", "id")
     return [_finding_row(f) for f in decided]
+
+
+def repair_outcomes(report) -> dict[str, int]:
+    """How the report's planned repairs ended: applied, refused, failed, still planned."""
+    from django.db.models import Count
+
+    rows = report.findings.exclude(repair_outcome="").order_by().values("repair_outcome").annotate(n=Count("id"))
+    return {row["repair_outcome"]: row["n"] for row in rows}
 
 
 def report_json_chunks(report):
@@ -134,7 +161,7 @@ def report_json_chunks(report):
     import json
 
     head = {**report.summary, "report": report.pk, "created_at": report.created_at.isoformat(),
-            "decisions": report_decisions(report)}
+            "repair_outcomes": repair_outcomes(report), "decisions": report_decisions(report)}
     yield json.dumps(head)[:-1] + ', "findings": ['
     first = True
     for finding in report.findings.order_by("id").iterator(chunk_size=2000):

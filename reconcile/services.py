@@ -3,13 +3,19 @@
 A scan reads a source's events page by page (seed 004). Each page call holds
 a durable lease with an unpredictable token; its commit re-checks the token
 against a fresh clock, so a holder that lost its lease publishes nothing.
-Pages are staged; only the final page's transaction compares the staged
-generation with both ledgers, writes the report, and then applies the
-repairs seed 000 allows, all or nothing.
+Pages are staged; the final page's transaction compares the staged generation
+with both ledgers, writes the report and its findings and moves the run to
+REPAIRING (seed 000: "write a report before any repair"). Repairs then run in
+their own transactions, each recording its outcome on its finding; a last
+transaction drops the staging, advances the checkpoint and publishes the run.
+A crash in between leaves the run REPAIRING: the next page call for the source
+finishes its planned repairs (each idempotent) before anything else.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import logging
 import secrets
 import time
@@ -17,23 +23,27 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from conduit.canonical import payload_hash
 from conduit.sql import insert_rows
+from conduit.statemachine import record_created, transition
 from ingress.models import InboundEvent, QuarantineReceipt, QuarantineState, ReconcileStatus, Source
-from ingress.services import observations_accept, source_config
+from ingress.services import events_reconcile_mark, observations_accept, source_config
 from ingress.sources import get_adapter
 from ingress.sources.base import Observation, PageFailure, Parsed, SourcePage
 from reconcile.models import (
+    RUN_TABLE,
     Decision,
     Finding,
     FindingKind,
     ReconcileReport,
     ReconcileRun,
+    ReconcileRunTransition,
     Repair,
+    RepairOutcome,
     RunState,
     ScanState,
     SchedulerCursor,
@@ -41,7 +51,7 @@ from reconcile.models import (
     StagedReceipt,
 )
 from replies.models import DeliveryState as S, ReplyAction
-from replies.sender import Result, reply_close, unknown_authorize_retry
+from replies.sender import Result, reply_close, unknown_authorize_retry, unknown_confirm_sent
 from replies.services import reply_action_transition
 
 logger = logging.getLogger("conduit.reconcile")
@@ -52,6 +62,15 @@ MAX_KEPT_REJECTIONS = 1000
 REPLAY_BATCH = 500
 CHUNK = 2000
 STAGE_STATEMENT_ROWS = 500
+# Seed 004's default limits. A page over a per-page limit fails (nothing of it is
+# staged); a generation that would pass a per-scan limit is discarded, the last
+# complete checkpoint stays, and the source backs off like any failure.
+MAX_PAGE_ITEMS = 1000  # raised to CONDUIT_RECONCILE_PAGE_SIZE when that asks for more
+MAX_PAGE_BYTES = 8 * 1024 * 1024
+MAX_STAGED_ITEMS = 10_000
+MAX_STAGED_BYTES = 32 * 1024 * 1024
+MAX_PAGES = 1000
+MAX_TOKEN_BYTES = 4096
 # A report's counts, in the order pages and printouts show them (JSON storage may reorder keys).
 REPORT_COUNTS = (
     "events_compared", "events_local", "events_matched", "missing_recovered", "identity_conflicts",
@@ -79,6 +98,18 @@ class ScanConflict(Exception):
     """A scan with another window is active; restart it explicitly to change the window."""
 
 
+class RestartRefused(Exception):
+    """`--restart` named another generation than the active one, or one already reporting."""
+
+
+class _ScanLimit(Exception):
+    """Staging this page would pass a per-scan limit: the generation is discarded."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 @dataclass(frozen=True)
 class PageOutcome:
     source: str
@@ -88,6 +119,8 @@ class PageOutcome:
     staged_events: int = 0
     report_id: int | None = None
     error: PageFailure | None = None
+    # Whether an external page call was made (a resumed publication makes none).
+    called: bool = True
 
 
 # -- scan state and lease ---------------------------------------------------
@@ -125,6 +158,12 @@ def _lease_check(source_id: int, token: str) -> ScanState:
     return state
 
 
+def _lease_renew(state: ScanState) -> None:
+    """Extend a lease just checked (its row is locked): repairs may outlast one page's lease."""
+    state.lease_expires_at = clock() + timedelta(seconds=settings.CONDUIT_RECONCILE_LEASE_SECONDS)
+    ScanState.objects.filter(pk=state.pk).update(lease_expires_at=state.lease_expires_at)
+
+
 def _lease_release(source_id: int, token: str) -> None:
     ScanState.objects.filter(source_id=source_id, lease_token=token).update(
         lease_token="", lease_expires_at=None
@@ -133,10 +172,16 @@ def _lease_release(source_id: int, token: str) -> None:
 
 def _run_for_page(source: Source, token: str, *, trigger: str, actor: str,
                   since: datetime | None, until: datetime | None) -> ReconcileRun:
-    """The active scan generation, or a new one over the requested (or scheduled) window."""
+    """The active scan generation, or a new one over the requested (or scheduled) window.
+
+    A run left REPAIRING (its report committed) is returned whatever the
+    window: it must publish before any new generation starts.
+    """
     with transaction.atomic():
         state = _lease_check(source.pk, token)
         run = state.active_run
+        if run is not None and run.state == RunState.REPAIRING:
+            return run
         if run is not None and run.state == RunState.SCANNING:
             if (since is not None and since != run.since) or (until is not None and until != run.until):
                 raise ScanConflict(
@@ -146,10 +191,14 @@ def _run_for_page(source: Source, token: str, *, trigger: str, actor: str,
             return run
         # Without a window, a scan is a complete generation: everything the
         # source holds up to now (seed 004), so absence can be judged.
+        # Only a generation over everything the source holds moves the complete
+        # checkpoint; a --since/--until window is kept apart from it.
         run = ReconcileRun.objects.create(
             source=source, trigger=trigger, requested_by=actor, since=since, until=until or clock(),
-            created_at=clock(),
+            created_at=clock(), complete_scan=since is None and until is None,
         )
+        record_created(table=RUN_TABLE, history=ReconcileRunTransition, owner_field="run", owner_ids=[run.pk],
+                       path=[RunState.SCANNING], actor=actor, reason_codes=["scan_started"], at=run.created_at)
         state.active_run = run
         state.save(update_fields=["active_run"])
         return run
@@ -173,13 +222,25 @@ def reconcile_page(
             run = _run_for_page(source, token, trigger=trigger, actor=actor, since=since, until=until)
         except LeaseLost:
             return PageOutcome(source.name, 0, "lease_lost")
+        if run.state == RunState.REPAIRING:
+            # A crash left the report committed and its repairs pending: finish them, no page call.
+            return _guarded(source, token, run, lambda: _finish(source, token, run, called=False))
         adapter = get_adapter(source.adapter)
+        kwargs = dict(
+            config=source_config(source), base_url=base_url or source.transport_url, since=run.since,
+            until=run.until, cursor=run.cursor or None, limit=settings.CONDUIT_RECONCILE_PAGE_SIZE,
+            timeout=settings.CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS,
+        )
+        if not run.cursor and run.pages == 0 and _accepts(adapter, "checkpoint"):
+            # Seed 004: a new generation receives the last complete checkpoint.
+            kwargs["checkpoint"] = ScanState.objects.values_list("checkpoint_until", flat=True).get(
+                source_id=source.pk)
+        if _accepts(adapter, "max_bytes"):
+            kwargs["max_bytes"] = MAX_PAGE_BYTES
+        # "Reconcile now" compares requests with the time this call began, not its commit.
+        began = clock()
         try:
-            page = adapter.read_page(
-                config=source_config(source), base_url=base_url or source.transport_url, since=run.since,
-                until=run.until, cursor=run.cursor or None, limit=settings.CONDUIT_RECONCILE_PAGE_SIZE,
-                timeout=settings.CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS,
-            )
+            page = adapter.read_page(**kwargs)
         except PageFailure as failure:
             return _page_failed(source, token, run, failure)
         except Exception as exc:  # an error no one authored: its text is never kept
@@ -188,48 +249,119 @@ def reconcile_page(
                 source, token, run,
                 PageFailure("unauthored", "unexpected_error", f"reading the page raised {type(exc).__name__}"),
             )
-        try:
-            with transaction.atomic():
-                state = _lease_check(source.pk, token)
-                run = ReconcileRun.objects.select_for_update().get(pk=run.pk)
-                _page_check(run, page)
-                _stage(run, page)
-                if page.complete:
-                    report = _publish(source, state, run)
-                    outcome = PageOutcome(source.name, run.pk, "published", run.pages,
-                                          run.staged_events, report.pk)
-                elif page.next_cursor is None:
-                    _discard(state, run, "exhausted_without_completion")
-                    _schedule_after_failure(state)
-                    outcome = PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events)
-                else:
-                    state.next_due_at = clock()  # the scan continues on the next poll
-                    state.failures = 0
-                    _clear_error(state)
-                    state.save()
-                    outcome = PageOutcome(source.name, run.pk, "staged", run.pages, run.staged_events)
-        except LeaseLost:
-            logger.warning("reconcile page source=%s run=%s lease_lost", source.name, run.pk)
-            return PageOutcome(source.name, run.pk, "lease_lost")
-        except PageFailure as failure:  # the page broke the protocol: nothing of it was staged
-            return _page_failed(source, token, run, failure)
-        logger.info("reconcile page source=%s run=%s state=%s pages=%s staged=%s",
-                    source.name, run.pk, outcome.state, outcome.pages, outcome.staged_events)
-        return outcome
+        return _guarded(source, token, run, lambda: _commit_page(source, token, run, page, began))
     finally:
         _lease_release(source.pk, token)
 
 
+def _accepts(adapter, keyword: str) -> bool:
+    """Whether the adapter's read_page takes `keyword` (an adapter written before it existed does not)."""
+    parameters = inspect.signature(adapter.read_page).parameters
+    return keyword in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def _guarded(source: Source, token: str, run: ReconcileRun, step) -> PageOutcome:
+    """Run one commit step; whatever it raises becomes this source's recorded page failure.
+
+    Seed 004: a failing source "cannot ... starve independent sources", so no
+    error of one source's commit may escape into the poll unrecorded.
+    """
+    try:
+        return step()
+    except LeaseLost:
+        logger.warning("reconcile page source=%s run=%s lease_lost", source.name, run.pk)
+        return PageOutcome(source.name, run.pk, "lease_lost")
+    except PageFailure as failure:  # the page broke the protocol: nothing of it was staged
+        return _page_failed(source, token, run, failure)
+    except Exception as exc:
+        logger.warning("reconcile commit source=%s run=%s error type=%s", source.name, run.pk, type(exc).__name__)
+        return _page_failed(source, token, run, _unauthored(exc, "committing the page"))
+
+
+def _unauthored(exc: BaseException, doing: str) -> PageFailure:
+    code = "database_error" if isinstance(exc, DatabaseError) else "unexpected_error"
+    return PageFailure("unauthored", code, f"{doing} raised {type(exc).__name__}")
+
+
+def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage, began: datetime) -> PageOutcome:
+    """The page's one transaction: lease re-check, protocol and limits, staging, and on the
+    final page the report and its findings. Repairs follow in their own transactions."""
+    with transaction.atomic():
+        state = _lease_check(source.pk, token)
+        run = ReconcileRun.objects.select_for_update().get(pk=run.pk)
+        _page_check(run, page)
+        try:
+            with transaction.atomic():  # a savepoint: a limit takes this page's staging back
+                _stage(run, page, began)
+        except _ScanLimit as limit:
+            failure = PageFailure("protocol", limit.code, _LIMIT_MESSAGES[limit.code])
+            _discard(state, run, limit.code, RECONCILE_ACTOR)
+            _record_error(state, failure)
+            _schedule_after_failure(state)
+            logger.warning("reconcile scan source=%s run=%s discarded code=%s", source.name, run.pk, limit.code)
+            return PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events, error=failure)
+        if page.complete:
+            report = _report(source, run)
+            transition(table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run",
+                       pk=run.pk, to=RunState.REPAIRING, actor=RECONCILE_ACTOR, reason_code="report_written",
+                       expected=RunState.SCANNING).raise_if_refused()
+            run.state = RunState.REPAIRING
+        elif page.next_cursor is None:
+            _discard(state, run, "exhausted_without_completion", RECONCILE_ACTOR)
+            _schedule_after_failure(state)
+            outcome = PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events)
+        else:
+            state.next_due_at = clock()  # the scan continues on the next poll
+            state.failures = 0
+            _clear_error(state)
+            state.save()
+            outcome = PageOutcome(source.name, run.pk, "staged", run.pages, run.staged_events)
+    if run.state == RunState.REPAIRING:
+        return _finish(source, token, run, report=report)
+    logger.info("reconcile page source=%s run=%s state=%s pages=%s staged=%s",
+                source.name, run.pk, outcome.state, outcome.pages, outcome.staged_events)
+    return outcome
+
+
+_LIMIT_MESSAGES = {
+    "scan_too_many_pages": f"the scan needs more than {MAX_PAGES} pages",
+    "scan_too_many_items": f"the scan stages more than {MAX_STAGED_ITEMS} items",
+    "scan_too_large": f"the scan stages more than {MAX_STAGED_BYTES // (1024 * 1024)} MiB",
+}
+
+
+def _token_bytes(token: str) -> int:
+    return len(token.encode("utf-8", "surrogatepass"))
+
+
+def _cursor_digest(cursor: str) -> str:
+    return hashlib.sha256(cursor.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _page_check(run: ReconcileRun, page: SourcePage) -> None:
-    """Seed 004: one scan id per generation, no repeated cursor, no completion with a cursor."""
+    """Seed 004: one nonempty scan id per generation, no repeated cursor (nor a cycle back to
+    any cursor of this generation), no completion with a cursor, and the per-page limits.
+    A token over 4 KiB is refused, never truncated."""
+    if not page.scan_id:
+        raise PageFailure("protocol", "page_scan_id_missing", "the page carries no scan id")
+    if _token_bytes(page.scan_id) > MAX_TOKEN_BYTES:
+        raise PageFailure("protocol", "page_scan_id_too_long", "the page scan id exceeds 4 KiB")
     if run.scan_id and page.scan_id != run.scan_id:
         raise PageFailure("protocol", "page_scan_changed", "the page belongs to another scan generation")
     if page.complete and page.next_cursor:
         raise PageFailure("protocol", "page_complete_with_cursor", "the page claims completion and a next cursor")
+    if page.next_cursor and _token_bytes(page.next_cursor) > MAX_TOKEN_BYTES:
+        raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
     if page.next_cursor and page.next_cursor == run.cursor:
         raise PageFailure("protocol", "page_repeated_cursor", "the page repeats the cursor it was read from")
-    if page.next_cursor and len(page.next_cursor) > 4096:
-        raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
+    if page.next_cursor and _cursor_digest(page.next_cursor) in run.cursors_seen:
+        raise PageFailure("protocol", "page_cursor_cycle",
+                          "the page leads back to a cursor this scan was already given")
+    items = len(page.observations) + len(page.rejections)
+    if items > max(MAX_PAGE_ITEMS, settings.CONDUIT_RECONCILE_PAGE_SIZE):
+        raise PageFailure("protocol", "page_too_many_items", f"the page carries {items} items")
+    if page.size_bytes > MAX_PAGE_BYTES:
+        raise PageFailure("protocol", "page_too_large", "the page exceeds 8 MiB")
 
 
 STAGED_EVENT_COLUMNS = (
@@ -246,12 +378,17 @@ def _insert_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int
     )
 
 
-def _stage(run: ReconcileRun, page: SourcePage) -> None:
+def _stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
     """Stage the page's events and receipts and advance the cursor, in the caller's transaction.
 
     An event already staged by an earlier page with the same payload is one
-    event; with another payload the page fails (and stages nothing).
+    event; with another payload the page fails (and stages nothing). Raises
+    _ScanLimit when the generation would pass a per-scan limit.
     """
+    if run.pages + 1 > MAX_PAGES:
+        raise _ScanLimit("scan_too_many_pages")
+    if run.staged_bytes + page.size_bytes > MAX_STAGED_BYTES:
+        raise _ScanLimit("scan_too_large")
     new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS, [
         (run.pk, o.event_key, o.payload_hash, o.source_event_id, o.event_type, o.conversation_ref,
          o.message_ref, o.sender_ref, o.occurred_at, o.occurred_at_original, o.text)
@@ -269,12 +406,16 @@ def _stage(run: ReconcileRun, page: SourcePage) -> None:
     for rejection in page.rejections:
         if len(kept) < MAX_KEPT_REJECTIONS:
             kept.append({"page": run.pages + 1, "index": rejection.index, "code": rejection.reason_code})
+    if run.staged_events + new_events + run.staged_receipts + new_receipts > MAX_STAGED_ITEMS:
+        raise _ScanLimit("scan_too_many_items")
+    seen = run.cursors_seen + ([_cursor_digest(page.next_cursor)] if page.next_cursor else [])
     ReconcileRun.objects.filter(pk=run.pk).update(
         scan_id=page.scan_id, cursor=page.next_cursor or "", pages=F("pages") + 1,
         page_calls=F("page_calls") + 1, staged_events=F("staged_events") + new_events,
         staged_receipts=F("staged_receipts") + new_receipts, rejections=kept,
         rejection_count=F("rejection_count") + len(page.rejections),
-        first_page_at=run.first_page_at or clock(),
+        first_page_at=run.first_page_at or began, cursors_seen=seen,
+        staged_bytes=F("staged_bytes") + page.size_bytes,
     )
     run.refresh_from_db()
 
@@ -293,6 +434,11 @@ def _refuse_conflicting_duplicates(run: ReconcileRun, observations: list[Observa
         if hashes[key] != staged_hash:
             raise PageFailure("protocol", "page_conflicting_duplicate",
                               "an event staged by an earlier page reappears with a different payload")
+
+
+def _record_error(state: ScanState, failure: PageFailure) -> None:
+    state.last_error_class, state.last_error_code = failure.error_class, failure.code
+    state.last_error_message, state.last_error_at = failure.message, clock()
 
 
 def _clear_error(state: ScanState) -> None:
@@ -316,39 +462,58 @@ def _page_failed(source: Source, token: str, run: ReconcileRun, failure: PageFai
         except LeaseLost:
             return PageOutcome(source.name, run.pk, "lease_lost", error=failure)
         ReconcileRun.objects.filter(pk=run.pk).update(page_calls=F("page_calls") + 1)
-        state.last_error_class, state.last_error_code = failure.error_class, failure.code
-        state.last_error_message, state.last_error_at = failure.message, clock()
+        _record_error(state, failure)
         _schedule_after_failure(state)
     logger.warning("reconcile page source=%s run=%s failed class=%s code=%s",
                    source.name, run.pk, failure.error_class, failure.code)
     return PageOutcome(source.name, run.pk, "failed", run.pages, run.staged_events, error=failure)
 
 
-def _discard(state: ScanState, run: ReconcileRun, reason: str) -> None:
-    """Drop the scan's staging; the last complete checkpoint stays authoritative."""
+def _discard(state: ScanState, run: ReconcileRun, reason: str, actor: str) -> bool:
+    """Drop the scan's staging; the last complete checkpoint stays authoritative.
+
+    Through the run's declared table: a run that already wrote its report
+    (REPAIRING) is not discarded, and the refused move is recorded.
+    """
+    outcome = transition(
+        table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run", pk=run.pk,
+        to=RunState.DISCARDED, actor=actor, reason_code=reason[:64],
+        extra={"discard_reason": reason[:64], "finished_at": clock(), "cursor": ""},
+    )
+    if not outcome.applied:
+        return False
     StagedEvent.objects.filter(run=run).delete()
     StagedReceipt.objects.filter(run=run).delete()
-    ReconcileRun.objects.filter(pk=run.pk).update(
-        state=RunState.DISCARDED, discard_reason=reason, finished_at=clock(), cursor=""
-    )
     state.active_run = None
+    return True
 
 
-def scan_restart(*, source: Source, actor: str) -> int | None:
+def scan_restart(*, source: Source, actor: str, expected_run: int | None = None) -> int | None:
     """Discard the active scan's staging (never history or the checkpoint); due at once.
 
-    Refused (LeaseBusy) while another worker's page call holds the lease.
+    Refused (LeaseBusy) while another worker's page call holds the lease;
+    refused (RestartRefused) when `expected_run` is given and the active run
+    is another one or none (seed 004: RestartScan "rejects a stale expected
+    generation"), and when the active run has already written its report.
     Returns the discarded run's id, or None when no scan was active.
     """
     token = _lease_acquire(source)
+    refusal = ""
     try:
         with transaction.atomic():
             state = _lease_check(source.pk, token)
             run = state.active_run
-            if run is not None:
-                _discard(state, run, "restarted_by_operator")
-            state.next_due_at = clock()
-            state.save()
+            if expected_run is not None and (run is None or run.pk != expected_run):
+                refusal = (f"the active scan of {source.name} is {f'run {run.pk}' if run else 'none'}, "
+                           f"not run {expected_run}: nothing discarded")
+            elif run is not None and not _discard(state, run, "restarted_by_operator", actor):
+                refusal = (f"run {run.pk} has written its report and is applying its repairs; "
+                           "it publishes on the next page call and cannot be discarded")
+            else:
+                state.next_due_at = clock()
+                state.save()
+        if refusal:
+            raise RestartRefused(refusal)
         logger.info("reconcile restart source=%s run=%s actor=%s", source.name, run and run.pk, actor)
         return run.pk if run else None
     finally:
@@ -374,8 +539,11 @@ def _local_in_window(source: Source, run: ReconcileRun):
     return events
 
 
-def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileReport:
-    """Compare the complete staged generation with both ledgers, report, then repair."""
+def _report(source: Source, run: ReconcileRun) -> ReconcileReport:
+    """Compare the complete staged generation with both ledgers; write the report and its findings.
+
+    Runs in the final page's transaction; no repair touches a ledger here.
+    """
     now = clock()
     timer = time.monotonic()
     if connection.vendor == "postgresql":
@@ -455,7 +623,8 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
         "requested_by": run.requested_by,
         "contract_version": source.contract_version,
         "window": {"since": _iso(run.since), "until": _iso(run.until)},
-        "source_cursor": {"scan_id": run.scan_id, "pages": run.pages, "checkpoint_until": _iso(run.until)},
+        "source_cursor": {"scan_id": run.scan_id, "pages": run.pages, "complete_scan": run.complete_scan,
+                          "checkpoint_until": _iso(run.until) if run.complete_scan else None},
         "started_at": _iso(run.first_page_at),
         "published_at": _iso(now),
         "counts": counts,
@@ -467,17 +636,17 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
                  actions: bool = False, receipts: bool = False) -> None:
         """Write one finding per row, streamed in chunks (no table is held in memory)."""
         if actions:
-            rows = rows.values_list("event_id", "reply_key", "id")
+            rows = rows.values_list("event_id", "reply_key", "id", "delivery_state")
         elif receipts:
             rows = rows.values_list("event_key", "reply_key")
         else:
             rows = rows.values_list("event_key")
         batch = []
         for row in rows.order_by().iterator(chunk_size=CHUNK):
-            event_key, reply_key, action_id = (*row, "", None)[:3]
+            event_key, reply_key, action_id, action_state = (*row, "", None, "")[:4]
             batch.append(Finding(report=report, kind=kind, event_key=event_key, reply_key=reply_key,
-                                 action_id=action_id, repair=repair, detail=detail,
-                                 repair_outcome="planned" if repair != Repair.NONE else ""))
+                                 action_id=action_id, action_state=action_state, repair=repair, detail=detail,
+                                 repair_outcome=RepairOutcome.PLANNED if repair != Repair.NONE else ""))
             if len(batch) >= CHUNK:
                 Finding.objects.bulk_create(batch)
                 batch = []
@@ -506,42 +675,74 @@ def _publish(source: Source, state: ScanState, run: ReconcileRun) -> ReconcileRe
         Finding(report=report, kind=FindingKind.INVALID_SOURCE_ITEM, detail=f"page {r['page']} item {r['index']}: {r['code']}")
         for r in run.rejections
     ])
-
-    report_ms = _elapsed_ms(timer)
-    # Repairs, exactly seed 000's table; none mints a reply key or resends.
-    _replay_missing(source, run, missing, now)
-    replay_ms = _elapsed_ms(timer) - report_ms
-    InboundEvent.objects.filter(same_payload, source=source).update(
-        reconcile_status=ReconcileStatus.MATCHED, reconciled_at=now)
-    unverified.update(reconcile_status=ReconcileStatus.SOURCE_UNVERIFIED, reconciled_at=now)
-    _repair_actions(report, attach, to=S.SENT, kind=FindingKind.RECEIPT_ATTACHED,
-                    reason="receipt_found_at_reconcile")
-    _repair_actions(report, lost, to=S.SEND_STATUS_UNKNOWN, kind=FindingKind.RECEIPT_MISSING,
-                    reason="receipt_missing_at_reconcile")
-    Finding.objects.filter(report=report, repair_outcome="planned").exclude(
-        kind__in=(FindingKind.RECEIPT_ATTACHED, FindingKind.RECEIPT_MISSING)
-    ).update(repair_outcome="applied")
-
-    # Complete: drop staging, advance the checkpoint, schedule the next scan.
-    StagedEvent.objects.filter(run=run).delete()
-    StagedReceipt.objects.filter(run=run).delete()
-    ReconcileRun.objects.filter(pk=run.pk).update(state=RunState.PUBLISHED, finished_at=now, cursor="")
-    state.active_run = None
-    state.last_run = run
-    state.checkpoint_until, state.checkpoint_scan_id = run.until, run.scan_id
-    state.last_completed_at = now
-    state.failures = 0
-    _clear_error(state)
-    if state.requested_at is not None and run.first_page_at is not None and state.requested_at > run.first_page_at:
-        state.next_due_at = now  # asked for after this scan began: it does not answer the request
-    else:
-        state.requested_at, state.requested_by = None, ""
-        state.next_due_at = now + timedelta(seconds=state.interval_seconds)
-    state.save()
-    logger.info("reconcile published source=%s run=%s report=%s report_ms=%s replay_ms=%s publish_ms=%s %s",
-                source.name, run.pk, report.pk, report_ms, replay_ms, _elapsed_ms(timer),
-                " ".join(f"{k}={v}" for k, v in counts.items()))
+    logger.info("reconcile report source=%s run=%s report=%s report_ms=%s %s", source.name, run.pk, report.pk,
+                _elapsed_ms(timer), " ".join(f"{k}={v}" for k, v in counts.items()))
     return report
+
+
+def _finish(source: Source, token: str, run: ReconcileRun, *, report: ReconcileReport | None = None,
+            called: bool = True) -> PageOutcome:
+    """Apply the report's planned repairs, then publish: staging, checkpoint and run state at once.
+
+    Each repair step is its own transaction that re-checks (and extends) the
+    lease and records its outcome on its findings, so a failed repair leaves
+    the report, its findings and every other repair committed. Every step is
+    idempotent (it acts only on findings still `planned`), so a run found
+    REPAIRING after a crash is finished by the next page call.
+    """
+    report = report or ReconcileReport.objects.get(run=run)
+    timer = time.monotonic()
+    _replay_missing(source, token, run, report)
+    _mark_evidence(source, token, run, report)
+    _repair_actions(source, token, run, report, kind=FindingKind.RECEIPT_ATTACHED, to=S.SENT,
+                    reason="receipt_found_at_reconcile")
+    _repair_actions(source, token, run, report, kind=FindingKind.RECEIPT_MISSING, to=S.SEND_STATUS_UNKNOWN,
+                    reason="receipt_missing_at_reconcile")
+    repair_ms = _elapsed_ms(timer)
+    now = clock()
+    with transaction.atomic():
+        state = _lease_check(source.pk, token)
+        run = ReconcileRun.objects.select_for_update().get(pk=run.pk)
+        moved = transition(
+            table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run", pk=run.pk,
+            to=RunState.PUBLISHED, actor=RECONCILE_ACTOR, reason_code="repairs_done", expected=RunState.REPAIRING,
+            extra={"finished_at": now, "cursor": ""},
+        )
+        if not moved.applied:
+            raise LeaseLost(f"run {run.pk} was no longer REPAIRING")
+        StagedEvent.objects.filter(run=run).delete()
+        StagedReceipt.objects.filter(run=run).delete()
+        state.active_run = None
+        state.failures = 0
+        _clear_error(state)
+        if run.complete_scan:
+            state.last_run = run
+            # Monotonic: an older generation never moves the checkpoint back.
+            if state.checkpoint_until is None or run.until > state.checkpoint_until:
+                state.checkpoint_until, state.checkpoint_scan_id = run.until, run.scan_id
+            state.last_completed_at = now
+            if (state.requested_at is not None and run.first_page_at is not None
+                    and state.requested_at > run.first_page_at):
+                state.next_due_at = now  # asked for after this scan began: it does not answer the request
+            else:
+                state.requested_at, state.requested_by = None, ""
+                state.next_due_at = now + timedelta(seconds=state.interval_seconds)
+        elif state.requested_at is None and state.last_completed_at is not None:
+            # A window answers no request and is no complete scan: the schedule resumes.
+            state.next_due_at = state.last_completed_at + timedelta(seconds=state.interval_seconds)
+        state.save()
+    logger.info("reconcile published source=%s run=%s report=%s repair_ms=%s complete=%s",
+                source.name, run.pk, report.pk, repair_ms, run.complete_scan)
+    return PageOutcome(source.name, run.pk, "published", run.pages, run.staged_events, report.pk, called=called)
+
+
+def _repair_code(exc: BaseException) -> str:
+    """A stable code for a repair that raised; the exception's text is never kept."""
+    return "database_error" if isinstance(exc, DatabaseError) else "unexpected_error"
+
+
+def _repair_lease(source: Source, token: str) -> None:
+    _lease_renew(_lease_check(source.pk, token))
 
 
 def _elapsed_ms(since: float) -> int:
@@ -552,52 +753,98 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def _replay_missing(source: Source, run: ReconcileRun, missing, now: datetime) -> None:
-    """Each missing source event goes through the webhook's own ingest function."""
-    batch: list[Observation] = []
-    number = 0
+def _replay_missing(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:
+    """Each missing source event goes through the webhook's own ingest function, a batch a
+    transaction; the batch's delivery id is its content digest, so a resumed replay of the
+    same batch is the same delivery (ingest dedups it)."""
+    planned = Finding.objects.filter(report=report, kind=FindingKind.MISSING_LOCAL,
+                                     repair_outcome=RepairOutcome.PLANNED)
+    while keys := list(planned.order_by("event_key").values_list("event_key", flat=True)[:REPLAY_BATCH]):
+        try:
+            with transaction.atomic():
+                _repair_lease(source, token)
+                rows = StagedEvent.objects.filter(run=run, event_key__in=keys).order_by("event_key")
+                batch = [Observation(
+                    index=index, source_system=source.source_system, source_account_ref=source.account_ref,
+                    source_event_id=row.source_event_id, event_type=row.event_type,
+                    conversation_ref=row.conversation_ref, message_ref=row.message_ref,
+                    sender_ref=row.sender_ref, occurred_at=row.occurred_at,
+                    occurred_at_original=row.occurred_at_original, payload_hash=row.payload_hash,
+                    contract_version=source.contract_version, canary=source.canary, text=row.text,
+                ) for index, row in enumerate(rows)]
+                digest = payload_hash(sorted([o.event_key, o.payload_hash] for o in batch))
+                observations_accept(
+                    source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{digest[:32]}",
+                    body_hash=digest, body_bytes=0, now=clock(), actor=RECONCILE_ACTOR,
+                )
+                planned.filter(event_key__in=keys).update(repair_outcome=RepairOutcome.APPLIED)
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            logger.warning("reconcile repair replay source=%s run=%s failed type=%s",
+                           source.name, run.pk, type(exc).__name__)
+            planned.filter(event_key__in=keys).update(repair_outcome=RepairOutcome.FAILED,
+                                                      repair_code=_repair_code(exc))
 
-    def accept() -> None:
-        nonlocal number
-        number += 1
-        digest = payload_hash(sorted([o.event_key, o.payload_hash] for o in batch))
-        observations_accept(
-            source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{number}",
-            body_hash=digest, body_bytes=0, now=now, actor=RECONCILE_ACTOR,
-        )
 
-    for index, row in enumerate(missing.order_by("event_key").iterator(chunk_size=REPLAY_BATCH)):
-        batch.append(Observation(
-            index=index, source_system=source.source_system, source_account_ref=source.account_ref,
-            source_event_id=row.source_event_id, event_type=row.event_type,
-            conversation_ref=row.conversation_ref, message_ref=row.message_ref, sender_ref=row.sender_ref,
-            occurred_at=row.occurred_at, occurred_at_original=row.occurred_at_original,
-            payload_hash=row.payload_hash, contract_version=source.contract_version,
-            canary=source.canary, text=row.text,
-        ))
-        if len(batch) >= REPLAY_BATCH:
-            accept()
-            batch = []
-    if batch:
-        accept()
+def _mark_evidence(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:
+    """MATCHED for events the source shows with the same payload; SOURCE_UNVERIFIED for the
+    local events the report found without source evidence."""
+    unverified = Finding.objects.filter(report=report, kind=FindingKind.SOURCE_UNVERIFIED,
+                                        repair_outcome=RepairOutcome.PLANNED)
+    try:
+        with transaction.atomic():
+            _repair_lease(source, token)
+            now = clock()
+            in_source = StagedEvent.objects.filter(run=run, event_key=OuterRef("event_key"))
+            events_reconcile_mark(
+                events=InboundEvent.objects.filter(
+                    Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))), source=source),
+                to=ReconcileStatus.MATCHED, actor=RECONCILE_ACTOR, reason_code="source_shows_same_payload",
+                at=now,
+            )
+            events_reconcile_mark(
+                events=InboundEvent.objects.filter(source=source, event_key__in=unverified.values("event_key")),
+                to=ReconcileStatus.SOURCE_UNVERIFIED, actor=RECONCILE_ACTOR,
+                reason_code="no_source_evidence", at=now,
+            )
+            unverified.update(repair_outcome=RepairOutcome.APPLIED)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        logger.warning("reconcile repair evidence source=%s run=%s failed type=%s",
+                       source.name, run.pk, type(exc).__name__)
+        unverified.update(repair_outcome=RepairOutcome.FAILED, repair_code=_repair_code(exc))
 
 
-def _repair_actions(report: ReconcileReport, rows, *, to: str, kind: str, reason: str) -> None:
-    """One reply-ledger transition per action, compare-and-set on the state the report saw."""
-    refused = []
-    for action_id, prior, receipt_id in rows.values_list("id", "delivery_state", "receipt_id").iterator(chunk_size=CHUNK):
-        extra = ({"provider_reply_id": receipt_id, "last_error_code": "", "sending_since": None}
-                 if to == S.SENT else {"last_error_code": reason})
-        outcome = reply_action_transition(
-            action_id=action_id, to=to, actor=RECONCILE_ACTOR, reason_code=reason, expected=prior,
-            extra=extra,
-        )
-        if not outcome.applied:
-            refused.append(action_id)
-    findings = Finding.objects.filter(report=report, kind=kind)
-    findings.exclude(action_id__in=refused).update(repair_outcome="applied")
-    if refused:
-        findings.filter(action_id__in=refused).update(repair_outcome="refused")
+def _repair_actions(source: Source, token: str, run: ReconcileRun, report: ReconcileReport, *,
+                    kind: str, to: str, reason: str) -> None:
+    """One reply-ledger transition per action, compare-and-set on the state the report saw;
+    each with its finding's outcome in one savepoint, a chunk a transaction."""
+    planned = Finding.objects.filter(report=report, kind=kind, repair_outcome=RepairOutcome.PLANNED)
+    planned.filter(action__isnull=True).update(repair_outcome=RepairOutcome.REFUSED, repair_code="action_gone")
+    while chunk := list(planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]):
+        with transaction.atomic():
+            _repair_lease(source, token)
+            receipts = dict(StagedReceipt.objects.filter(
+                run=run, reply_key__in=[row[3] for row in chunk]).values_list("reply_key", "provider_reply_id"))
+            for finding_id, action_id, prior, reply_key in chunk:
+                extra = ({"provider_reply_id": receipts.get(reply_key, ""), "last_error_code": "",
+                          "sending_since": None} if to == S.SENT else {"last_error_code": reason})
+                try:
+                    with transaction.atomic():
+                        outcome = reply_action_transition(
+                            action_id=action_id, to=to, actor=RECONCILE_ACTOR, reason_code=reason,
+                            expected=prior, extra=extra,
+                        )
+                        Finding.objects.filter(pk=finding_id).update(
+                            repair_outcome=RepairOutcome.APPLIED if outcome.applied else RepairOutcome.REFUSED,
+                            repair_code="" if outcome.applied else "state_moved",
+                        )
+                except Exception as exc:
+                    logger.warning("reconcile repair action=%s failed type=%s", action_id, type(exc).__name__)
+                    Finding.objects.filter(pk=finding_id).update(
+                        repair_outcome=RepairOutcome.FAILED, repair_code=_repair_code(exc))
 
 
 # -- the bounded poll -------------------------------------------------------
@@ -636,10 +883,28 @@ def reconcile_due(*, limit: int) -> PollResult:
         except LeaseBusy:
             busy.append(state.source.name)
             continue
-        calls += 1 if outcome.run_id else 0  # run 0: the lease was lost before any call
+        except Exception as exc:
+            # Seed 004: a failing source "cannot ... starve independent sources". Whatever
+            # escaped the page call is this source's recorded failure; the poll goes on.
+            outcome = _source_failed(state.source, exc)
+        # run 0: the lease was lost before any call; a resumed publication calls no one
+        calls += 1 if outcome.run_id and outcome.called else 0
         outcomes.append(outcome)
         SchedulerCursor.objects.filter(pk=cursor.pk).update(last_source_name=state.source.name)
     return PollResult(calls, outcomes, busy)
+
+
+def _source_failed(source: Source, exc: Exception) -> PageOutcome:
+    """Record an error raised outside a page's own failure handling (taking the lease, opening
+    the run) on the source's scan state: class, code, backoff, visible in doctor."""
+    failure = _unauthored(exc, "the page call")
+    logger.warning("reconcile poll source=%s failed class=%s code=%s type=%s",
+                   source.name, failure.error_class, failure.code, type(exc).__name__)
+    with transaction.atomic():
+        state = ScanState.objects.select_for_update(no_key=True).get(source_id=source.pk)
+        _record_error(state, failure)
+        _schedule_after_failure(state)
+    return PageOutcome(source.name, 0, "failed", error=failure, called=False)
 
 
 # -- human decisions ----------------------------------------------------------
@@ -650,29 +915,73 @@ def finding_decide(*, finding_id: int, decision: str, actor: str, reason: str) -
     Retry goes through the sender's own unknown-send path, which looks the
     receipt up again first; close goes through the reply ledger's close.
     Actor, time and reason are kept on the finding and appear in its report.
+    The reply move and the finding's decision commit in one transaction (the
+    sender's own atomic blocks nest as savepoints).
     """
     reason = reason.strip()
     if not reason:
         return Result(False, "give a reason: it is kept in the report")
-    if decision not in Decision.values:
-        return Result(False, f"a decision is one of {', '.join(Decision.values)}")
-    finding = Finding.objects.get(pk=finding_id)
-    if finding.kind != FindingKind.RETRY_CANDIDATE or finding.action_id is None:
-        return Result(False, "only a retry candidate with its action can be decided")
-    if finding.decision:
-        return Result(False, f"already decided: {finding.decision} by {finding.decided_by}")
-    # The reply ledger's compare-and-set decides a race between two people:
-    # the second finds the action no longer in SEND_STATUS_UNKNOWN.
-    if decision == Decision.RETRY_AUTHORIZED:
-        result = unknown_authorize_retry(action_id=finding.action_id, actor=actor)
-    else:
-        result = reply_close(action_id=finding.action_id, actor=actor, reason_code="closed_after_reconcile")
-    if result.ok:
-        Finding.objects.filter(pk=finding.pk, decision="").update(
-            decision=decision, decided_by=actor, decided_at=clock(), decision_reason=reason[:500],
-            decision_result=result.message[:256],
-        )
+    if decision not in (Decision.RETRY_AUTHORIZED, Decision.CLOSED):
+        return Result(False, f"a decision is one of {Decision.RETRY_AUTHORIZED}, {Decision.CLOSED}")
+    with transaction.atomic():
+        finding = Finding.objects.select_for_update().get(pk=finding_id)
+        if finding.kind != FindingKind.RETRY_CANDIDATE or finding.action_id is None:
+            return Result(False, "only a retry candidate with its action can be decided")
+        if finding.decision:
+            return Result(False, f"already decided: {finding.decision} by {finding.decided_by}")
+        # The reply ledger's compare-and-set decides a race between two people:
+        # the second finds the action no longer in SEND_STATUS_UNKNOWN.
+        if decision == Decision.RETRY_AUTHORIZED:
+            result = unknown_authorize_retry(action_id=finding.action_id, actor=actor)
+        else:
+            result = reply_close(action_id=finding.action_id, actor=actor, reason_code="closed_after_reconcile")
+        if result.ok:
+            _candidates_decided(action_id=finding.action_id, decision=decision, actor=actor, reason=reason,
+                                result=result)
     logger.info("finding decided finding=%s decision=%s ok=%s", finding_id, decision, result.ok)
+    return result
+
+
+def _candidates_decided(*, action_id: int, decision: str, actor: str, reason: str, result: Result) -> int:
+    """Every undecided RETRY_CANDIDATE finding of the action records the decision (a candidate
+    found by several scans is one decision), in the caller's transaction."""
+    return Finding.objects.filter(kind=FindingKind.RETRY_CANDIDATE, action_id=action_id, decision="").update(
+        decision=decision, decided_by=actor, decided_at=clock(), decision_reason=reason[:500],
+        decision_result=result.message[:256],
+    )
+
+
+UNKNOWN_SEND_DECISIONS = {
+    "confirm_sent": Decision.CONFIRMED_SENT,
+    "authorize_retry": Decision.RETRY_AUTHORIZED,
+    "close": Decision.CLOSED,
+}
+
+
+def unknown_send_decide(*, action_id: int, how: str, actor: str, note: str = "",
+                        close_reason: str = "closed_by_operator") -> Result:
+    """A person resolves an action in the unknown-send queue; its open RETRY_CANDIDATE findings
+    record the decision in the same transaction as the reply move (seed 000: the report
+    records every human decision). `note` is the receipt id for `confirm_sent`."""
+    if how not in UNKNOWN_SEND_DECISIONS:
+        raise ValueError(f"unknown decision {how!r}")
+    with transaction.atomic():
+        # Lock the open findings first, so a concurrent finding_decide waits and then sees them decided.
+        list(Finding.objects.select_for_update().filter(
+            kind=FindingKind.RETRY_CANDIDATE, action_id=action_id, decision="").values_list("pk", flat=True))
+        if how == "confirm_sent":
+            result = unknown_confirm_sent(action_id=action_id, actor=actor, provider_reply_id=note)
+            reason = "confirmed sent in the unknown-send queue (receipt verified by the person)"
+        elif how == "authorize_retry":
+            result = unknown_authorize_retry(action_id=action_id, actor=actor)
+            reason = note or "retry authorized in the unknown-send queue"
+        else:
+            result = reply_close(action_id=action_id, actor=actor, reason_code=close_reason)
+            reason = note or "closed in the unknown-send queue"
+        if result.ok:
+            _candidates_decided(action_id=action_id, decision=UNKNOWN_SEND_DECISIONS[how], actor=actor,
+                                reason=reason, result=result)
+    logger.info("unknown send decided action=%s how=%s ok=%s", action_id, how, result.ok)
     return result
 
 

@@ -86,3 +86,27 @@ def test_doctor_is_quiet_when_healthy_and_exits_1_when_a_person_is_needed(source
     assert "1 unknown send(s) waiting" in out and "last page failed (provider/provider_overloaded)" in out
     code, out, _ = run("doctor", "--json")
     assert code == 1 and '"unknown_sends": 1' in out
+
+
+def test_doctor_counts_stranded_sends_and_prints_the_checkpoint(source_side, deliver):
+    """README: doctor exits 1 when something needs a person, stranded sends included."""
+    from replies.contract import MAX_AUTOMATIC_ATTEMPTS
+
+    state, source = source_side
+    state.hold_events(item(1))
+    deliver(body(item(1)))
+    run("reconcile", "sandbox")
+    code, out, _ = run("doctor")
+    assert code == 0, out
+    from reconcile.models import ScanState
+
+    checkpoint = ScanState.objects.get().checkpoint_until.isoformat()
+    assert f"checkpoint        {checkpoint} (last complete scan " in out
+    assert "stranded sends    0" in out
+    ReplyAction.objects.filter(purpose="public_ack").update(
+        delivery_state="FAILED_BEFORE_SEND", attempt_count=MAX_AUTOMATIC_ATTEMPTS)
+    code, out, _ = run("doctor")
+    assert code == 1
+    assert "stranded sends    1" in out and "1 stranded send(s)" in out
+    code, out, _ = run("doctor", "--json")
+    assert code == 1 and '"stranded_sends": 1' in out

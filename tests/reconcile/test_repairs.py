@@ -132,7 +132,10 @@ def test_no_receipt_makes_a_retry_candidate_and_nothing_more(source_side, delive
 
 
 def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeypatch):
-    """A repair that fails rolls the whole publication back; the report existed before it ran."""
+    """Seed 000: "Write a report before applying any repair." A repair that fails leaves the
+    report and its findings committed, the failed finding says `failed` with a code, and the
+    other repairs still apply."""
+    from ingress import services as ingress_services
     from reconcile import services
 
     state, source = source_side
@@ -140,21 +143,28 @@ def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeyp
     deliver(body(item(1)))
     seen = {}
 
-    def failing_replay(source, run, missing, now):
+    def failing_accept(**kwargs):
+        run = ReconcileRun.objects.get()
         seen["reports"] = ReconcileReport.objects.filter(run=run).count()
         seen["findings"] = Finding.objects.filter(report__run=run).count()
+        seen["run_state"] = run.state
         raise RuntimeError("planted repair failure")
 
-    monkeypatch.setattr(services, "_replay_missing", failing_replay)
-    with pytest.raises(RuntimeError):
-        scan(source)
-    assert seen == {"reports": 1, "findings": 1}
-    # Nothing was published: no report, no repair, the staging and the scan are still there.
-    assert not ReconcileReport.objects.exists()
-    assert InboundEvent.objects.get().reconcile_status == "UNRECONCILED"
-    run = ReconcileRun.objects.get()
-    assert run.state == "SCANNING"
-    assert ScanState.objects.get().checkpoint_until is None
+    monkeypatch.setattr(services, "observations_accept", failing_accept)
+    outcome = scan(source)
+    assert seen == {"reports": 1, "findings": 1, "run_state": "REPAIRING"}
+    assert outcome.state == "published"
+    report = ReconcileReport.objects.get()
+    missing = report.findings.get(kind="MISSING_LOCAL")
+    assert (missing.repair_outcome, missing.repair_code) == ("failed", "unexpected_error")
+    assert "planted" not in missing.repair_code + missing.detail  # the exception's text is never kept
+    assert InboundEvent.objects.get().reconcile_status == "MATCHED"  # the other repair applied
+    assert InboundEvent.objects.count() == 1  # the failed replay recorded nothing
+    assert ReconcileRun.objects.get().state == "PUBLISHED"
+    monkeypatch.setattr(services, "observations_accept", ingress_services.observations_accept)
+    again = scan(source)  # the next complete scan finds the event missing again and replays it
+    assert Finding.objects.get(report_id=again.report_id, kind="MISSING_LOCAL").repair_outcome == "applied"
+    assert InboundEvent.objects.count() == 2
 
 
 def test_pages_stage_until_the_last_one(source_side, deliver, scan, settings):
@@ -184,3 +194,48 @@ def test_a_second_run_changes_nothing(source_side, deliver, scan):
             sorted(ReplyAction.objects.values_list("reply_key", flat=True))) == snapshot
     counts = ReconcileReport.objects.get(pk=outcome.report_id).summary["counts"]
     assert counts["missing_recovered"] == 0 and counts["events_matched"] == 2
+
+
+def test_reconcile_status_moves_through_its_declared_table_with_history(source_side, deliver, scan):
+    """Issue 11 item 10: reconcile_status no longer bypasses the transition function."""
+    from conduit.statemachine import TransitionTable
+    from ingress.contract import RECONCILE_TABLE
+    from ingress.models import EventTransition
+
+    state, source = source_side
+    state.hold_events(item(1))
+    assert deliver(body(item(1))).status_code == 200
+    assert deliver(body(item(2))).status_code == 200  # the source never shows it
+    assert scan(source).state == "published"
+    moves = set(EventTransition.objects.filter(ledger="event_reconcile", refused=False).values_list(
+        "event__source_event_id", "prior_state", "next_state"))
+    assert moves == {("evt_test_000001", "UNRECONCILED", "MATCHED"),
+                     ("evt_test_000002", "UNRECONCILED", "SOURCE_UNVERIFIED")}
+    assert scan(source).state == "published"  # nothing changes: no new history
+    assert EventTransition.objects.filter(ledger="event_reconcile").count() == 2
+    # The source shows event 2 now: SOURCE_UNVERIFIED -> MATCHED is declared.
+    state.hold_events(item(1), item(2))
+    scan(source)
+    assert EventTransition.objects.filter(ledger="event_reconcile", next_state="MATCHED").count() == 2
+    assert RECONCILE_TABLE.allows("SOURCE_UNVERIFIED", "MATCHED")
+    assert not RECONCILE_TABLE.allows("MATCHED", "UNRECONCILED")
+    assert isinstance(RECONCILE_TABLE, TransitionTable)
+
+
+def test_an_undeclared_reconcile_status_move_is_refused_and_recorded(sandbox_source, deliver, monkeypatch):
+    """Positive control for the table: with MATCHED -> SOURCE_UNVERIFIED undeclared, the move is
+    refused, the event keeps its status and the refusal is in its history."""
+    from conduit.statemachine import TransitionTable
+    from ingress import services
+    from ingress.models import EventTransition, InboundEvent
+
+    deliver(body(item(1)))
+    InboundEvent.objects.update(reconcile_status="MATCHED")
+    narrowed = TransitionTable.declare("event_reconcile", [("UNRECONCILED", "MATCHED")])
+    monkeypatch.setattr(services, "RECONCILE_TABLE", narrowed)
+    moved = services.events_reconcile_mark(events=InboundEvent.objects.all(), to="SOURCE_UNVERIFIED",
+                                           actor="tester", reason_code="test", at=timezone.now())
+    assert moved == 0
+    assert InboundEvent.objects.get().reconcile_status == "MATCHED"
+    refusal = EventTransition.objects.get(ledger="event_reconcile")
+    assert (refusal.prior_state, refusal.next_state, refusal.refused) == ("MATCHED", "SOURCE_UNVERIFIED", True)

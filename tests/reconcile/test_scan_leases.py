@@ -344,3 +344,57 @@ def test_control_without_the_durable_cursor_one_source_takes_every_poll(provider
 
     monkeypatch.setattr(services, "SchedulerCursor", Stuck)
     assert _pages_after_two_polls_of_one_call(provider) == [2, 0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("where", ["read", "commit", "lease"])
+def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(provider, settings, monkeypatch,
+                                                                               where):
+    """Seed 004: "An invalid/unavailable source cannot consume an unbounded number of page calls
+    or starve independent sources." An arbitrary exception raised for one source, wherever in its
+    page call, becomes that source's page failure (class, code, backoff, shown by doctor); the
+    round-robin cursor moves past it and the healthy source beside it is served in the same poll."""
+    from django.db import OperationalError
+
+    from ingress.sources.sandbox_social import SandboxSocialAdapter
+    from reconcile.models import SchedulerCursor
+    from reconcile.selectors import needs_a_person, source_health
+
+    settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
+    (bad, _), (good, good_state) = _sources(provider, 2, prefix="any", pages=1)
+    real_read, real_check, real_lease = SandboxSocialAdapter.read_page, services._page_check, services._lease_acquire
+
+    def read(self, **kw):
+        if kw["config"].name == bad.name:
+            raise ZeroDivisionError("secret provider text")
+        return real_read(self, **kw)
+
+    def check(run, page):
+        if run.source_id == bad.pk:
+            raise KeyError("secret")
+        return real_check(run, page)
+
+    def lease(source):
+        if source.pk == bad.pk:
+            raise OperationalError("secret")
+        return real_lease(source)
+
+    monkeypatch.setattr(*{"read": (SandboxSocialAdapter, "read_page", read),
+                          "commit": (services, "_page_check", check),
+                          "lease": (services, "_lease_acquire", lease)}[where])
+    result = reconcile_due(limit=5)
+    assert [o.source for o in result.outcomes] == [bad.name, good.name]
+    assert result.outcomes[0].state == "failed" and result.outcomes[1].state == "published"
+    assert SchedulerCursor.objects.get().last_source_name == good.name
+    scan = ScanState.objects.get(source=bad)
+    code = "database_error" if where == "lease" else "unexpected_error"
+    assert (scan.last_error_class, scan.last_error_code, scan.failures) == ("unauthored", code, 1)
+    assert "secret" not in scan.last_error_message
+    assert (scan.next_due_at - scan.last_error_at).total_seconds() == pytest.approx(5, abs=0.5)
+    row = next(r for r in source_health() if r["source"] == bad.name)
+    assert f"last page failed (unauthored/{code})" in needs_a_person(row)
+    # the failure streak is visible: a poll that keeps failing
+    ScanState.objects.filter(source=bad).update(next_due_at=services.clock())
+    reconcile_due(limit=5)
+    row = next(r for r in source_health() if r["source"] == bad.name)
+    assert f"last page failed (unauthored/{code}, 2 failure(s) in a row)" in needs_a_person(row)

@@ -11,8 +11,9 @@ from reconcile.selectors import needs_a_person, source_health
 
 
 class Command(BaseCommand):
-    help = ("Print each source's health: checkpoint, active scan, due time, last error, "
-            "unknown sends and quarantine waiting. Exits 1 when something needs a person.")
+    help = ("Print each source's health: checkpoint, active scan, due time, last error and its streak, "
+            "stranded and unknown sends, failed repairs, quarantine waiting and retry candidates. "
+            "Exits 1 when something needs a person.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the rows as JSON")
@@ -29,13 +30,23 @@ class Command(BaseCommand):
             for row in rows:
                 scan = row["active_scan"]
                 self.stdout.write(f"{row['source']} ({row['source_system']} {row['account_ref']})")
-                self.stdout.write(f"  checkpoint        {row['checkpoint'] or 'none: never completed'}")
-                self.stdout.write(f"  active scan       "
-                                  f"{'run %s, %s page(s), %s staged' % (scan['run'], scan['pages'], scan['staged_events']) if scan else 'none'}")
+                checkpoint = (f"{row['checkpoint']} (last complete scan {row['last_completed_at']})"
+                              if row["checkpoint"] else "none: no complete scan yet")
+                self.stdout.write(f"  checkpoint        {checkpoint}")
+                if scan:
+                    active = (f"run {scan['run']} {scan['state']}"
+                              f"{'' if scan['complete_scan'] else ' (window)'}, {scan['pages']} page(s), "
+                              f"{scan['staged_events']} staged")
+                else:
+                    active = "none"
+                self.stdout.write(f"  active scan       {active}")
                 self.stdout.write(f"  due               {row['due_at'] or 'not scheduled yet'}"
                                   f"{' (requested)' if row['requested'] else ''}")
                 self.stdout.write(f"  last error        "
-                                  f"{row['last_error_class'] + '/' + row['last_error_code'] if row['last_error_code'] else 'none'}")
+                                  f"{row['last_error_class'] + '/' + row['last_error_code'] if row['last_error_code'] else 'none'}"
+                                  f"{' (%s in a row)' % row['failures'] if row['last_error_code'] and row['failures'] > 1 else ''}")
+                self.stdout.write(f"  stranded sends    {row['stranded_sends']}")
+                self.stdout.write(f"  repairs failed    {row['repairs_failed']}")
                 self.stdout.write(f"  unknown sends     {row['unknown_sends']}")
                 self.stdout.write(f"  quarantine        {row['quarantine_waiting']}")
                 self.stdout.write(f"  retry candidates  {row['retry_candidates']}")

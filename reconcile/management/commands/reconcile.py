@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
 from ingress.selectors import source_by_name
-from reconcile.services import LeaseBusy, ScanConflict, reconcile_page, scan_restart
+from reconcile.services import LeaseBusy, RestartRefused, ScanConflict, reconcile_page, scan_restart
 
 
 def _when(value: str) -> datetime:
@@ -31,21 +31,27 @@ class Command(BaseCommand):
         parser.add_argument("--actor", default="operator:cli", help="who asked, kept in the report")
         parser.add_argument("--restart", action="store_true",
                             help="discard an active scan's staged pages first (history is kept)")
+        parser.add_argument("--expect-run", type=int, dest="expect_run", metavar="RUN",
+                            help="with --restart: discard only if RUN is the active scan (refused otherwise)")
         parser.add_argument("--wait", type=float, default=120.0,
                             help="seconds to wait for another worker's scan lease (default 120)")
 
     def handle(self, *args, source: str, since, until, actor: str, restart: bool, wait: float,
-               **options) -> None:
+               expect_run: int | None = None, **options) -> None:
         found = source_by_name(source)
         if found is None:
             raise CommandError(f"no source named {source!r}")
         if since and until and since >= until:
             raise CommandError("--since must be before --until")
+        if expect_run is not None and not restart:
+            raise CommandError("--expect-run guards --restart; pass both")
         if restart:
             try:
-                run = scan_restart(source=found, actor=actor)
+                run = scan_restart(source=found, actor=actor, expected_run=expect_run)
             except LeaseBusy:
                 raise CommandError("a page call holds the scan lease; try again when it ends") from None
+            except RestartRefused as exc:
+                raise CommandError(f"restart refused: {exc}") from None
             self.stdout.write(f"discarded the staged pages of run {run}" if run else "no active scan to restart")
         started = time.monotonic()
         deadline = started + wait
@@ -80,7 +86,10 @@ class Command(BaseCommand):
             self.stderr.write("staged pages are kept; run the command again to resume")
             sys.exit(1)
         if outcome.state == "discarded":
-            self.stderr.write(f"run {outcome.run_id}: the source ended the scan without completing it; "
+            error = outcome.error
+            why = (f"it passed a scan limit ({error.code}: {error.message})" if error
+                   else "the source ended the scan without completing it")
+            self.stderr.write(f"run {outcome.run_id}: {why}; "
                               "its staging was discarded and the last complete checkpoint stands")
             sys.exit(1)
         self.stderr.write(f"run {outcome.run_id}: this worker lost the scan lease; another worker continues")
