@@ -10,6 +10,9 @@ from reconcile.api import DecisionView, OpenAPIView
 
 urlpatterns = [
     path("webhooks/<str:source_name>/", WebhookView.as_view(), name="webhook"),
+    # Without the slash too: APPEND_SLASH would answer a POST with a redirect, and a sender
+    # that does not follow it would lose the delivery.
+    re_path(r"^webhooks/(?P<source_name>[^/]+)$", WebhookView.as_view(), name="webhook-no-slash"),
     path("api/events/", EventList.as_view(), name="api-events"),
     path("api/quarantine/", QuarantineList.as_view(), name="api-quarantine"),
     path("api/decisions/", DecisionView.as_view(), name="api-decisions"),

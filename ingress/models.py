@@ -203,6 +203,8 @@ class QuarantineReceipt(models.Model):
         db_table = "quarantine_receipts"
         ordering = ["-id"]
         permissions = [("review_quarantinereceipt", "Can review quarantine receipts")]
+        # A refused body's redeliveries find its first receipt by delivery id.
+        indexes = [models.Index(fields=["source", "delivery_id"], name="quarantine_delivery_idx")]
         constraints = [
             models.UniqueConstraint(fields=["receipt_id"], name="quarantine_receipt_id_unique"),
             models.CheckConstraint(

@@ -289,6 +289,21 @@ def webhook_receive(
     return result
 
 
+def _stored_conflicts(
+    *, source: Source, first_of: dict[str, Observation], delivery_id: str, body_hash: str,
+) -> list[tuple[int | None, str, str]]:
+    """What the ledgers would refuse in a body already refused for other reasons (reads only)."""
+    conflicts: list[tuple[int | None, str, str]] = []
+    if Delivery.objects.filter(source=source, delivery_id=delivery_id).exclude(body_hash=body_hash).exists():
+        conflicts.append((None, "delivery_conflict", "this delivery id was first accepted with a different body"))
+    stored = dict(InboundEvent.objects.filter(event_key__in=list(first_of)).values_list("event_key", "payload_hash"))
+    conflicts += [
+        (o.index, "identity_conflict", "this event key was first accepted with a different payload")
+        for key, o in first_of.items() if key in stored and stored[key] != o.payload_hash
+    ]
+    return conflicts
+
+
 def _batch_refused(
     *, source: Source, parsed: Parsed, invalid: list[tuple[int | None, str, str]], quarantine: dict,
 ) -> IngestResult:
@@ -303,11 +318,21 @@ def _batch_refused(
     members = [{"index": i, "reason_code": c} for i, c, _ in invalid if i is not None]
     detail = first_detail if len(invalid) == 1 else f"{len(invalid)} invalid members; first: {first_detail}"
     keys = {o.index: o.event_key for o in parsed.observations}
-    receipt = _quarantine(
-        reason_code=first_code, detail=detail, event_index=first_index, invalid_members=members,
-        event_key=keys.get(first_index, "")[:512], **quarantine,
-    )
-    receipt_id = str(receipt.receipt_id)
+    # A refused body claims no delivery id, so its redeliveries (a provider's retry, or a
+    # captured request replayed inside its signature window) meet its first receipt here
+    # instead of writing another.
+    earlier = QuarantineReceipt.objects.filter(
+        source=quarantine["source"], delivery_id=quarantine["delivery_id"], authenticated=True,
+        body_sha256=quarantine["body_sha256"], reason_code=first_code,
+    ).values_list("receipt_id", flat=True).first()
+    if earlier is not None:
+        receipt_id = str(earlier)
+    else:
+        receipt = _quarantine(
+            reason_code=first_code, detail=detail, event_index=first_index, invalid_members=members,
+            event_key=keys.get(first_index, "")[:512], **quarantine,
+        )
+        receipt_id = str(receipt.receipt_id)
     reasons = {i: c for i, c, _ in invalid}
     result = IngestResult(delivery_id=quarantine["delivery_id"], refused=True)
     if None in reasons:
@@ -351,6 +376,10 @@ def observations_accept(
                 invalid.append((observation.index, "identity_conflict",
                                 "the body holds this event twice with different payloads"))
     if invalid:
+        # Already refused: still name every member the ledgers would refuse, so the one
+        # receipt is complete (a reviewer's correction must not meet a second surprise).
+        invalid += _stored_conflicts(source=source, first_of=first_of, delivery_id=delivery_id,
+                                     body_hash=body_hash)
         return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
 
     # Everything below is taken back as one if any member turns out to conflict.

@@ -38,6 +38,15 @@ def _unavailable(code: str, detail: str) -> Response:
     return response
 
 
+def _header_text(value: str) -> str:
+    """A header as its sender wrote it: WSGI hands header bytes over decoded as Latin-1
+    (PEP 3333), while a sender signs its UTF-8 text (a delivery id may hold non-ASCII)."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
 def read_body(django_request, limit: int) -> bytes:
     """The raw body as it really arrived, at most `limit` bytes.
 
@@ -78,6 +87,7 @@ class WebhookView(APIView):
     authentication_classes: list = []
     permission_classes: list = []
     parser_classes: list = []
+    http_method_names = ["post"]  # OPTIONS too is a 405: nothing about the endpoint is described
 
     def post(self, request: Request, source_name: str) -> Response:
         if not SOURCE_NAME.fullmatch(source_name):
@@ -95,7 +105,7 @@ class WebhookView(APIView):
                 status.HTTP_411_LENGTH_REQUIRED, "length_required",
                 "send the body with a Content-Length header (this server cannot read a chunked body)",
             )
-        headers = {name: request.headers.get(name, "") for name in PROOF_HEADERS}
+        headers = {name: _header_text(request.headers.get(name, "")) for name in PROOF_HEADERS}
 
         try:
             source = source_by_name(source_name)

@@ -332,3 +332,62 @@ def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_sou
     assert response.status_code == 202, response.json()
     assert response.json()["results"][0]["reason_code"] == "unstorable_value"
     assert InboundEvent.objects.count() == 0
+
+
+# -- found by the adversarial pass ---------------------------------------------------
+
+def test_a_refused_batch_names_its_stored_conflicts_too(deliver):
+    """The one receipt lists each invalid member: a member that conflicts with a stored event
+    is named even when another member already refused the body."""
+    deliver(batch_body(item(1)))
+    response = deliver(batch_body(item(2, type="nope"), item(1, text="CHECKLIST edited"), item(3)))
+    assert [(r["index"], r["result"]) for r in response.json()["results"]] == [
+        (0, "quarantined"), (1, "quarantined"), (2, "rolled_back")]
+    receipt = QuarantineReceipt.objects.get()
+    assert receipt.invalid_members == [{"index": 0, "reason_code": "event_type_not_allowed"},
+                                       {"index": 1, "reason_code": "identity_conflict"}]
+
+
+def test_a_refused_body_with_a_reused_delivery_id_records_the_delivery_conflict(deliver):
+    deliver(batch_body(item(1)), delivery_id="msg_test_dc")
+    response = deliver(batch_body(item(2, type="nope")), delivery_id="msg_test_dc")
+    assert response.status_code == 202
+    receipt = QuarantineReceipt.objects.get()
+    assert receipt.reason_code == "delivery_conflict"
+    assert receipt.invalid_members == [{"index": 0, "reason_code": "event_type_not_allowed"}]
+
+
+def test_redeliveries_of_a_refused_body_meet_its_first_receipt(client):
+    """A refused body claims no delivery id; a retry (or a captured request replayed inside its
+    signature window) must not write a receipt per copy."""
+    payload = batch_body(item(1), item(2, type="nope"))
+    headers = sign(payload, delivery_id="msg_test_refused")
+    answers = [client.post("/webhooks/sandbox/", data=payload, content_type="application/json",
+                           headers=headers) for _ in range(5)]
+    assert {a.status_code for a in answers} == {202}
+    assert len({a.json()["receipt_ids"][0] for a in answers}) == 1
+    assert QuarantineReceipt.objects.count() == 1
+
+
+@pytest.mark.parametrize("method", ["options", "get", "put", "delete"])
+def test_only_post_is_answered(client, method):
+    response = getattr(client, method)("/webhooks/sandbox/")
+    assert (response.status_code, response.json()["code"]) == (405, "method_not_allowed")
+
+
+def test_a_sender_configured_without_the_trailing_slash_is_not_redirected(client):
+    payload = fixture_body("comment__northstar")
+    response = client.post("/webhooks/sandbox", data=payload, content_type="application/json",
+                           headers=sign(payload))
+    assert response.status_code == 200
+
+
+def test_a_non_ascii_delivery_id_is_verified_as_its_sender_signed_it(client):
+    """WSGI decodes header bytes as Latin-1; the sender signed the UTF-8 text of its id."""
+    payload = fixture_body("comment__northstar")
+    headers = sign(payload, delivery_id="msg_test_caf\u00e9")
+    on_the_wire = {**headers, "webhook-id": "msg_test_caf\u00e9".encode("utf-8").decode("latin-1")}
+    response = client.post("/webhooks/sandbox/", data=payload, content_type="application/json",
+                           headers=on_the_wire)
+    assert response.status_code == 200, response.json()
+    assert Delivery.objects.get().delivery_id == "msg_test_caf\u00e9"
