@@ -1,4 +1,4 @@
-"""Replies in the admin: the review and unknown-send queues, approved copy, the ledgers."""
+"""Replies in the admin: the review, unknown-send and stranded-send queues, approved copy, the ledgers."""
 
 from typing import Any
 
@@ -18,8 +18,10 @@ from replies.models import (
     ReplyTransition,
     ReviewQueue,
     SendAttempt,
+    StrandedSendQueue,
     UnknownSendQueue,
 )
+from replies.selectors import stranded_q
 
 
 class ReplyTransitionInline(LedgerInline):
@@ -113,7 +115,7 @@ class QueueAdmin(ActionAdmin):
     def _close(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
             result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
-                                        reason_code=self.close_reason)
+                                        reason_code=self.close_reason, expected=self.state)
             return result.ok, result.message
 
         return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
@@ -177,6 +179,51 @@ class UnknownSendQueueAdmin(QueueAdmin):
         return confirmed_action(
             self, request, queryset, title="Authorize a retry under the same reply key",
             action="authorize_retry", apply=apply,
+        )
+
+    @admin.action(permissions=["resolve"], description="Close selected without reply")
+    def close(self, request: HttpRequest, queryset: QuerySet):
+        return self._close(request, queryset)
+
+
+@admin.register(StrandedSendQueue)
+class StrandedSendQueueAdmin(QueueAdmin):
+    """FAILED_BEFORE_SEND that is exhausted (still retried at the capped interval) or stopped."""
+
+    state = DeliveryState.FAILED_BEFORE_SEND
+    close_reason = "closed_stranded_by_operator"
+    list_display = ("key", "event_short", "source", "purpose", "last_error_code", "attempt_count",
+                    "stranded", "last_attempt", "created_at")
+    list_filter = ("event__source", "purpose", "last_error_code")
+    fields = readonly_fields = ("stranded", "last_attempt", *ActionAdmin.fields, "next_attempt_at")
+    actions = ["retry_now", "close"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).filter(stranded_q())
+
+    def has_resolve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("replies.resolve_stranded_send")
+
+    @admin.display(description="why it waits for a person")
+    def stranded(self, obj: ReplyAction) -> str:
+        return sender.stranded_why(obj)
+
+    @admin.display(description="last evidence")
+    def last_attempt(self, obj: ReplyAction) -> str:
+        attempt = obj.attempts.order_by("-attempt_number").first()
+        if attempt is None:
+            return "-"
+        status = f" HTTP {attempt.http_status}" if attempt.http_status else ""
+        return f"attempt {attempt.attempt_number} at {attempt.at:%Y-%m-%d %H:%M:%S}: {attempt.transport}{status}, {attempt.evidence}"
+
+    @admin.action(permissions=["resolve"], description="Retry now under the same reply key")
+    def retry_now(self, request: HttpRequest, queryset: QuerySet):
+        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
+            result = sender.stranded_retry_now(action_id=action.pk, actor=request.user.get_username())
+            return result.ok, result.message
+
+        return confirmed_action(
+            self, request, queryset, title="Retry now under the same reply key", action="retry_now", apply=apply,
         )
 
     @admin.action(permissions=["resolve"], description="Close selected without reply")

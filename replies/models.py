@@ -186,3 +186,15 @@ class UnknownSendQueue(ReplyAction):
         proxy = True
         verbose_name = "unknown send"
         verbose_name_plural = "unknown sends (SEND_STATUS_UNKNOWN)"
+
+
+class StrandedSendQueue(ReplyAction):
+    """Admin queue: FAILED_BEFORE_SEND that is exhausted or stopped (replies.selectors.sends_stranded)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "stranded send"
+        verbose_name_plural = "stranded sends (FAILED_BEFORE_SEND, exhausted or stopped)"
+        permissions = [
+            ("resolve_stranded_send", "Can retry now or close stranded sends (FAILED_BEFORE_SEND)"),
+        ]

@@ -6,7 +6,9 @@ accepted then timed out, accepted then dropped, and 5xx after accepting. It
 runs with any capability combination of seed 000's recovery table and counts
 what it really applied per reply key, so tests can prove "exactly once".
 
-    POST /replies            apply a reply (Idempotency-Key honoured when enabled)
+    POST /replies            apply a reply (Idempotency-Key honoured when enabled); refuses
+                             before applying anything with 400 (body not a JSON object with a
+                             reply_key), 404 (another path) or 429 (refuse mode)
     GET  /replies/<key>      receipt lookup (404 when none; 501 when disabled)
     GET  /capabilities       {"idempotency_key": bool, "receipt_lookup": bool}
     GET  /applied            {"<reply_key>": times applied, ...}
@@ -281,7 +283,12 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 return self._json(200, {"mode": mode, "count": count})
             if self.path != "/replies":
                 return self._json(404, {})
-            data = self._body()
+            try:
+                data = self._body()
+                if not isinstance(data, dict) or not isinstance(data.get("reply_key"), str):
+                    raise ValueError("no reply_key")
+            except ValueError:  # refused before anything is applied
+                return self._json(400, {"accepted": False, "error": "bad_request"})
             mode = state.next_mode()
             if state.latency:
                 time.sleep(state.latency)

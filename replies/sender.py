@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from conduit.sql import from_row, insert_rows, select_list, update_rows
 from conduit.statemachine import Outcome
-from replies.contract import MAX_AUTOMATIC_ATTEMPTS, backoff_seconds
+from replies.contract import INCURABLE_FAILURES, backoff_seconds, failure_is_incurable
 from replies.models import (
     ApprovalState,
     AttemptTransport,
@@ -130,12 +130,17 @@ def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by
     return Result(True, f"approved with copy {extra['copy_version']}; the send is queued")
 
 
-def reply_close(*, action_id: int, actor: str, reason_code: str = "closed_without_reply") -> Result:
-    """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT)."""
+def reply_close(
+    *, action_id: int, actor: str, reason_code: str = "closed_without_reply", expected: str | None = None
+) -> Result:
+    """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT).
+
+    `expected`: close only from that state (a queue closes only what it shows).
+    """
     with transaction.atomic():
         outcome = reply_action_transition(
             action_id=action_id, to=S.CLOSED_NO_REPLY, actor=actor, reason_code=reason_code,
-            extra={"next_attempt_at": None},
+            expected=expected, extra={"next_attempt_at": None},
         )
     return Result(True, "closed without reply") if outcome.applied else _refused(outcome)
 
@@ -292,7 +297,10 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
             return _finish(action, to=S.SUPPRESSED_TEST, reason="canary_suppressed", attempt={}, extra={})
 
     def not_sent(code: str, *, http_status: int | None = None, reached: bool = False) -> str:
-        automatic = action.attempt_count < MAX_AUTOMATIC_ATTEMPTS
+        # Seed 000: FAILED_BEFORE_SEND -> "Retry under the same keys". Past
+        # MAX_AUTOMATIC_ATTEMPTS the backoff stays at its cap; only a failure
+        # retrying cannot cure stops the automatic attempts (a person decides).
+        automatic = not failure_is_incurable(code)
         return _finish(
             action, to=S.FAILED_BEFORE_SEND, reason=code,
             attempt={"transport": AttemptTransport.RESPONSE_RECEIVED if reached else AttemptTransport.NOT_SENT,
@@ -307,6 +315,10 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
         copy = approved_copy(source_id=source.pk, purpose=action.purpose, copy_version=action.copy_version)
     except LiveSendDisabled:
         return not_sent("live_send_disabled")
+    except (KeyError, ValueError):  # an unknown transport name or an address it refuses
+        return not_sent("transport_misconfigured")
+    except ReplyCopy.DoesNotExist:
+        return not_sent("approved_copy_missing")
     except Exception:  # building a transport or reading copy never sends a reply
         logger.exception("send action=%s: transport or copy unavailable", action.pk)
         return not_sent("transport_or_copy_unavailable")
@@ -371,6 +383,32 @@ def replies_sweep(*, now: datetime | None = None) -> int:
     return swept
 
 
+def stranded_why(action: ReplyAction) -> str:
+    """Why a FAILED_BEFORE_SEND action waits for a person, in words for the admin."""
+    if action.delivery_state != S.FAILED_BEFORE_SEND:
+        return ""
+    code = action.last_error_code
+    if action.next_attempt_at is None:
+        why = INCURABLE_FAILURES.get(code, "no automatic attempt is scheduled")
+        return f"stopped by {code or 'an unrecorded failure'}: {why}"
+    return (f"exhausted: {action.attempt_count} attempts failed before send (last: {code}); "
+            f"still retried automatically, next at {action.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}")
+
+
+def stranded_retry_now(*, action_id: int, actor: str) -> Result:
+    """A person's "retry now": FAILED_BEFORE_SEND -> APPROVED under the same reply key, sent at once."""
+    with transaction.atomic():
+        outcome = reply_action_transition(
+            action_id=action_id, to=S.APPROVED, actor=actor, reason_code="retry_now_by_operator",
+            expected=S.FAILED_BEFORE_SEND, extra={"next_attempt_at": None},
+        )
+        if outcome.applied:
+            transaction.on_commit(lambda: enqueue_send(action_id))
+    if not outcome.applied:
+        return _refused(outcome)
+    return Result(True, "retry queued under the same reply key")
+
+
 def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str) -> Result:
     """A person verified the provider has the reply: store its receipt, then SENT."""
     provider_reply_id = provider_reply_id.strip()
@@ -400,6 +438,9 @@ def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
         transport = transport_for(action.event.source)
     except (LiveSendDisabled, KeyError, ValueError) as exc:
         return Result(False, f"the transport is unavailable: {exc}")
+    if not transport.discovered:
+        return Result(False, "the provider's capabilities could not be discovered (is it running?): "
+                             "try again when it answers")
     if not transport.capabilities.receipt_lookup:
         return Result(False, "this transport has no receipt lookup, so nothing can show the reply "
                              "was not applied: verify the conversation by hand, then confirm sent or close")

@@ -81,6 +81,9 @@ class Transport:
     name: str = ""
     live: bool = True  # a transport is live unless it says otherwise
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+    # False while a transport that discovers its capabilities could not: it
+    # then reports the conservative capabilities and refuses to send.
+    discovered: bool = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         # Every transport's entry points are counted, whoever calls them.

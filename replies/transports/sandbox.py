@@ -5,7 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from functools import lru_cache
+import threading
+import time
 
 from conduit.loopback import loopback_address
 from replies.transports.base import (
@@ -18,25 +19,69 @@ from replies.transports.base import (
 )
 
 TIMEOUT_SECONDS = 10.0
+# A discovered answer is reused this long, then asked again: a sandbox provider
+# is restarted with other capabilities in tests and demos, and one GET a minute
+# is cheap. A connection refused on send forgets it at once.
+CAPABILITIES_TTL_SECONDS = 60.0
+CONSERVATIVE = Capabilities(idempotency_key=False, receipt_lookup=False)
+
+# The statuses with which the sandbox provider refuses a POST /replies before
+# applying anything (see replies/sandbox_provider.py): only these mean "not
+# sent". Any other 4xx (409 above all: the provider may already hold the reply)
+# is not established, so it parks the send in SEND_STATUS_UNKNOWN.
+REFUSED_BEFORE_APPLYING: dict[int, str] = {
+    400: "the body is not a JSON object with a reply_key; answered before anything is applied",
+    404: "the path is not /replies; answered before the body is read",
+    429: "refuse mode: the provider declines the send and applies nothing",
+}
 
 
-@lru_cache(maxsize=64)
-def _discovered(host: str, port: int) -> Capabilities:
-    """The capabilities a sandbox provider was started with (fixed for its lifetime).
+class _Discovery:
+    """Capabilities per provider address; only a successful discovery is remembered.
 
-    Unreachable means unknown, and unknown is the most conservative answer:
-    neither capability. Not cached then, so a provider that starts later is asked again.
+    A failed discovery is never cached (an lru_cache would keep the conservative
+    answer for the life of the process), so a provider that starts later, or
+    restarts, is asked again on the next build.
     """
-    conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT_SECONDS)
-    try:
-        conn.request("GET", "/capabilities")
-        data = json.loads(conn.getresponse().read())
-        return Capabilities(bool(data["idempotency_key"]), bool(data["receipt_lookup"]))
-    except (OSError, ValueError, KeyError, http.client.HTTPException):
-        _discovered.cache_clear()
-        return Capabilities(idempotency_key=False, receipt_lookup=False)
-    finally:
-        conn.close()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, int], tuple[float, Capabilities]] = {}
+
+    def __call__(self, host: str, port: int) -> Capabilities | None:
+        """The provider's capabilities, or None when they could not be discovered."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._known.get((host, port))
+        if cached and now - cached[0] < CAPABILITIES_TTL_SECONDS:
+            return cached[1]
+        conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT_SECONDS)
+        try:
+            conn.request("GET", "/capabilities")
+            response = conn.getresponse()
+            data = json.loads(response.read())
+            if response.status != 200:
+                raise ValueError(f"status {response.status}")
+            found = Capabilities(bool(data["idempotency_key"]), bool(data["receipt_lookup"]))
+        except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+            self.forget(host, port)
+            return None
+        finally:
+            conn.close()
+        with self._lock:
+            self._known[(host, port)] = (now, found)
+        return found
+
+    def forget(self, host: str, port: int) -> None:
+        with self._lock:
+            self._known.pop((host, port), None)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+
+_discovered = _Discovery()
 
 
 class SandboxTransport(Transport):
@@ -49,7 +94,19 @@ class SandboxTransport(Transport):
         if address is None:
             raise ValueError("the sandbox transport only talks to a loopback http:// URL")
         (self.host, self.port), self.timeout = address, timeout
-        self.capabilities = capabilities or _discovered(self.host, self.port)
+        self._set_capabilities(capabilities or _discovered(self.host, self.port))
+
+    def _set_capabilities(self, found: Capabilities | None) -> None:
+        # Undiscovered: readers get the conservative answer, and send() refuses
+        # to go out rather than drop the Idempotency-Key it may owe the provider.
+        self.discovered = found is not None
+        self.capabilities = found or CONSERVATIVE
+
+    def _rediscover(self) -> bool:
+        """Ask again if the build could not; True when the capabilities are known."""
+        if not self.discovered:
+            self._set_capabilities(_discovered(self.host, self.port))
+        return self.discovered
 
     def _connection(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
@@ -59,6 +116,8 @@ class SandboxTransport(Transport):
             "reply_key": reply.reply_key, "channel": reply.channel, "text": reply.text,
             "conversation_ref": reply.conversation_ref, "message_ref": reply.message_ref,
         }).encode()
+        if not self._rediscover():
+            raise NotSent("capability_discovery_failed")  # nothing left the process
         headers = {"Content-Type": "application/json"}
         if self.capabilities.idempotency_key:
             headers["Idempotency-Key"] = reply.reply_key
@@ -67,7 +126,10 @@ class SandboxTransport(Transport):
             try:
                 conn.connect()
             except OSError as exc:
-                raise NotSent("connect_failed") from exc  # nothing left the process
+                # Nothing left the process. The provider is down: whatever comes
+                # back on this address is asked for its capabilities again.
+                _discovered.forget(self.host, self.port)
+                raise NotSent("connect_failed") from exc
             try:
                 conn.request("POST", "/replies", body=body, headers=headers)
             except OSError as exc:
@@ -89,12 +151,18 @@ class SandboxTransport(Transport):
             except (ValueError, KeyError, TypeError) as exc:
                 raise Ambiguous("unreadable_receipt", http_status=status, response=True) from exc
             return Receipt(provider_reply_id=receipt_id, http_status=status)
-        if status == 429 or 400 <= status < 500:
+        if status in REFUSED_BEFORE_APPLYING:
             # The provider answered that it did not apply the reply.
             raise NotSent(f"provider_refused_{status}", http_status=status, reached=True)
+        if 400 <= status < 500:
+            # A refusal this transport does not declare as "before applying" (a 409
+            # above all) may mean the provider already holds the reply.
+            raise Ambiguous(f"provider_undeclared_{status}", http_status=status, response=True)
         raise Ambiguous(f"provider_error_{status}", http_status=status, response=True)
 
     def lookup(self, reply_key: str) -> Receipt | None:
+        if not self._rediscover():
+            raise Ambiguous("capability_discovery_failed")  # no answer either way: try again
         if not self.capabilities.receipt_lookup:
             raise NotImplementedError("this provider offers no receipt lookup")
         conn = self._connection()

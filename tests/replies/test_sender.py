@@ -106,26 +106,28 @@ def test_refused_before_accepting_backs_off_then_retries_under_the_same_key(wire
 
 
 def test_provider_unreachable_is_not_sent(wire, planned):
-    wire(None)  # nothing listens on 127.0.0.1:9
+    wire(None)  # nothing listens on 127.0.0.1:9, so not even its capabilities can be discovered
     action, _ = planned()
     approve(action)
     assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
     attempt = SendAttempt.objects.get(action=action)
-    assert (attempt.transport, attempt.evidence) == ("not_sent", "connect_failed")
+    assert (attempt.transport, attempt.evidence) == ("not_sent", "capability_discovery_failed")
 
 
-def test_automatic_attempts_are_bounded(wire, planned):
+def test_automatic_attempts_back_off_to_the_cap_and_never_stop_for_a_curable_failure(wire, planned):
     wire(None)
     action, _ = planned()
     approve(action)
-    from replies.contract import MAX_AUTOMATIC_ATTEMPTS
+    from replies.contract import BACKOFF_CAP_SECONDS, MAX_AUTOMATIC_ATTEMPTS, backoff_seconds
 
-    for _ in range(MAX_AUTOMATIC_ATTEMPTS):
+    for _ in range(MAX_AUTOMATIC_ATTEMPTS + 1):
         ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=timezone.now())
         assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
     action.refresh_from_db()
-    assert action.attempt_count == MAX_AUTOMATIC_ATTEMPTS and action.next_attempt_at is None
-    assert action.pk not in due_action_ids()
+    assert action.attempt_count == MAX_AUTOMATIC_ATTEMPTS + 1 and action.next_attempt_at is not None
+    assert [backoff_seconds(n) for n in range(1, MAX_AUTOMATIC_ATTEMPTS + 2)] == [
+        5, 10, 20, 40, BACKOFF_CAP_SECONDS, BACKOFF_CAP_SECONDS,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -197,8 +199,10 @@ def test_canary_guard_writes_the_sink_and_opens_no_socket(wire, planned, provide
     import socket
 
     state = provider()
-    wire(state, canary=True)
+    wire(state)
     action, _ = planned()
+    # A source's canary flag is fixed at registration; what the sender reads is the action's flag.
+    ReplyAction.objects.filter(pk=action.pk).update(canary=True)
     approve(action)
 
     def no_network(*args, **kwargs):
@@ -240,8 +244,9 @@ def live_transport(monkeypatch):
 
 
 def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code(wire, planned, live_transport):
-    wire(None, canary=True, transport="live_test", live_send_enabled=True)
+    wire(None, transport="live_test", live_send_enabled=True)
     action, _ = planned()
+    ReplyAction.objects.filter(pk=action.pk).update(canary=True)  # the flag the guard reads
     approve(action)
     assert reply_send(action_id=action.pk) == "SUPPRESSED_TEST"
     action.refresh_from_db()
