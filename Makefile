@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-send bench-reconcile venv clean
+.PHONY: demo test fuzz bench bench-send bench-reconcile mutation venv clean
 
 venv: $(VENV)/.installed
 
@@ -21,6 +21,11 @@ test: venv
 	SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
 		scripts/with-postgres $(PY) -m pytest $(PYTEST_ARGS)
 
+# make fuzz: Schemathesis against the served /api/schema/ (a token user, sample rows, DEBUG off);
+# FUZZ_ARGS go to schemathesis, e.g. FUZZ_ARGS="--max-examples 500".
+fuzz: venv
+	SECRET_KEY=fuzz-only-not-secret scripts/with-postgres $(PY) tests/api/schemathesis_run.py $(FUZZ_ARGS)
+
 bench: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/run.py $(BENCH_ARGS)
 
@@ -29,6 +34,12 @@ bench-send: venv
 
 bench-reconcile: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/reconciliation.py $(BENCH_ARGS)
+
+# mutmut over the deciding rules (scripts/mutation); one worker, niced: the machine is shared.
+mutation: venv
+	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install --quiet -e ".[mutation]"
+	SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
+		scripts/with-postgres nice -n 10 $(PY) scripts/mutation $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) conduit.sqlite3 .demo.env .pytest_cache
