@@ -135,6 +135,8 @@ Q_CLUSTER = {
 # SEND_STATUS_UNKNOWN by the sweeper. Longer than the task timeout above.
 CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)
 # Seconds a transport waits for the provider before the send is ambiguous.
+# Live transports are refused unless this is on and the source's owner enabled live sending.
+CONDUIT_LIVE_SEND = env.str("CONDUIT_LIVE_SEND", default="off").lower() == "on"
 CONDUIT_TRANSPORT_TIMEOUT_SECONDS = env.float("CONDUIT_TRANSPORT_TIMEOUT_SECONDS", default=10.0)
 
 # Reconciliation (seed 000 step 5, seed 004). A scan holds a lease per page

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
+from conduit.providers.registry import ADAPTERS
 from ingress import services
 from ingress.models import (
     Delivery,
@@ -18,9 +19,7 @@ from ingress.models import (
     QuarantineTransition,
     Source,
 )
-from ingress.sources import ADAPTERS
 from replies.models import ReplyAction
-
 
 
 class CommaList(forms.CharField):

@@ -14,9 +14,23 @@ from django.utils import timezone
 
 from conduit.canonical import sha256_hex
 from conduit.logging import register_secret
+from conduit.providers.base import (
+    Observation,
+    Parsed,
+    ProofError,
+    SecretUnavailable,
+    SourceConfig,
+)
+from conduit.providers.registry import get_adapter
 from conduit.sql import insert_rows, update_rows
 from conduit.statemachine import Outcome, record_created, transition, transition_many
-from ingress.contract import EVENT_TABLE, QUARANTINE_CODES, QUARANTINE_TABLE, RECONCILE_TABLE, trigger_matches
+from ingress.contract import (
+    EVENT_TABLE,
+    QUARANTINE_CODES,
+    QUARANTINE_TABLE,
+    RECONCILE_TABLE,
+    trigger_matches,
+)
 from ingress.models import (
     Delivery,
     EventState,
@@ -29,8 +43,6 @@ from ingress.models import (
     Source,
 )
 from ingress.signals import quarantine_corrected
-from ingress.sources import get_adapter
-from ingress.sources.base import Observation, Parsed, ProofError, SecretUnavailable, SourceConfig
 from replies.services import reply_actions_plan
 
 logger = logging.getLogger("conduit.ingress")
@@ -541,7 +553,7 @@ def _validated(source: Source) -> Source:
     bad = [p for p in source.purposes if not p.replace("_", "").isalnum() or not p.islower()]
     if bad:
         errors["purposes"] = f"purposes are lower-case words with underscores: {', '.join(bad)}"
-    from replies.transports import TRANSPORTS
+    from conduit.providers.registry import TRANSPORTS
 
     if source.transport not in TRANSPORTS:
         errors["transport"] = f"unknown transport; known: {', '.join(sorted(TRANSPORTS))}"

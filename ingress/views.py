@@ -11,9 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conduit.api import error
+from conduit.providers.base import SecretUnavailable
 from ingress.selectors import source_by_name
 from ingress.services import ProofRefused, webhook_receive
-from ingress.sources.base import SecretUnavailable
 
 logger = logging.getLogger("conduit.ingress")
 

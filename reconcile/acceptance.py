@@ -26,12 +26,12 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone as dj_timezone
 
+from conduit.providers.registry import get_adapter
+from conduit.providers.sandbox.simulator import serve
 from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt
 from ingress.services import event_transition, source_register
-from ingress.sources import get_adapter
 from replies.contract import reply_key
 from replies.models import ReplyAction, SendAttempt
-from replies.sandbox_provider import serve
 
 FIXTURES = Path(settings.BASE_DIR) / "fixtures" / "sandbox_social"
 NORTHSTAR_KEY = "sandbox-social:acct_test_01:comment.created:evt_test_0042"
@@ -542,19 +542,18 @@ def reconcile_minting_reply_keys() -> Iterator[None]:
 @contextlib.contextmanager
 def canary_aimed_at_live_transport() -> Iterator[None]:
     """The canary source pointed at a live transport (a registered fake that must never be called)."""
+    from conduit.providers import registry
+    from conduit.providers.base import Transport
     from ingress.models import Source
     from reconcile.canary import canary_source
-    from replies import transports
-    from replies.transports.base import Transport
 
     class LiveProbe(Transport):
         name = "live-probe"
 
-        def __init__(self, source) -> None:
+        def __init__(self, url, timeout) -> None:
             raise AssertionError("the live transport was built for a canary")
 
-    with _patched_item(transports.TRANSPORTS, "live-probe", LiveProbe), \
-            _patched_item(transports.LIVE, "live-probe", True):
+    with _patched_item(registry.TRANSPORTS, "live-probe", LiveProbe):
         source = canary_source()
         Source.objects.filter(pk=source.pk).update(transport="live-probe")
         yield

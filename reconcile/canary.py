@@ -29,18 +29,18 @@ from django.core.wsgi import get_wsgi_application
 from django.db import connections
 from django.utils import timezone as dj_timezone
 
+from conduit.providers.base import CALLS
+from conduit.providers.registry import TRANSPORTS, get_adapter
+from conduit.providers.sandbox.simulator import serve
 from ingress.models import InboundEvent, Source
 from ingress.services import SourceConflict, source_config, source_register
-from ingress.sources import get_adapter
 from reconcile.models import CanaryReport, ReconcileReport
 from reconcile.services import LeaseBusy, reconcile_page
 from replies.contract import reply_key
 from replies.models import CanarySinkRecord, ReplyAction
 from replies.models import DeliveryState as S
-from replies.sandbox_provider import serve
 from replies.sender import reply_approve, reply_copy_create, reply_send
-from replies.transports import LIVE, is_live
-from replies.transports.base import CALLS
+from replies.transports import is_live
 
 logger = logging.getLogger("conduit.canary")
 
@@ -129,7 +129,7 @@ def canary_source() -> Source:
     if (source.source_system, source.account_ref) != ("sandbox-social", CANARY["account_ref"]):
         problems.append(f"its identifiers are {source.source_system}/{source.account_ref}, "
                         f"not the reserved sandbox-social/{CANARY['account_ref']}")
-    if source.transport not in LIVE or is_live(source.transport):
+    if source.transport not in TRANSPORTS or is_live(source.transport):
         problems.append(f"it is configured with the live transport {source.transport!r}")
     if source.live_send_enabled:
         problems.append("live sending is enabled for it")

@@ -28,12 +28,18 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from conduit.canonical import payload_hash
+from conduit.providers.base import Observation, PageFailure, Parsed, SourcePage
+from conduit.providers.registry import get_adapter
 from conduit.sql import insert_rows
 from conduit.statemachine import record_created, transition
-from ingress.models import InboundEvent, QuarantineReceipt, QuarantineState, ReconcileStatus, Source
+from ingress.models import (
+    InboundEvent,
+    QuarantineReceipt,
+    QuarantineState,
+    ReconcileStatus,
+    Source,
+)
 from ingress.services import events_reconcile_mark, observations_accept, source_config
-from ingress.sources import get_adapter
-from ingress.sources.base import Observation, PageFailure, Parsed, SourcePage
 from reconcile.models import (
     RUN_TABLE,
     Decision,
@@ -50,8 +56,14 @@ from reconcile.models import (
     StagedEvent,
     StagedReceipt,
 )
-from replies.models import DeliveryState as S, ReplyAction
-from replies.sender import Result, reply_close, unknown_authorize_retry, unknown_confirm_sent
+from replies.models import DeliveryState as S
+from replies.models import ReplyAction
+from replies.sender import (
+    Result,
+    reply_close,
+    unknown_authorize_retry,
+    unknown_confirm_sent,
+)
 from replies.services import reply_action_transition
 
 logger = logging.getLogger("conduit.reconcile")

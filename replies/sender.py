@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from conduit.providers.base import Ambiguous, NotSent, OutboundReply
 from conduit.sql import from_row, insert_rows, select_list, update_rows
 from conduit.statemachine import Outcome
 from replies.contract import INCURABLE_FAILURES, backoff_seconds, failure_is_incurable
@@ -26,14 +27,15 @@ from replies.models import (
     ApprovalState,
     AttemptTransport,
     CanarySinkRecord,
-    DeliveryState as S,
     ReplyAction,
     ReplyCopy,
     SendAttempt,
 )
+from replies.models import (
+    DeliveryState as S,
+)
 from replies.services import reply_action_transition
 from replies.transports import LiveSendDisabled, is_live, transport_for
-from replies.transports.base import Ambiguous, NotSent, OutboundReply
 
 logger = logging.getLogger("conduit.replies")
 

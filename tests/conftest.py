@@ -38,7 +38,7 @@ def sign(
     body: bytes, *, delivery_id: str | None = None, at: datetime | None = None,
     secret: str = TEST_SECRET,
 ) -> dict[str, str]:
-    from ingress.sources import get_adapter
+    from conduit.providers.registry import get_adapter
 
     return get_adapter("sandbox-social").sign(
         body=body, secret=secret, delivery_id=delivery_id or f"msg_test_{uuid.uuid4().hex}",
@@ -102,8 +102,8 @@ COPY = "The sample checklist is ready in the test fixture."
 @pytest.fixture
 def provider():
     """Start sandbox providers on free loopback ports: provider(idempotency_key=..., receipt_lookup=...)."""
-    from replies.sandbox_provider import serve
-    from replies.transports.sandbox import _discovered
+    from conduit.providers.sandbox.simulator import serve
+    from conduit.providers.sandbox.transport import _discovered
 
     servers = []
 
@@ -170,8 +170,8 @@ def _short_timeouts(settings):
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     """Ids restart between test databases; process caches keyed by id must not carry over."""
+    from conduit.providers.sandbox.transport import _discovered
     from replies.sender import approved_copy
-    from replies.transports.sandbox import _discovered
 
     approved_copy.cache_clear()
     _discovered.cache_clear()

@@ -24,13 +24,13 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from conduit.providers.registry import get_adapter  # noqa: E402
+from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.models import InboundEvent  # noqa: E402
-from ingress.sources import get_adapter  # noqa: E402
 from reconcile.decisions.service import decision_make  # noqa: E402
 from reconcile.selectors import reply_decision_request  # noqa: E402
 from replies import sender  # noqa: E402
 from replies.models import ReplyAction  # noqa: E402
-from replies.sandbox_provider import serve  # noqa: E402
 
 call_command("migrate", verbosity=0)
 server, state = serve(port=0)

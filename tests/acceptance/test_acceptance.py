@@ -99,7 +99,7 @@ def test_instrument_integrity_event_identity_names_the_duplicate(harness):
 
 @REAL_HTTP
 def test_instrument_integrity_canary_fails_closed_before_transport():
-    from replies.transports.base import CALLS
+    from conduit.providers.base import CALLS
 
     with acceptance.canary_aimed_at_live_transport():
         before = sum(CALLS.values())
@@ -128,8 +128,8 @@ def test_control_reply_identity_fails_when_events_and_replies_are_not_unique(har
 
 
 def test_control_source_proof_fails_when_verification_is_bypassed(harness, monkeypatch):
-    from ingress.sources.base import Proof
-    from ingress.sources.sandbox_social import SandboxSocialAdapter
+    from conduit.providers.base import Proof
+    from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 
     monkeypatch.setattr(
         SandboxSocialAdapter, "verify", lambda self, **kw: Proof(delivery_id=kw["headers"]["webhook-id"])
@@ -138,7 +138,7 @@ def test_control_source_proof_fails_when_verification_is_bypassed(harness, monke
 
 
 def test_control_required_fields_fails_when_an_identity_field_becomes_optional(harness, monkeypatch):
-    from ingress.sources import sandbox_social
+    from conduit.providers.sandbox import webhook as sandbox_social
 
     monkeypatch.setattr(sandbox_social, "REQUIRED", ("type", "comment_id", "from_id", "created_at"))
     monkeypatch.setattr(sandbox_social, "OPTIONAL", ("id", "post_id"))
@@ -148,7 +148,7 @@ def test_control_required_fields_fails_when_an_identity_field_becomes_optional(h
 def test_control_safe_retry_fails_when_a_retry_mints_a_new_key(harness, monkeypatch):
     import dataclasses
 
-    from replies.transports.sandbox import SandboxTransport
+    from conduit.providers.sandbox.transport import SandboxTransport
 
     real_send = SandboxTransport.send
     monkeypatch.setattr(SandboxTransport, "send",

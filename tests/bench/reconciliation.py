@@ -23,20 +23,19 @@ import threading
 import time
 
 from common import ROOT  # noqa: I001  (sets Django up)
-
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from conduit.canonical import payload_hash  # noqa: E402
+from conduit.providers.base import event_key  # noqa: E402
+from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from conduit.sql import insert_rows  # noqa: E402
 from ingress.models import InboundEvent, Source  # noqa: E402
 from ingress.services import source_register  # noqa: E402
-from ingress.sources.base import event_key  # noqa: E402
 from reconcile.models import ReconcileReport  # noqa: E402
 from replies.contract import reply_key  # noqa: E402
 from replies.models import ReplyAction  # noqa: E402
-from replies.sandbox_provider import serve  # noqa: E402
 
 CHUNK = 1000
 

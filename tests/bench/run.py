@@ -21,15 +21,14 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
-
 import psycopg  # noqa: E402
+from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 from django.db import connection  # noqa: E402
 
 from conduit.canonical import payload_hash, sha256_hex  # noqa: E402
-from ingress.sources import get_adapter  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+from conduit.providers.registry import get_adapter  # noqa: E402
 from replies.contract import reply_key  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
 
 ADAPTER = get_adapter("sandbox-social")
 ACCOUNT = "acct_test_bench"

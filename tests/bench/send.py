@@ -18,15 +18,14 @@ import subprocess
 import sys
 import time
 
-from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
-
 import psycopg  # noqa: E402
+from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 from django.db import connection  # noqa: E402
 
+from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.services import source_update, webhook_receive  # noqa: E402
 from replies import sender  # noqa: E402
 from replies.models import ReplyAction, SendAttempt  # noqa: E402
-from replies.sandbox_provider import serve  # noqa: E402
 from tests.conftest import sign  # noqa: E402
 
 ACCOUNT = "acct_test_sendbench"

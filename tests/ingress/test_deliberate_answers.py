@@ -140,7 +140,7 @@ def test_our_verification_agrees_with_the_standardwebhooks_package():
     """The package stays the oracle: what it signs, we verify; what we sign, it verifies."""
     from standardwebhooks.webhooks import Webhook
 
-    from ingress.sources.sandbox_social import SandboxSocialAdapter
+    from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 
     adapter = SandboxSocialAdapter()
     at = datetime.now(timezone.utc)
@@ -318,14 +318,13 @@ def test_a_value_past_the_contract_bounds_is_refused_at_the_boundary(deliver):
 def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_source):
     """Positive control for the boundary: with contract_refusal switched off, the database's own
     refusal of an over-long key must still be a 202 refusal (unstorable_value), never store_unavailable."""
-    import ingress.sources.base as base
-
+    import conduit.providers.base as base
     from ingress.services import source_update
 
     source_update(source_id=sandbox_source.pk, changes={"event_types": ["comment.created", "t" * 64]})
     monkeypatch.setattr(base, "contract_refusal", lambda observation: None)
     monkeypatch.setattr(base, "MAX_REF_LENGTH", 400)
-    import ingress.sources.sandbox_social as sandbox_social
+    import conduit.providers.sandbox.webhook as sandbox_social
 
     monkeypatch.setattr(sandbox_social, "MAX_REF_LENGTH", 400)
     response = deliver(batch_body(item(1, id="e" * 400, type="t" * 64)))

@@ -5,9 +5,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from conduit.canonical import canonical_json, payload_hash, sha256_hex
-from ingress.sources import get_adapter, standard_webhooks
-from ingress.sources.base import Observation, ProofError, SecretUnavailable, SourceConfig
-from ingress.sources.sandbox_social import FIELD_MAP
+from conduit.providers.base import (
+    Observation,
+    ProofError,
+    SecretUnavailable,
+    SourceConfig,
+)
+from conduit.providers.registry import get_adapter
+from conduit.providers.sandbox import standard_webhooks
+from conduit.providers.sandbox.webhook import FIELD_MAP
 from tests.conftest import TEST_SECRET, fixture_body, sign
 
 ADAPTER = get_adapter("sandbox-social")

@@ -12,8 +12,8 @@ from django.test import Client
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from conduit.providers.sandbox.webhook import OPTIONAL, REQUIRED
 from ingress.models import InboundEvent, QuarantineReceipt
-from ingress.sources.sandbox_social import OPTIONAL, REQUIRED
 from tests.conftest import sign
 
 pytestmark = pytest.mark.usefixtures("sandbox_source")
@@ -133,8 +133,8 @@ def check_answer(payload: bytes) -> None:
 def test_positive_control_the_fuzzer_finds_an_input_error_that_escapes_the_boundary(monkeypatch):
     """Break the guard on purpose: with the boundary catching nothing and hashing raising on a
     non-finite number, the property above must fail (a 500 reaches the provider)."""
-    import ingress.sources.base as base
-    import ingress.sources.sandbox_social as sandbox
+    import conduit.providers.base as base
+    import conduit.providers.sandbox.webhook as sandbox
 
     real = sandbox.payload_hash
 

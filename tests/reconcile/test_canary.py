@@ -62,20 +62,19 @@ def test_running_again_is_safe_and_says_what_it_found():
 
 
 def test_a_canary_source_with_a_live_transport_fails_closed_before_any_call(monkeypatch):
-    from replies import transports
-    from replies.transports.base import CALLS, Transport
+    from conduit.providers import registry
+    from conduit.providers.base import CALLS, Transport
 
     class LiveProbe(Transport):
         name = "live-probe"
 
-        def __init__(self, source):
+        def __init__(self, url, timeout):
             pass
 
         def send(self, reply):
             raise AssertionError("a live transport was called")
 
-    monkeypatch.setitem(transports.TRANSPORTS, "live-probe", LiveProbe)
-    monkeypatch.setitem(transports.LIVE, "live-probe", True)
+    monkeypatch.setitem(registry.TRANSPORTS, "live-probe", LiveProbe)
     assert run("--actor", "operator_test")[0] == 0
     Source.objects.filter(name="canary").update(transport="live-probe")
     calls = sum(CALLS.values())

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 from ingress.models import InboundEvent
-from ingress.sources.sandbox_social import SandboxSocialAdapter
 from reconcile import services
-from reconcile.models import RUN_TABLE, Finding, ReconcileReport, ReconcileRun, ReconcileRunTransition, ScanState
+from reconcile.models import (
+    RUN_TABLE,
+    Finding,
+    ReconcileReport,
+    ReconcileRun,
+    ReconcileRunTransition,
+    ScanState,
+)
 from reconcile.services import reconcile_page, reconcile_request
 from replies.models import ReplyAction
 from tests.reconcile.conftest import BASE_TIME, body, item

@@ -233,7 +233,7 @@ def test_an_operator_request_during_a_scan_keeps_the_source_due(source_side, set
 
 @pytest.mark.django_db
 def test_protocol_violations_fail_the_page_without_poisoning_staging(source_side, settings, monkeypatch):
-    from ingress.sources.sandbox_social import SandboxSocialAdapter
+    from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
@@ -356,7 +356,7 @@ def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(pr
     round-robin cursor moves past it and the healthy source beside it is served in the same poll."""
     from django.db import OperationalError
 
-    from ingress.sources.sandbox_social import SandboxSocialAdapter
+    from conduit.providers.sandbox.webhook import SandboxSocialAdapter
     from reconcile.models import SchedulerCursor
     from reconcile.selectors import needs_a_person, source_health
 

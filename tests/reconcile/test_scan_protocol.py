@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from conduit.providers.base import SourcePage
+from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 from ingress.services import source_config
-from ingress.sources.base import SourcePage
-from ingress.sources.sandbox_social import SandboxSocialAdapter
 from reconcile import services
-from reconcile.models import ReconcileRun, ReconcileRunTransition, ScanState, StagedEvent
+from reconcile.models import (
+    ReconcileRun,
+    ReconcileRunTransition,
+    ScanState,
+    StagedEvent,
+)
 from reconcile.services import RestartRefused, reconcile_page, scan_restart
 from tests.reconcile.conftest import body, item
 

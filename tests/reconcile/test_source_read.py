@@ -7,9 +7,9 @@ import urllib.request
 
 import pytest
 
+from conduit.providers.base import PageFailure
+from conduit.providers.registry import get_adapter
 from ingress.services import source_config
-from ingress.sources import get_adapter
-from ingress.sources.base import PageFailure
 from tests.conftest import fixture_body
 from tests.reconcile.conftest import item
 
@@ -44,8 +44,9 @@ def test_pages_walk_every_event_once_in_order_even_when_events_change_mid_scan(s
 
 
 def test_the_window_bounds_the_read(source_side):
-    from tests.reconcile.conftest import BASE_TIME
     from datetime import timedelta
+
+    from tests.reconcile.conftest import BASE_TIME
 
     state, source = source_side
     state.hold_events(*[item(n) for n in range(1, 6)])

@@ -15,8 +15,8 @@ import django  # noqa: E402
 
 django.setup()
 
+from conduit.providers.sandbox.transport import SandboxTransport  # noqa: E402
 from replies.sender import reply_send  # noqa: E402
-from replies.transports.sandbox import SandboxTransport  # noqa: E402
 
 applied_send = SandboxTransport.send
 

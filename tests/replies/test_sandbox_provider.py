@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from replies.transports.base import Ambiguous, NotSent, OutboundReply
-from replies.transports.sandbox import SandboxTransport
+from conduit.providers.base import Ambiguous, NotSent, OutboundReply
+from conduit.providers.sandbox.transport import SandboxTransport
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

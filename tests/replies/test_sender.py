@@ -118,7 +118,11 @@ def test_automatic_attempts_back_off_to_the_cap_and_never_stop_for_a_curable_fai
     wire(None)
     action, _ = planned()
     approve(action)
-    from replies.contract import BACKOFF_CAP_SECONDS, MAX_AUTOMATIC_ATTEMPTS, backoff_seconds
+    from replies.contract import (
+        BACKOFF_CAP_SECONDS,
+        MAX_AUTOMATIC_ATTEMPTS,
+        backoff_seconds,
+    )
 
     for _ in range(MAX_AUTOMATIC_ATTEMPTS + 1):
         ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=timezone.now())
@@ -175,7 +179,7 @@ def test_sweeper_parks_a_stale_sending_row_and_leaves_a_fresh_one(wire, planned,
 
 
 def test_a_receipt_that_arrives_after_the_lease_expired_still_lands(wire, planned, provider, monkeypatch):
-    from replies.transports.sandbox import SandboxTransport
+    from conduit.providers.sandbox.transport import SandboxTransport
 
     state = provider()
     wire(state)
@@ -221,9 +225,8 @@ def test_canary_guard_writes_the_sink_and_opens_no_socket(wire, planned, provide
 @pytest.fixture
 def live_transport(monkeypatch):
     """Register a fake live transport; `built` records every construction."""
-    from replies import transports
-
-    from replies.transports.base import Capabilities, Receipt, Transport
+    from conduit.providers import registry
+    from conduit.providers.base import Capabilities, Receipt, Transport
 
     built = []
 
@@ -231,15 +234,13 @@ def live_transport(monkeypatch):
         name, live = "live_test", True
         capabilities = Capabilities(idempotency_key=True, receipt_lookup=True)
 
+        def __init__(self, url, timeout):
+            built.append(url)
+
         def send(self, reply):
             return Receipt(provider_reply_id="rcpt_test_live", http_status=200)
 
-    def factory(source):
-        built.append(source.pk)
-        return LiveTest()
-
-    monkeypatch.setitem(transports.TRANSPORTS, "live_test", factory)
-    monkeypatch.setitem(transports.LIVE, "live_test", True)
+    monkeypatch.setitem(registry.TRANSPORTS, "live_test", LiveTest)
     return built
 
 
@@ -256,9 +257,9 @@ def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code
 
 @pytest.mark.parametrize("env, flag", [("off", True), ("on", False), ("off", False)])
 def test_live_transports_stay_off_unless_environment_and_owner_both_say_on(
-    wire, planned, live_transport, monkeypatch, env, flag
+    wire, planned, live_transport, settings, env, flag
 ):
-    monkeypatch.setenv("CONDUIT_LIVE_SEND", env)
+    settings.CONDUIT_LIVE_SEND = env == "on"
     wire(None, transport="live_test", live_send_enabled=flag)
     action, _ = planned()
     approve(action)
@@ -269,13 +270,13 @@ def test_live_transports_stay_off_unless_environment_and_owner_both_say_on(
     assert SendAttempt.objects.get(action=action).transport == "not_sent"
 
 
-def test_with_both_switches_on_the_live_transport_is_used(wire, planned, live_transport, monkeypatch):
-    monkeypatch.setenv("CONDUIT_LIVE_SEND", "on")
+def test_with_both_switches_on_the_live_transport_is_used(wire, planned, live_transport, settings):
+    settings.CONDUIT_LIVE_SEND = True
     wire(None, transport="live_test", live_send_enabled=True)
     action, _ = planned()
     approve(action)
     assert reply_send(action_id=action.pk) == "SENT"
-    assert live_transport == [action.event.source_id]
+    assert len(live_transport) == 1
 
 
 def _unknown(state, wire, planned):

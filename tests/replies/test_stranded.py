@@ -7,7 +7,11 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 from replies import sender
-from replies.contract import BACKOFF_CAP_SECONDS, INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
+from replies.contract import (
+    BACKOFF_CAP_SECONDS,
+    INCURABLE_FAILURES,
+    MAX_AUTOMATIC_ATTEMPTS,
+)
 from replies.models import ReplyAction, ReplyTransition, SendAttempt
 from replies.selectors import sends_stranded
 from replies.sender import due_action_ids, reply_approve, reply_send, stranded_retry_now
@@ -26,8 +30,10 @@ def make_due(action) -> None:
 @pytest.fixture
 def live_transport(monkeypatch):
     """A live transport name that stays switched off: every send fails live_send_disabled."""
-    from replies import transports
-    from replies.transports.base import Capabilities, Receipt, Transport
+    from django.conf import settings as django_settings
+
+    from conduit.providers import registry
+    from conduit.providers.base import Capabilities, Receipt, Transport
 
     class LiveTest(Transport):
         name, live = "live_test", True
@@ -36,9 +42,8 @@ def live_transport(monkeypatch):
         def send(self, reply):
             return Receipt(provider_reply_id="rcpt_test_live", http_status=200)
 
-    monkeypatch.setitem(transports.TRANSPORTS, "live_test", lambda source: LiveTest())
-    monkeypatch.setitem(transports.LIVE, "live_test", True)
-    monkeypatch.setenv("CONDUIT_LIVE_SEND", "off")
+    monkeypatch.setitem(registry.TRANSPORTS, "live_test", LiveTest)
+    monkeypatch.setattr(django_settings, "CONDUIT_LIVE_SEND", False)
 
 
 def test_an_exhausted_failure_before_send_keeps_retrying_at_the_capped_interval_under_the_same_key(

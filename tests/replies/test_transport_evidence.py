@@ -6,12 +6,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from replies.models import ReplyAction, SendAttempt
-from replies.sandbox_provider import serve
+from conduit.providers.base import Ambiguous, NotSent, OutboundReply
+from conduit.providers.sandbox import transport as sandbox
+from conduit.providers.sandbox.simulator import serve
+from conduit.providers.sandbox.transport import (
+    REFUSED_BEFORE_APPLYING,
+    SandboxTransport,
+)
+from replies.models import SendAttempt
 from replies.sender import due_action_ids, reply_approve, reply_send
-from replies.transports import sandbox
-from replies.transports.base import Ambiguous, NotSent, OutboundReply
-from replies.transports.sandbox import REFUSED_BEFORE_APPLYING, SandboxTransport
 from tests.conftest import free_port
 
 REPLY = OutboundReply(

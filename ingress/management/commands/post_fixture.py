@@ -9,10 +9,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from conduit.providers.base import SecretUnavailable
+from conduit.providers.registry import get_adapter
 from ingress.models import Source
 from ingress.services import source_secret
-from ingress.sources import get_adapter
-from ingress.sources.base import SecretUnavailable
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from conduit.providers.registry import ADAPTERS
 from ingress.services import SourceConflict, source_register
-from ingress.sources import ADAPTERS
 from replies.sender import copy_current, reply_copy_create
 
 

@@ -187,7 +187,7 @@ def _event_contract() -> dict[str, str]:
 
 
 def _field_map() -> dict:
-    from ingress.sources import sandbox_social
+    from conduit.providers.sandbox import webhook as sandbox_social
 
     return {"map": dict(sandbox_social.FIELD_MAP), "required": list(sandbox_social.REQUIRED),
             "optional": list(sandbox_social.OPTIONAL)}

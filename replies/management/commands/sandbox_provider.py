@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from replies.sandbox_provider import serve
+from conduit.providers.sandbox.simulator import serve
 
 
 class Command(BaseCommand):

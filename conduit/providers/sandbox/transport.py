@@ -9,7 +9,7 @@ import threading
 import time
 
 from conduit.loopback import loopback_address
-from replies.transports.base import (
+from conduit.providers.base import (
     Ambiguous,
     Capabilities,
     NotSent,
@@ -26,7 +26,7 @@ CAPABILITIES_TTL_SECONDS = 60.0
 CONSERVATIVE = Capabilities(idempotency_key=False, receipt_lookup=False)
 
 # The statuses with which the sandbox provider refuses a POST /replies before
-# applying anything (see replies/sandbox_provider.py): only these mean "not
+# applying anything (see conduit/providers/sandbox/simulator.py): only these mean "not
 # sent". Any other 4xx (409 above all: the provider may already hold the reply)
 # is not established, so it parks the send in SEND_STATUS_UNKNOWN.
 REFUSED_BEFORE_APPLYING: dict[int, str] = {

@@ -1,7 +1,13 @@
-"""The source adapter surface: verify proof, parse a body into observations. Pure: no ORM."""
+"""What a platform provides, in small protocols: a source adapter (proof, parsing, the field map),
+a source reader (pages for reconciliation) and a transport (one send, one receipt lookup).
+
+Plain dataclasses in and out; no ORM and no app: apps import providers, never the reverse.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
@@ -192,6 +198,30 @@ def contract_refusal(observation: Observation) -> Rejection | None:
     return None
 
 
+class SourceReader:
+    """Base for reading one platform's source evidence, page by page (seed 004).
+
+    Mixed into a platform's adapter, whose `normalize` it uses, so a page's
+    events get the webhook's own keys and hashes.
+    """
+
+    # Whether reading this source's evidence calls a system outside Conduit's host.
+    live: bool = True
+
+    def read_page(
+        self, *, config: SourceConfig, base_url: str, since: datetime | None,
+        until: datetime | None, cursor: str | None, limit: int, timeout: float,
+        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
+    ) -> SourcePage:
+        """One page of the source's events in [since, until) (or after `cursor`).
+
+        Raises PageFailure. A new generation (no cursor) receives the last
+        complete checkpoint; a page larger than `max_bytes` is refused while it
+        is read, never buffered whole.
+        """
+        raise NotImplementedError(".read_page() must be overridden.")
+
+
 class SourceAdapter:
     """Base for one provider: subclasses implement proof, parsing and one event's mapping.
 
@@ -242,19 +272,103 @@ class SourceAdapter:
         """Headers a sender would attach; used by fixtures, the canary and benchmarks."""
         raise NotImplementedError(".sign() must be overridden.")
 
-    # Whether reading this source's evidence calls a system outside Conduit's host.
-    live: bool = True
 
-    def read_page(
-        self, *, config: SourceConfig, base_url: str, since: datetime | None,
-        until: datetime | None, cursor: str | None, limit: int, timeout: float,
-        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
-    ) -> SourcePage:
-        """One page of the source's events in [since, until) (or after `cursor`).
 
-        Raises PageFailure. Normalizes each event with the same contract as
-        the webhook, so reconciliation derives the same keys. A new generation
-        (no cursor) receives the last complete checkpoint (seed 004); a page
-        larger than `max_bytes` is refused while it is read, never buffered whole.
-        """
-        raise NotImplementedError(".read_page() must be overridden.")
+# -- transports ---------------------------------------------------------------
+
+
+# Calls that reached transport code in this process, by (transport name, operation):
+# "build" (constructing one, which may discover capabilities over the network),
+# "send" and "lookup". The canary counts these; it does not assume them.
+CALLS: Counter = Counter()
+
+
+def _counted(method, operation: str):
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        CALLS[(self.name, operation)] += 1
+        return method(self, *args, **kwargs)
+
+    return counted
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the provider offers, which decides the recovery path (seed 000 step 3)."""
+
+    idempotency_key: bool
+    receipt_lookup: bool
+
+
+@dataclass(frozen=True)
+class OutboundReply:
+    """What the sender hands a transport: keys, destination and approved copy. Never logged."""
+
+    reply_key: str
+    event_key: str
+    purpose: str
+    channel: str
+    copy_version: str
+    text: str
+    conversation_ref: str
+    message_ref: str
+
+
+@dataclass(frozen=True)
+class Receipt:
+    provider_reply_id: str
+    http_status: int | None = None
+
+
+class SendFailure(Exception):
+    """A send that returned no receipt; `code` is Conduit's own, safe to store and log."""
+
+    def __init__(self, code: str, *, http_status: int | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.http_status = http_status
+
+
+class NotSent(SendFailure):
+    """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
+
+    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False) -> None:
+        super().__init__(code, http_status=http_status)
+        # reached: the provider answered (a definitive refusal), versus nothing left the process.
+        self.reached = reached
+
+
+class Ambiguous(SendFailure):
+    """The provider may have applied the reply: park it, never retry automatically."""
+
+    def __init__(self, code: str, *, http_status: int | None = None, response: bool = False) -> None:
+        super().__init__(code, http_status=http_status)
+        self.response = response
+
+
+class Transport:
+    """Base for one provider. Subclasses set `name`, `live` and `capabilities`."""
+
+    name: str = ""
+    live: bool = True  # a transport is live unless it says otherwise
+    capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+    # False while a transport that discovers its capabilities could not: it
+    # then reports the conservative capabilities and refuses to send.
+    discovered: bool = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # Every transport's entry points are counted, whoever calls them.
+        super().__init_subclass__(**kwargs)
+        for operation in ("send", "lookup"):
+            if operation in cls.__dict__:
+                setattr(cls, operation, _counted(cls.__dict__[operation], operation))
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _counted(cls.__dict__["__init__"], "build")
+
+    def send(self, reply: OutboundReply) -> Receipt:
+        """Deliver once; pass reply.reply_key as the idempotency key when there is one."""
+        raise NotImplementedError(".send() must be overridden.")
+
+    def lookup(self, reply_key: str) -> Receipt | None:
+        """The provider's receipt for this reply key, or None if it has none."""
+        raise NotImplementedError(".lookup() must be overridden.")

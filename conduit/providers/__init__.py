@@ -1,0 +1,1 @@
+"""The ground floor: one package per platform, speaking only that platform's protocol."""

@@ -1,0 +1,1 @@
+"""The synthetic sandbox platform: webhook proof and field map, page reader, transport, simulator."""
