@@ -4,9 +4,10 @@ from django.contrib import admin
 from django.urls import path, re_path
 
 from conduit.api import api_not_found
-from ingress.api import EventList, QuarantineList
+from ingress.api import QuarantineList
 from ingress.views import WebhookView
 from reconcile.api import DecisionView, OpenAPIView
+from replies.api import EventList
 
 urlpatterns = [
     path("webhooks/<str:source_name>/", WebhookView.as_view(), name="webhook"),

@@ -19,7 +19,7 @@ from ingress.models import (
     QuarantineTransition,
     Source,
 )
-from replies.models import ReplyAction
+from ingress.selectors import source_identity_holder
 
 
 class CommaList(forms.CharField):
@@ -37,23 +37,21 @@ class SourceForm(forms.ModelForm):
     trigger_keywords = CommaList(
         required=False, help_text="Comma-separated; a change is a new trigger rule version"
     )
-    transport_url = forms.URLField(
-        required=False, assume_scheme="http", help_text="Base URL of the sandbox provider."
+    source_url = forms.URLField(
+        required=False, assume_scheme="http", help_text="Base URL reconciliation reads the source's pages from."
     )
 
     class Meta:
         model = Source
-        fields = ["name", *services.REGISTERED_FIELDS, "live_send_enabled"]
+        fields = ["name", *services.REGISTERED_FIELDS]
 
     def validate_unique(self) -> None:
         # source_system is derived from the adapter, so check the identity here.
         super().validate_unique()
-        adapter = ADAPTERS.get(self.cleaned_data.get("adapter", ""))
+        adapter = self.cleaned_data.get("adapter", "")
         account = self.cleaned_data.get("account_ref")
-        if adapter and account:
-            clash = Source.objects.filter(
-                source_system=adapter.source_system, account_ref=account
-            ).exclude(pk=self.instance.pk).first()
+        if adapter in ADAPTERS and account:
+            clash = source_identity_holder(adapter=adapter, account_ref=account, other_than=self.instance.pk)
             if clash:
                 self.add_error("account_ref", f"This account is already registered as {clash.name}.")
 
@@ -71,9 +69,6 @@ class SourceAdmin(admin.ModelAdmin):
         if obj is not None:
             # Fixed at registration (seed 004); source_update refuses them too.
             fields = (*fields, *services.IMMUTABLE_FIELDS)
-        # Only owners may enable live sending for a source.
-        if not request.user.has_perm("ingress.enable_live_send"):
-            fields = (*fields, "live_send_enabled")
         return fields
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -84,10 +79,7 @@ class SourceAdmin(admin.ModelAdmin):
         if change:
             updated = services.source_update(source_id=obj.pk, changes=values)
         else:
-            live = values.pop("live_send_enabled", False)
             updated, _ = services.source_register(**values)
-            if live:
-                updated = services.source_update(source_id=updated.pk, changes={"live_send_enabled": True})
         obj.pk = updated.pk
         obj.refresh_from_db()
 
@@ -97,9 +89,9 @@ class EventTransitionInline(LedgerInline):
     fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
 
 
-class ReplyActionInline(LedgerInline):
-    model = ReplyAction
-    fields = readonly_fields = ("reply_key", "purpose", "approval_state", "delivery_state", "attempt_count")
+# Apps built on ingress add their rows to an event's page here (replies adds its actions);
+# ingress imports none of them.
+EVENT_INLINES: list[type[admin.options.InlineModelAdmin]] = []
 
 
 @admin.register(InboundEvent)
@@ -112,7 +104,9 @@ class InboundEventAdmin(LedgerAdmin):
     search_fields = ("=event_key", "=source_event_id", "=message_ref")
     date_hierarchy = "first_received_at"
     exclude = ("message_text",)
-    inlines = [ReplyActionInline, EventTransitionInline]
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list:
+        return [*EVENT_INLINES, EventTransitionInline]
 
 
 @admin.register(Delivery)

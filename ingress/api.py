@@ -1,4 +1,7 @@
-"""The read API: canonical events with their reply actions, and quarantine receipts."""
+"""The read API's quarantine list, and what every read list shares: pagination, query checks, OpenAPI parts.
+
+The event list shows each event's reply actions, so it is replies' (replies/api.py).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,8 @@ from rest_framework import exceptions, generics, serializers, status
 from rest_framework.pagination import Cursor, CursorPagination
 
 from conduit.api import QueryText
-from ingress.models import EventState, InboundEvent, QuarantineReceipt, QuarantineState
-from ingress.selectors import event_list, quarantine_list
-from replies.models import ApprovalState, DeliveryState, ReplyAction
+from ingress.models import QuarantineReceipt, QuarantineState
+from ingress.selectors import quarantine_list
 
 MAX_PAGE_SIZE = 500
 # A cursor is DRF's base64 of a short query string; anything longer is not one of ours.
@@ -58,41 +60,6 @@ def validated_query(serializer_class: type[serializers.Serializer], request) -> 
     return query.validated_data
 
 
-class EventList(generics.ListAPIView):
-    """GET /api/events/?event_key=&source=&state=: canonical records with their reply actions."""
-
-    pagination_class = NewestFirst
-
-    class Query(ListQuery):
-        event_key = QueryText(max_length=InboundEvent._meta.get_field("event_key").max_length)
-        source = QueryText(max_length=64)
-        state = serializers.ChoiceField(choices=EventState.values, required=False)
-
-    class OutputSerializer(serializers.ModelSerializer):
-        class ReplyActionOutput(serializers.ModelSerializer):
-            class Meta:
-                model = ReplyAction
-                fields = ["reply_key", "purpose", "approval_state", "delivery_state"]
-
-        source = serializers.SlugRelatedField(slug_field="name", read_only=True)
-        reply_actions = ReplyActionOutput(many=True, read_only=True)
-
-        class Meta:
-            model = InboundEvent
-            fields = [
-                "event_key", "source", "event_state", "seen_count", "first_received_at",
-                "last_received_at", "trigger_match", "canary", "reply_actions",
-            ]
-
-    serializer_class = OutputSerializer
-
-    def get_queryset(self) -> QuerySet:
-        query = validated_query(self.Query, self.request)
-        return event_list(
-            event_key=query.get("event_key", ""), source=query.get("source", ""), state=query.get("state", ""),
-        )
-
-
 class QuarantineList(generics.ListAPIView):
     """GET /api/quarantine/?source=&state=: quarantine receipts, newest first."""
 
@@ -116,33 +83,33 @@ class QuarantineList(generics.ListAPIView):
         return quarantine_list(source=query.get("source", ""), state=query.get("state", ""))
 
 
-# The OpenAPI description of the read API, merged into /api/schema/ (reconcile/api.py).
+# The OpenAPI description of the quarantine list, merged into /api/schema/ (reconcile/api.py).
 # The pattern says what refuse_control_characters refuses, so that generated
 # "valid" values are valid and generated invalid ones must be refused.
 _PRINTABLE = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"
 
 
-def _text_parameter(name: str, max_length: int, description: str) -> dict[str, Any]:
+def text_parameter(name: str, max_length: int, description: str) -> dict[str, Any]:
     return {
         "name": name, "in": "query", "required": False, "description": description,
         "schema": {"type": "string", "maxLength": max_length, "pattern": _PRINTABLE},
     }
 
 
-def _list_parameters() -> list[dict[str, Any]]:
+def list_parameters() -> list[dict[str, Any]]:
     return [
-        _text_parameter("cursor", MAX_CURSOR_LENGTH, "the opaque cursor of a `next` or `previous` link"),
+        text_parameter("cursor", MAX_CURSOR_LENGTH, "the opaque cursor of a `next` or `previous` link"),
         {"name": "page_size", "in": "query", "required": False,
          "description": f"results per page, at most {MAX_PAGE_SIZE} (a larger number is read as {MAX_PAGE_SIZE})",
          "schema": {"type": "integer", "minimum": 1, "maximum": 10**9}},
     ]
 
 
-def _date_time() -> dict[str, Any]:
+def date_time_schema() -> dict[str, Any]:
     return {"type": "string", "format": "date-time"}
 
 
-def _page(item_ref: str) -> dict[str, Any]:
+def page_schema(item_ref: str) -> dict[str, Any]:
     link = {"type": ["string", "null"], "format": "uri"}
     return {
         "type": "object", "required": ["next", "previous", "results"], "additionalProperties": False,
@@ -151,14 +118,14 @@ def _page(item_ref: str) -> dict[str, Any]:
     }
 
 
-def _list_operation(summary: str, page_ref: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+def list_operation(summary: str, page_ref: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
     def refusal(description: str) -> dict[str, Any]:
         return {"description": description, "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/Error"}}}}
 
     return {
         "summary": summary,
-        "parameters": parameters + _list_parameters(),
+        "parameters": parameters + list_parameters(),
         "responses": {
             "200": {"description": "One page, newest first", "content": {"application/json": {
                 "schema": {"$ref": page_ref}}}},
@@ -171,56 +138,23 @@ def _list_operation(summary: str, page_ref: str, parameters: list[dict[str, Any]
 
 
 OPENAPI_SCHEMAS: dict[str, Any] = {
-    "ReplyActionSummary": {
-        "type": "object", "additionalProperties": False,
-        "required": ["reply_key", "purpose", "approval_state", "delivery_state"],
-        "properties": {
-            "reply_key": {"type": "string"}, "purpose": {"type": "string"},
-            "approval_state": {"enum": list(ApprovalState.values)},
-            "delivery_state": {"enum": list(DeliveryState.values)},
-        },
-    },
-    "Event": {
-        "type": "object", "additionalProperties": False,
-        "required": ["event_key", "source", "event_state", "seen_count", "first_received_at",
-                     "last_received_at", "trigger_match", "canary", "reply_actions"],
-        "properties": {
-            "event_key": {"type": "string"}, "source": {"type": "string"},
-            "event_state": {"enum": list(EventState.values)},
-            "seen_count": {"type": "integer", "minimum": 1},
-            "first_received_at": _date_time(), "last_received_at": _date_time(),
-            "trigger_match": {"type": "boolean"}, "canary": {"type": "boolean"},
-            "reply_actions": {"type": "array", "items": {"$ref": "#/components/schemas/ReplyActionSummary"}},
-        },
-    },
-    "EventPage": _page("#/components/schemas/Event"),
     "QuarantineReceipt": {
         "type": "object", "additionalProperties": False,
         "required": ["receipt_id", "reason_code", "received_at", "source", "state", "authenticated"],
         "properties": {
             "receipt_id": {"type": "string", "format": "uuid"}, "reason_code": {"type": "string"},
-            "received_at": _date_time(), "source": {"type": "string"},
+            "received_at": date_time_schema(), "source": {"type": "string"},
             "state": {"enum": list(QuarantineState.values)}, "authenticated": {"type": "boolean"},
         },
     },
-    "QuarantinePage": _page("#/components/schemas/QuarantineReceipt"),
+    "QuarantinePage": page_schema("#/components/schemas/QuarantineReceipt"),
 }
 
 OPENAPI_PATHS: dict[str, Any] = {
-    "/api/events/": {"get": _list_operation(
-        "Canonical events with their reply actions", "#/components/schemas/EventPage",
-        [
-            _text_parameter("event_key", InboundEvent._meta.get_field("event_key").max_length,
-                            "exactly this event key"),
-            _text_parameter("source", 64, "events of the source with this name"),
-            {"name": "state", "in": "query", "required": False, "description": "events in this state",
-             "schema": {"enum": list(EventState.values)}},
-        ],
-    )},
-    "/api/quarantine/": {"get": _list_operation(
+    "/api/quarantine/": {"get": list_operation(
         "Quarantine receipts", "#/components/schemas/QuarantinePage",
         [
-            _text_parameter("source", 64, "receipts of the source with this name"),
+            text_parameter("source", 64, "receipts of the source with this name"),
             {"name": "state", "in": "query", "required": False, "description": "receipts in this state",
              "schema": {"enum": list(QuarantineState.values)}},
         ],

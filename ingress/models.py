@@ -15,7 +15,7 @@ ENV_NAME = RegexValidator(
 
 
 class Source(models.Model):
-    """A registered source: identity, allowlist, purposes, trigger rule and secret NAME."""
+    """A registered source: identity, allowlist, purposes, trigger rule, secret NAME and read URL."""
 
     name = models.SlugField(max_length=64, unique=True, help_text="URL slug: /webhooks/<name>/")
     adapter = models.CharField(max_length=64)
@@ -39,20 +39,15 @@ class Source(models.Model):
     canary = models.BooleanField(
         default=False, help_text="Trusted test source: every event it accepts is a canary."
     )
-    transport = models.CharField(
-        max_length=64, default="sandbox", help_text="Where approved replies are sent."
-    )
-    transport_url = models.URLField(blank=True, help_text="Base URL of the sandbox provider.")
-    live_send_enabled = models.BooleanField(
-        default=False,
-        help_text="Owner only: allow a live transport (CONDUIT_LIVE_SEND=on must also be set).",
+    # Where replies go is replies' (reply routes per purpose); this is the read side only.
+    source_url = models.URLField(
+        blank=True, help_text="Base URL reconciliation reads the source's pages from."
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
-        permissions = [("enable_live_send", "Can enable live sending for a source")]
         constraints = [
             models.UniqueConstraint(
                 fields=["source_system", "account_ref"], name="source_identity_unique"

@@ -1,11 +1,11 @@
 """Ingress reads."""
 
 from django.db import connection
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 
+from conduit.providers.registry import get_adapter
 from conduit.sql import from_row, select_list
-from ingress.models import InboundEvent, QuarantineReceipt, Source
-from replies.models import ReplyAction
+from ingress.models import QuarantineReceipt, Source
 
 
 def source_by_name(name: str) -> Source | None:
@@ -23,18 +23,17 @@ def source_by_name(name: str) -> Source | None:
     return None if row is None else from_row(Source, row)[0]
 
 
-def event_list(*, event_key: str = "", source: str = "", state: str = "") -> QuerySet[InboundEvent]:
-    """Canonical events with their reply actions, filtered by whichever of the arguments is not blank."""
-    queryset = InboundEvent.objects.select_related("source").prefetch_related(
-        Prefetch("reply_actions", queryset=ReplyAction.objects.order_by("purpose"))
+def source_identity_holder(*, adapter: str, account_ref: str, other_than: int | None = None) -> Source | None:
+    """The source holding this identity, other than `other_than`: the one source-identity rule.
+
+    A source is identified by its platform (the adapter's source_system, not
+    the adapter's name) and its account there; the database enforces it too
+    (source_identity_unique). KeyError for an unknown adapter.
+    """
+    return (
+        Source.objects.filter(source_system=get_adapter(adapter).source_system, account_ref=account_ref)
+        .exclude(pk=other_than).first()
     )
-    if event_key:
-        queryset = queryset.filter(event_key=event_key)
-    if source:
-        queryset = queryset.filter(source__name=source)
-    if state:
-        queryset = queryset.filter(event_state=state)
-    return queryset
 
 
 def quarantine_list(*, source: str = "", state: str = "") -> QuerySet[QuarantineReceipt]:

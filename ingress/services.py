@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -14,6 +13,7 @@ from django.utils import timezone
 
 from conduit.canonical import sha256_hex
 from conduit.logging import register_secret
+from conduit.process_secrets import secret_read
 from conduit.providers.base import (
     Observation,
     Parsed,
@@ -42,6 +42,7 @@ from ingress.models import (
     QuarantineTransition,
     Source,
 )
+from ingress.selectors import source_identity_holder
 from ingress.signals import quarantine_corrected
 from replies.services import reply_actions_plan
 
@@ -99,8 +100,9 @@ def source_config(source: Source) -> SourceConfig:
 
 
 def source_secret(source: Source) -> str:
-    """The signing secret, read from the environment variable the source names."""
-    value = os.environ.get(source.secret_env, "")
+    """The signing secret, read from the environment variable the source names (or held by this
+    process for a run, as the canary holds its own: conduit.process_secrets)."""
+    value = secret_read(source.secret_env)
     if not value:
         raise SecretUnavailable(f"environment variable {source.secret_env} is not set")
     register_secret(value)  # the log boundary withholds any record that carries it
@@ -523,7 +525,7 @@ MAX_NAME_LENGTH = 64  # event types, purposes and trigger keywords: their column
 
 REGISTERED_FIELDS = (
     "adapter", "account_ref", "event_types", "contract_version", "purposes",
-    "trigger_keywords", "retention_days", "secret_env", "canary", "transport", "transport_url",
+    "trigger_keywords", "retention_days", "secret_env", "canary", "source_url",
 )
 
 
@@ -553,10 +555,6 @@ def _validated(source: Source) -> Source:
     bad = [p for p in source.purposes if not p.replace("_", "").isalnum() or not p.islower()]
     if bad:
         errors["purposes"] = f"purposes are lower-case words with underscores: {', '.join(bad)}"
-    from conduit.providers.registry import TRANSPORTS
-
-    if source.transport not in TRANSPORTS:
-        errors["transport"] = f"unknown transport; known: {', '.join(sorted(TRANSPORTS))}"
     if errors:
         raise ValidationError(errors)
     source.full_clean(validate_unique=False, validate_constraints=False)
@@ -575,20 +573,20 @@ def source_register(
     contract_version: str = "event-v1",
     retention_days: int = 30,
     canary: bool = False,
-    transport: str = "sandbox",
-    transport_url: str = "",
+    source_url: str = "",
 ) -> tuple[Source, bool]:
     """Create a source, or confirm an identical one. Returns (source, created).
 
     Conflicting values are refused with SourceConflict naming each field;
     edits go through the admin (source_update), where they are deliberate.
+    Where its replies go is replies' (reply routes, replies.services.reply_route_declare).
     """
     wanted = _validated(
         Source(
             name=name, adapter=adapter, account_ref=account_ref, event_types=event_types,
             purposes=purposes, trigger_keywords=trigger_keywords, secret_env=secret_env,
             contract_version=contract_version, retention_days=retention_days, canary=canary,
-            transport=transport, transport_url=transport_url,
+            source_url=source_url,
         )
     )
     with transaction.atomic():
@@ -605,9 +603,7 @@ def source_register(
                     "admin if that is intended. " + "; ".join(differences)
                 )
             return existing, False
-        owner = Source.objects.filter(
-            source_system=wanted.source_system, account_ref=wanted.account_ref
-        ).first()
+        owner = source_identity_holder(adapter=wanted.adapter, account_ref=wanted.account_ref)
         if owner is not None:
             raise SourceConflict(
                 f"account {wanted.account_ref!r} of {wanted.source_system} is already registered "
@@ -638,9 +634,8 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
                 "and replies were accepted under (a canary flag switched on would suppress a live "
                 "source's approved replies). Register a new source instead."
             )
-        clash = Source.objects.filter(
-            source_system=source.source_system, account_ref=source.account_ref
-        ).exclude(pk=source.pk).first()
+        clash = source_identity_holder(adapter=source.adapter, account_ref=source.account_ref,
+                                       other_than=source.pk)
         if clash is not None:
             raise SourceConflict(f"account {source.account_ref!r} is already source {clash.name!r}")
         if source.trigger_keywords != before["trigger_keywords"]:

@@ -1,6 +1,7 @@
 """Reconciliation in the admin: scan state, kept reports, retry candidates, replay decisions."""
 
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -11,19 +12,35 @@ from conduit.admin import LedgerAdmin, confirmed_action
 from reconcile import services
 from reconcile.decisions.service import InvalidRequest, decision_make
 from reconcile.models import CanaryReport, Decision, ReconcileReport, RetryCandidateQueue, ScanState
-from reconcile.selectors import report_decisions, report_json_chunks, reply_decision_request
+from reconcile.publication import REPORT_COUNTS
+from reconcile.selectors import (
+    reply_decision_request,
+    reply_decision_request_declared,
+    report_decisions,
+    report_json_chunks,
+    with_decision_inputs,
+)
 from replies.admin import UnknownSendQueueAdmin
 from replies.models import DeliveryState, ReplyAction, UnknownSendQueue
 
-admin.site.unregister(UnknownSendQueue)
 
-
+# Registered here, once: replies defines the queue's admin but registers it nowhere, since
+# its changelist shows reconciliation's replay decision.
 @admin.register(UnknownSendQueue)
 class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
-    """The unknown-send queue, showing the replay decision before a person decides."""
+    """The unknown-send queue, showing the replay decision before a person decides.
+
+    The changelist only reads: each row's verdict comes from the transport class's declared
+    capabilities and the attempts and routes prefetched for the page (a query each, whatever
+    the page size), never a transport built or a provider asked. An action's own page shows
+    the decision with the capabilities the provider reports.
+    """
 
     fields = readonly_fields = (*UnknownSendQueueAdmin.fields, "replay_decision")
     list_display = (*UnknownSendQueueAdmin.list_display, "verdict")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return with_decision_inputs(super().get_queryset(request))
 
     # The queue's actions, overridden so each decision also lands on the action's open
     # RETRY_CANDIDATE findings in the same transaction (seed 000: the report records
@@ -54,20 +71,20 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
         return self._resolve(request, queryset, how="close", title="Close without reply")
 
     @staticmethod
-    def _decision(obj: ReplyAction) -> dict | None:
+    def _decision(request: dict) -> dict | None:
         try:
-            return decision_make(request=reply_decision_request(obj))
+            return decision_make(request=request)
         except InvalidRequest:
             return None
 
-    @admin.display(description="decision")
+    @admin.display(description="decision (declared capabilities)")
     def verdict(self, obj: ReplyAction) -> str:
-        decision = self._decision(obj)
+        decision = self._decision(reply_decision_request_declared(obj))
         return f"{decision['verdict']}: {decision['next']['action']}" if decision else "-"
 
     @admin.display(description="replay decision")
     def replay_decision(self, obj: ReplyAction):
-        decision = self._decision(obj)
+        decision = self._decision(reply_decision_request(obj))
         if decision is None:
             return "no decision: the ledger gave an invalid request"
         questions = format_html_join(
@@ -206,7 +223,7 @@ class ReconcileReportAdmin(ReportPageAdmin):
         return {
             "title": f"{report} — {summary['source']}",
             "summary": summary,
-            "counts": [(name, summary.get("counts", {}).get(name)) for name in services.REPORT_COUNTS],
+            "counts": [(name, summary.get("counts", {}).get(name)) for name in REPORT_COUNTS],
             "decisions": report_decisions(report),
             "findings": findings[:REPORT_PAGE_FINDINGS],
             "finding_count": findings.count(),

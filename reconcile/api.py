@@ -12,11 +12,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conduit.api import error
-from ingress.api import OPENAPI_PATHS as READ_API_PATHS
-from ingress.api import OPENAPI_SCHEMAS as READ_API_SCHEMAS
+from ingress.api import OPENAPI_PATHS as QUARANTINE_API_PATHS
+from ingress.api import OPENAPI_SCHEMAS as QUARANTINE_API_SCHEMAS
 from reconcile.decisions.engine import VERDICTS
 from reconcile.decisions.schema import REQUEST_SCHEMA
 from reconcile.decisions.service import InvalidRequest, decision_make
+from replies.api import OPENAPI_PATHS as EVENT_API_PATHS
+from replies.api import OPENAPI_SCHEMAS as EVENT_API_SCHEMAS
 
 
 class TokenOrStaff(BasePermission):
@@ -101,7 +103,8 @@ OPENAPI = {
         },
         "schemas": {
             "DecisionRequest": REQUEST_SCHEMA, "Decision": DECISION_SCHEMA, "Error": ERROR_SCHEMA,
-            **READ_API_SCHEMAS,
+            **EVENT_API_SCHEMAS,
+            **QUARANTINE_API_SCHEMAS,
         },
     },
     "security": [{"token": []}, {"session": []}],
@@ -126,7 +129,8 @@ OPENAPI = {
                 },
             }
         },
-        **READ_API_PATHS,
+        **EVENT_API_PATHS,
+        **QUARANTINE_API_PATHS,
     },
 }
 

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from reconcile.services import reconcile_due
+from reconcile.poll import reconcile_due
 
 
 def reconcile_poll() -> int:
@@ -13,6 +13,6 @@ def reconcile_poll() -> int:
 def purge_retained() -> int:
     """The daily retention schedule: blank retained content past each source's period."""
     from ingress.services import retention_purge
-    from reconcile.services import staging_purge
+    from reconcile.retention import staging_purge
 
     return sum(retention_purge().values()) + staging_purge()

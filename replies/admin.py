@@ -1,4 +1,8 @@
-"""Replies in the admin: the review, unknown-send and stranded-send queues, approved copy, the ledgers."""
+"""Replies in the admin: the review and stranded-send queues, approved copy, reply routes, the ledgers.
+
+The unknown-send queue's admin class lives here too, unregistered: reconcile
+registers its subclass (with the replay verdict column), once, in its own app.
+"""
 
 from typing import Any
 
@@ -9,19 +13,30 @@ from django.http import HttpRequest
 from django.utils.html import format_html_join
 
 from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
-from replies import sender
+from conduit.providers.registry import TRANSPORTS
+from ingress.admin import EVENT_INLINES
+from replies import selectors, services
 from replies.models import (
     CanarySinkRecord,
     DeliveryState,
     ReplyAction,
     ReplyCopy,
+    ReplyRoute,
     ReplyTransition,
     ReviewQueue,
     SendAttempt,
     StrandedSendQueue,
-    UnknownSendQueue,
 )
-from replies.selectors import stranded_q
+
+
+class EventReplyActionInline(LedgerInline):
+    """An event's reply actions, on the event's page in the ingress admin."""
+
+    model = ReplyAction
+    fields = readonly_fields = ("reply_key", "purpose", "approval_state", "delivery_state", "attempt_count")
+
+
+EVENT_INLINES.append(EventReplyActionInline)
 
 
 class ReplyTransitionInline(LedgerInline):
@@ -53,6 +68,10 @@ class ActionAdmin(LedgerAdmin):
     def source(self, obj: ReplyAction) -> str:
         return obj.event.source.name
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # "what is missing" reads these annotations: no query per row.
+        return selectors.with_approval_needs(super().get_queryset(request))
+
     @admin.display(description="reply key", ordering="reply_key")
     def key(self, obj: ReplyAction) -> str:
         return f"{obj.reply_key[:12]}…"  # the full key is on the action's page and is searchable
@@ -66,15 +85,15 @@ class ActionAdmin(LedgerAdmin):
     def missing(self, obj: ReplyAction) -> str:
         if obj.delivery_state != DeliveryState.REVIEW_PENDING:
             return ""
-        return sender.copy_missing(obj) or "nothing: ready to approve"
+        return selectors.approval_missing(obj) or "nothing: ready to approve"
 
     @admin.display(description="copy to be sent")
     def approved_copy(self, obj: ReplyAction) -> str:
         source_id = obj.event.source_id
         copy = (
-            sender.approved_copy(source_id=source_id, purpose=obj.purpose, copy_version=obj.copy_version)
+            selectors.approved_copy(source_id=source_id, purpose=obj.purpose, copy_version=obj.copy_version)
             if obj.copy_version
-            else sender.copy_current(source_id=source_id, purpose=obj.purpose)
+            else selectors.copy_current(source_id=source_id, purpose=obj.purpose)
         )
         return f"{copy.copy_version} ({copy.channel}): {copy.text}" if copy else "-"
 
@@ -114,7 +133,7 @@ class QueueAdmin(ActionAdmin):
 
     def _close(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = sender.reply_close(action_id=action.pk, actor=request.user.get_username(),
+            result = services.reply_close(action_id=action.pk, actor=request.user.get_username(),
                                         reason_code=self.close_reason, expected=self.state)
             return result.ok, result.message
 
@@ -135,7 +154,7 @@ class ReviewQueueAdmin(QueueAdmin):
     @admin.action(permissions=["approve"], description="Approve selected replies")
     def approve(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = sender.reply_approve(action_id=action.pk, actor=request.user.get_username())
+            result = services.reply_approve(action_id=action.pk, actor=request.user.get_username())
             return result.ok, result.message
 
         return confirmed_action(self, request, queryset, title="Approve replies", action="approve", apply=apply)
@@ -145,8 +164,9 @@ class ReviewQueueAdmin(QueueAdmin):
         return self._close(request, queryset)
 
 
-@admin.register(UnknownSendQueue)
 class UnknownSendQueueAdmin(QueueAdmin):
+    """Not registered here: reconcile registers its subclass with the replay verdict column."""
+
     state = DeliveryState.SEND_STATUS_UNKNOWN
     close_reason = "closed_by_operator"
     list_display = ("key", "event_short", "source", "purpose", "last_error_code", "attempt_count", "created_at")
@@ -158,7 +178,7 @@ class UnknownSendQueueAdmin(QueueAdmin):
     @admin.action(permissions=["resolve"], description="Confirm sent (with the provider's receipt id)")
     def confirm_sent(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, receipt: str) -> tuple[bool, str]:
-            result = sender.unknown_confirm_sent(
+            result = services.unknown_confirm_sent(
                 action_id=action.pk, actor=request.user.get_username(), provider_reply_id=receipt
             )
             return result.ok, result.message
@@ -171,7 +191,7 @@ class UnknownSendQueueAdmin(QueueAdmin):
     @admin.action(permissions=["resolve"], description="Look up the receipt, then authorize a retry")
     def authorize_retry(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = sender.unknown_authorize_retry(action_id=action.pk, actor=request.user.get_username())
+            result = services.unknown_authorize_retry(action_id=action.pk, actor=request.user.get_username())
             if result.ok:
                 self.message_user(request, f"{action}: {result.message}")
             return result.ok, result.message
@@ -199,18 +219,19 @@ class StrandedSendQueueAdmin(QueueAdmin):
     actions = ["retry_now", "close"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).filter(stranded_q())
+        # The "last evidence" column reads the prefetched latest attempt: no query per row.
+        return selectors.with_last_attempt(super().get_queryset(request).filter(selectors.stranded_q()))
 
     def has_resolve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("replies.resolve_stranded_send")
 
     @admin.display(description="why it waits for a person")
     def stranded(self, obj: ReplyAction) -> str:
-        return sender.stranded_why(obj)
+        return selectors.stranded_why(obj)
 
     @admin.display(description="last evidence")
     def last_attempt(self, obj: ReplyAction) -> str:
-        attempt = obj.attempts.order_by("-attempt_number").first()
+        attempt = selectors.last_attempt(obj)
         if attempt is None:
             return "-"
         status = f" HTTP {attempt.http_status}" if attempt.http_status else ""
@@ -219,7 +240,7 @@ class StrandedSendQueueAdmin(QueueAdmin):
     @admin.action(permissions=["resolve"], description="Retry now under the same reply key")
     def retry_now(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = sender.stranded_retry_now(action_id=action.pk, actor=request.user.get_username())
+            result = services.stranded_retry_now(action_id=action.pk, actor=request.user.get_username())
             return result.ok, result.message
 
         return confirmed_action(
@@ -253,7 +274,7 @@ class ReplyCopyAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: ReplyCopy, form: forms.ModelForm, change: bool) -> None:
         try:
-            copy, _ = sender.reply_copy_create(
+            copy, _ = services.reply_copy_create(
                 source_id=obj.source_id, purpose=obj.purpose, channel=obj.channel, text=obj.text,
                 actor=request.user.get_username(),
             )
@@ -268,6 +289,69 @@ class ReplyCopyAdmin(admin.ModelAdmin):
         def clean(form_self) -> dict:
             data = forms.ModelForm.clean(form_self)
             source, purpose = data.get("source"), data.get("purpose", "")
+            if source and purpose not in source.purposes:
+                raise forms.ValidationError(f"{purpose!r} is not a declared purpose of {source.name}")
+            return data
+
+        form.clean = clean
+        return form
+
+
+class ReplyRouteForm(forms.ModelForm):
+    transport_name = forms.ChoiceField(choices=[(name, name) for name in sorted(TRANSPORTS)])
+    target_url = forms.URLField(required=False, assume_scheme="http", help_text=ReplyRoute._meta.get_field(
+        "target_url").help_text)
+
+    class Meta:
+        model = ReplyRoute
+        fields = ["source", "purpose", "transport_name", "target_url", "live_send_enabled"]
+
+
+@admin.register(ReplyRoute)
+class ReplyRouteAdmin(admin.ModelAdmin):
+    """Where each source's replies of each purpose go; the live flag is the owners' alone."""
+
+    form = ReplyRouteForm
+    list_display = ("source", "purpose", "transport_name", "target_url", "live_send_enabled", "updated_at")
+    list_filter = ("source", "transport_name", "live_send_enabled")
+    list_select_related = ("source",)
+    readonly_fields = ("created_at", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        fields = self.readonly_fields
+        if obj is not None:
+            fields = (*fields, "source", "purpose")  # a route is its (source, purpose)
+        # Only owners may enable live sending for a route.
+        if not request.user.has_perm("replies.enable_live_send"):
+            fields = (*fields, "live_send_enabled")
+        return fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # change a route instead: pending replies of its purpose go where it says
+
+    def save_model(self, request: HttpRequest, obj: ReplyRoute, form: forms.ModelForm, change: bool) -> None:
+        editable = {"transport_name", "target_url", "live_send_enabled"}
+        values = {f: v for f, v in form.cleaned_data.items() if f in editable}
+        try:
+            if change:
+                route = services.reply_route_update(route_id=obj.pk, changes=values)
+            else:
+                live = values.pop("live_send_enabled", False)
+                route, _ = services.reply_route_declare(source_id=obj.source_id, purpose=obj.purpose, **values)
+                if live:
+                    route = services.reply_route_update(route_id=route.pk, changes={"live_send_enabled": True})
+        except (ValueError, services.RouteConflict) as exc:
+            raise forms.ValidationError(str(exc)) from None
+        obj.pk = route.pk
+        obj.refresh_from_db()
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+
+        def clean(form_self) -> dict:
+            data = forms.ModelForm.clean(form_self)
+            source = data.get("source") or getattr(form_self.instance, "source", None)
+            purpose = data.get("purpose") or form_self.instance.purpose
             if source and purpose not in source.purposes:
                 raise forms.ValidationError(f"{purpose!r} is not a declared purpose of {source.name}")
             return data

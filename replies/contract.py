@@ -1,5 +1,6 @@
 """The reply-action contract: reply_key derivation and the declared transition table."""
 
+from conduit.backoff import backoff_delay
 from conduit.canonical import sha256_hex
 from conduit.statemachine import TransitionTable
 from replies.models import DeliveryState as S
@@ -46,9 +47,10 @@ MAX_AUTOMATIC_ATTEMPTS = 5
 
 
 def backoff_seconds(attempt_count: int) -> int:
+    """The wait after `attempt_count` failed attempts: conduit.backoff's schedule, then the cap."""
     if attempt_count >= MAX_AUTOMATIC_ATTEMPTS:
         return BACKOFF_CAP_SECONDS
-    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempt_count - 1))
+    return int(backoff_delay(failures=attempt_count, cap=BACKOFF_CAP_SECONDS, base=BACKOFF_BASE_SECONDS))
 
 
 # Failure-before-send codes that retrying the same request cannot cure: the
@@ -61,8 +63,8 @@ INCURABLE_FAILURES: dict[str, str] = {
         "changes it, so retry after that"
     ),
     "transport_misconfigured": (
-        "the source names an unknown transport or an address the transport refuses; only a "
-        "change to the source cures it"
+        "the reply route is missing, names an unknown transport or an address the transport "
+        "refuses; only a change to the route cures it"
     ),
     "approved_copy_missing": (
         "the copy version the reply was approved with no longer exists; nothing can be sent "
@@ -73,7 +75,7 @@ INCURABLE_FAILURES: dict[str, str] = {
         "under the same key is refused the same way"
     ),
     "provider_refused_404": (
-        "the provider has no such endpoint (the source's transport URL is wrong); the same "
+        "the provider has no such endpoint (the route's target URL is wrong); the same "
         "request is refused the same way"
     ),
 }

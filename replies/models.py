@@ -115,6 +115,40 @@ class ReplyCopy(models.Model):
         return f"{self.source_id}/{self.purpose} {self.copy_version}"
 
 
+class ReplyRoute(models.Model):
+    """Where one source's replies of one purpose go: transport, target and the owner's live flag.
+
+    One route per (source, purpose), so a source can send its public
+    acknowledgement through one transport and its private delivery through
+    another. The approved copy stays per (source, purpose) in ReplyCopy, the
+    same key: the route says where, the copy what.
+    """
+
+    source = models.ForeignKey("ingress.Source", on_delete=models.PROTECT, related_name="reply_routes")
+    purpose = models.CharField(max_length=64)
+    transport_name = models.CharField(
+        max_length=64, default="sandbox", help_text="Where approved replies of this purpose are sent."
+    )
+    target_url = models.URLField(blank=True, help_text="The transport's base URL, e.g. the sandbox provider's.")
+    live_send_enabled = models.BooleanField(
+        default=False,
+        help_text="Owner only: allow a live transport (CONDUIT_LIVE_SEND=on must also be set).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "reply_routes"
+        ordering = ["source", "purpose"]
+        permissions = [("enable_live_send", "Can enable live sending for a reply route")]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "purpose"], name="reply_route_purpose_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}/{self.purpose} -> {self.transport_name}"
+
+
 class AttemptTransport(models.TextChoices):
     """How far an attempt got; the replay-decision engine reads exactly these values."""
 

@@ -1,11 +1,80 @@
-"""Read-side questions about reply actions that more than one surface asks (admin, doctor)."""
+"""Replies reads: approved copy, reply routes, and the questions the queues ask (admin, doctor)."""
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from functools import lru_cache
 
-from replies.contract import MAX_AUTOMATIC_ATTEMPTS
-from replies.models import DeliveryState, ReplyAction
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+
+from ingress.models import InboundEvent
+from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
+from replies.models import (
+    DeliveryState,
+    ReplyAction,
+    ReplyCopy,
+    ReplyRoute,
+    SendAttempt,
+)
+
+
+@lru_cache(maxsize=4096)
+def approved_copy(*, source_id: int, purpose: str, copy_version: str) -> ReplyCopy:
+    """One approved copy version. Versions are never edited, so caching one is exact."""
+    return ReplyCopy.objects.get(source_id=source_id, purpose=purpose, copy_version=copy_version)
+
+
+def copy_current(*, source_id: int, purpose: str) -> ReplyCopy | None:
+    return ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).order_by("-id").first()
+
+
+def route_for(*, source_id: int, purpose: str) -> ReplyRoute | None:
+    """The route replies of `purpose` from this source take, or None when none is declared."""
+    return ReplyRoute.objects.filter(source_id=source_id, purpose=purpose).first()
+
+
+def action_route(action: ReplyAction) -> ReplyRoute | None:
+    """The action's own route: its source's route for its purpose."""
+    return route_for(source_id=action.event.source_id, purpose=action.purpose)
+
+
+def no_copy_reason(action: ReplyAction) -> str:
+    return (
+        f"no approved copy for purpose {action.purpose!r} on source "
+        f"{action.event.source.name!r}: add one under Replies > Reply copies"
+    )
+
+
+def no_route_reason(action: ReplyAction) -> str:
+    return (
+        f"no reply route for purpose {action.purpose!r} on source "
+        f"{action.event.source.name!r}: add one under Replies > Reply routes"
+    )
+
+
+def approval_missing(action: ReplyAction) -> str:
+    """Why this action cannot be approved yet, or "" when nothing is missing.
+
+    Reads the `copy_present`/`route_present` annotations (actions_for_review)
+    when the action carries them, so a queue page asks nothing per row.
+    """
+    has_copy = getattr(action, "copy_present", None)
+    if has_copy is None:
+        has_copy = copy_current(source_id=action.event.source_id, purpose=action.purpose) is not None
+    if not has_copy:
+        return no_copy_reason(action)
+    has_route = getattr(action, "route_present", None)
+    if has_route is None:
+        has_route = action_route(action) is not None
+    return "" if has_route else no_route_reason(action)
+
+
+def with_approval_needs(actions: QuerySet[ReplyAction]) -> QuerySet[ReplyAction]:
+    """Annotate whether each action's purpose has approved copy and a route: one query per page."""
+    same_key = {"source_id": OuterRef("event__source_id"), "purpose": OuterRef("purpose")}
+    return actions.annotate(
+        copy_present=Exists(ReplyCopy.objects.filter(**same_key)),
+        route_present=Exists(ReplyRoute.objects.filter(**same_key)),
+    )
 
 
 def stranded_q() -> Q:
@@ -24,3 +93,45 @@ def stranded_q() -> Q:
 def sends_stranded() -> QuerySet[ReplyAction]:
     """The FAILED_BEFORE_SEND actions that are exhausted or stopped, oldest first."""
     return ReplyAction.objects.filter(stranded_q()).order_by("id")
+
+
+def with_last_attempt(actions: QuerySet[ReplyAction]) -> QuerySet[ReplyAction]:
+    """Prefetch each action's latest attempt only (`last_attempts`, 0 or 1 row): one query per page.
+
+    An exhausted action keeps being retried at the capped interval, so its
+    attempts grow without bound; the sliced prefetch reads one per action.
+    """
+    latest = SendAttempt.objects.order_by("action_id", "-attempt_number")[:1]
+    return actions.prefetch_related(Prefetch("attempts", queryset=latest, to_attr="last_attempts"))
+
+
+def last_attempt(action: ReplyAction) -> SendAttempt | None:
+    if hasattr(action, "last_attempts"):
+        return action.last_attempts[0] if action.last_attempts else None
+    return action.attempts.order_by("-attempt_number").first()
+
+
+def stranded_why(action: ReplyAction) -> str:
+    """Why a FAILED_BEFORE_SEND action waits for a person, in words for the admin."""
+    if action.delivery_state != DeliveryState.FAILED_BEFORE_SEND:
+        return ""
+    code = action.last_error_code
+    if action.next_attempt_at is None:
+        why = INCURABLE_FAILURES.get(code, "no automatic attempt is scheduled")
+        return f"stopped by {code or 'an unrecorded failure'}: {why}"
+    return (f"exhausted: {action.attempt_count} attempts failed before send (last: {code}); "
+            f"still retried automatically, next at {action.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}")
+
+
+def event_list(*, event_key: str = "", source: str = "", state: str = "") -> QuerySet[InboundEvent]:
+    """Canonical events with their reply actions, filtered by whichever of the arguments is not blank."""
+    queryset = InboundEvent.objects.select_related("source").prefetch_related(
+        Prefetch("reply_actions", queryset=ReplyAction.objects.order_by("purpose"))
+    )
+    if event_key:
+        queryset = queryset.filter(event_key=event_key)
+    if source:
+        queryset = queryset.filter(source__name=source)
+    if state:
+        queryset = queryset.filter(event_state=state)
+    return queryset

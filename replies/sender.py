@@ -1,17 +1,17 @@
-"""Approval, the at-most-once sender, the SENDING sweeper and unknown-send resolution.
+"""The at-most-once sender: claim, deliver, finish, and the SENDING sweeper.
 
 The queue is at-least-once; the claim (APPROVED -> SENDING, committed before
 any transport code runs) and the reply key make each send at-most-once. A
 SendAttempt row is written as `sent` in the claim's transaction, before the
 call, so a worker that dies mid-call leaves the pessimistic evidence behind.
+Each action goes out through its own reply route (source + purpose).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Callable
 
 from django.conf import settings
@@ -21,83 +21,43 @@ from django.utils import timezone
 
 from conduit.providers.base import Ambiguous, NotSent, OutboundReply
 from conduit.sql import from_row, insert_rows, select_list, update_rows
-from conduit.statemachine import Outcome
-from replies.contract import INCURABLE_FAILURES, backoff_seconds, failure_is_incurable
+from ingress.models import InboundEvent, Source
+from replies.contract import backoff_seconds, failure_is_incurable
+from replies.ledger import reply_action_transition
 from replies.models import (
-    ApprovalState,
     AttemptTransport,
     CanarySinkRecord,
     ReplyAction,
     ReplyCopy,
+    ReplyRoute,
     SendAttempt,
 )
 from replies.models import (
     DeliveryState as S,
 )
-from replies.services import reply_action_transition
+from replies.selectors import action_route, approved_copy
 from replies.transports import LiveSendDisabled, is_live, transport_for
 
 logger = logging.getLogger("conduit.replies")
 
+# Moved to replies.services (writes) and replies.selectors (reads); still importable from
+# here, resolved on first use, for callers not yet switched (reconcile).
+_MOVED = {
+    **dict.fromkeys(
+        ("Result", "reply_approve", "reply_close", "reply_copy_create", "stranded_retry_now",
+         "unknown_authorize_retry", "unknown_confirm_sent"), "replies.services"),
+    **dict.fromkeys(("copy_current", "stranded_why"), "replies.selectors"),
+}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 SENDER = "system:sender"
 SWEEPER = "system:sweeper"
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a person-facing operation did, in words fit for an admin message."""
-
-    ok: bool
-    message: str
-
-
-def _refused(outcome: Outcome) -> Result:
-    return Result(False, outcome.message)
-
-
-@lru_cache(maxsize=4096)
-def approved_copy(*, source_id: int, purpose: str, copy_version: str) -> ReplyCopy:
-    """One approved copy version. Versions are never edited, so caching one is exact."""
-    return ReplyCopy.objects.get(source_id=source_id, purpose=purpose, copy_version=copy_version)
-
-
-def copy_current(*, source_id: int, purpose: str) -> ReplyCopy | None:
-    return ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).order_by("-id").first()
-
-
-def _no_copy(action: ReplyAction) -> str:
-    return (
-        f"no approved copy for purpose {action.purpose!r} on source "
-        f"{action.event.source.name!r}: add one under Replies > Reply copies"
-    )
-
-
-def copy_missing(action: ReplyAction) -> str:
-    """Why this action cannot be approved yet, or "" when nothing is missing."""
-    if copy_current(source_id=action.event.source_id, purpose=action.purpose) is None:
-        return _no_copy(action)
-    return ""
-
-
-def reply_copy_create(*, source_id: int, purpose: str, channel: str, text: str, actor: str) -> tuple[ReplyCopy, bool]:
-    """Record approved copy; an identical current text changes nothing. Returns (copy, created)."""
-    from ingress.models import Source
-
-    text, channel = text.strip(), channel.strip()
-    if not text or not channel:
-        raise ValueError("approved copy needs a channel and a text")
-    with transaction.atomic():
-        source = Source.objects.select_for_update().get(pk=source_id)  # serializes versions
-        if purpose not in source.purposes:
-            raise ValueError(f"{purpose!r} is not a declared purpose of source {source.name!r}")
-        current = copy_current(source_id=source_id, purpose=purpose)
-        if current and (current.text, current.channel) == (text, channel):
-            return current, False
-        count = ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).count()
-        return ReplyCopy.objects.create(
-            source=source, purpose=purpose, channel=channel, text=text,
-            copy_version=f"v{count + 1}", created_by=actor,
-        ), True
 
 
 def enqueue_send(action_id: int) -> None:
@@ -107,46 +67,6 @@ def enqueue_send(action_id: int) -> None:
     async_task("replies.tasks.send_reply", action_id, group="send")
 
 
-def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by_reviewer") -> Result:
-    """REVIEW_PENDING -> APPROVED with the current approved copy; enqueue the send on commit."""
-    with transaction.atomic():
-        action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
-        if action.delivery_state == S.REVIEW_PENDING:
-            copy = copy_current(source_id=action.event.source_id, purpose=action.purpose)
-            if copy is None:
-                return Result(False, f"cannot approve: {_no_copy(action)}")
-            extra = {
-                "approval_state": ApprovalState.APPROVED, "approved_by": actor,
-                "approved_at": timezone.now(), "copy_version": copy.copy_version,
-                "channel": copy.channel,
-            }
-        else:
-            extra = {}
-        outcome = reply_action_transition(
-            action_id=action_id, to=S.APPROVED, actor=actor, reason_code=reason_code,
-            expected=S.REVIEW_PENDING, extra=extra,
-        )
-        if not outcome.applied:
-            return _refused(outcome)
-        transaction.on_commit(lambda: enqueue_send(action_id))
-    return Result(True, f"approved with copy {extra['copy_version']}; the send is queued")
-
-
-def reply_close(
-    *, action_id: int, actor: str, reason_code: str = "closed_without_reply", expected: str | None = None
-) -> Result:
-    """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT).
-
-    `expected`: close only from that state (a queue closes only what it shows).
-    """
-    with transaction.atomic():
-        outcome = reply_action_transition(
-            action_id=action_id, to=S.CLOSED_NO_REPLY, actor=actor, reason_code=reason_code,
-            expected=expected, extra={"next_attempt_at": None},
-        )
-    return Result(True, "closed without reply") if outcome.applied else _refused(outcome)
-
-
 # The only states a sender may claim, each with the condition its claim adds.
 # REVIEW_PENDING is absent (the approval gate) and so is SEND_STATUS_UNKNOWN
 # (ambiguous sends are never retried automatically).
@@ -154,6 +74,18 @@ CLAIMABLE: dict[str, Callable[[datetime], dict]] = {
     S.APPROVED: lambda now: {},
     S.FAILED_BEFORE_SEND: lambda now: {"next_attempt_at__lte": now},
 }
+
+
+def _route_of(action: ReplyAction) -> ReplyRoute | None:
+    """The action's reply route, read once per send (the claim's lock read joins it)."""
+    if not hasattr(action, "_reply_route"):
+        action._reply_route = action_route(action)
+    return action._reply_route
+
+
+def _transport_name(action: ReplyAction) -> str:
+    route = _route_of(action)
+    return route.transport_name if route is not None else ""
 
 
 def _claim(action: ReplyAction, now: datetime, *, locked: bool = False) -> bool:
@@ -186,7 +118,7 @@ def _claim(action: ReplyAction, now: datetime, *, locked: bool = False) -> bool:
                 SendAttempt,
                 ["action", "attempt_number", "at", "transport", "evidence", "transport_name"],
                 [(action.pk, action.attempt_count, now, AttemptTransport.SENT,
-                  "claimed; request about to be written", action.event.source.transport)],
+                  "claimed; request about to be written", _transport_name(action))],
             )
     return True
 
@@ -247,14 +179,12 @@ def reply_send_next() -> tuple[int, str] | None:
 
 
 def _lock_next(now: datetime) -> ReplyAction | None:
-    """One statement: lock the first free claimable row, read it with its event and source.
+    """One statement: lock the first free claimable row, read it with its event, source and route.
 
     The inner SELECT walks the claimable index in id order and locks one row
     (FOR NO KEY UPDATE SKIP LOCKED where the database has it); the outer one
     joins only that row, so a claim costs the same whatever the backlog.
     """
-    from ingress.models import InboundEvent, Source
-
     inner = (
         ReplyAction.objects.select_for_update(skip_locked=True, no_key=True)
         .filter(_due(now)).order_by("id").values("id")[:1]
@@ -263,9 +193,11 @@ def _lock_next(now: datetime) -> ReplyAction | None:
     qn = connection.ops.quote_name
     sql = (
         f"SELECT {select_list(ReplyAction, 'a')}, {select_list(InboundEvent, 'e')}, "
-        f"{select_list(Source, 's')} FROM {qn(ReplyAction._meta.db_table)} a "
+        f"{select_list(Source, 's')}, {select_list(ReplyRoute, 'r')} FROM {qn(ReplyAction._meta.db_table)} a "
         f"JOIN {qn(InboundEvent._meta.db_table)} e ON e.{qn('event_key')} = a.{qn('event_key')} "
         f"JOIN {qn(Source._meta.db_table)} s ON s.{qn('id')} = e.{qn('source_id')} "
+        f"LEFT JOIN {qn(ReplyRoute._meta.db_table)} r ON r.{qn('source_id')} = s.{qn('id')} "
+        f"AND r.{qn('purpose')} = a.{qn('purpose')} "
         f"WHERE a.{qn('id')} = ({inner_sql})"
     )
     with connection.cursor() as cursor:
@@ -275,26 +207,30 @@ def _lock_next(now: datetime) -> ReplyAction | None:
         return None
     action, rest = from_row(ReplyAction, row)
     event, rest = from_row(InboundEvent, rest)
-    event.source, _ = from_row(Source, rest)
+    event.source, rest = from_row(Source, rest)
+    route, _ = from_row(ReplyRoute, rest)
     action.event = event
+    action._reply_route = route if route.pk is not None else None  # no route: LEFT JOIN nulls
     return action
 
 
 def _deliver(action: ReplyAction, now: datetime) -> str:
-    """The transport boundary for a claimed action (state SENDING)."""
+    """The transport boundary for a claimed action (state SENDING), through the action's route."""
     source = action.event.source
+    route = _route_of(action)
 
-    # The transport boundary. The canary guard comes first, before any transport code.
+    # The transport boundary. The canary guard comes first, before any transport code:
+    # is the route this action would go out through live?
     if action.canary:
-        if is_live(source.transport):
-            logger.error("canary action=%s aimed at live transport %s: refused", action.pk, source.transport)
+        if route is not None and is_live(route.transport_name):
+            logger.error("canary action=%s aimed at live transport %s: refused", action.pk, route.transport_name)
             return _finish(action, to=S.SUPPRESSED_TEST, reason="canary_aimed_at_live_transport",
                            attempt={}, extra={"last_error_code": "canary_aimed_at_live_transport"})
         with transaction.atomic():
             CanarySinkRecord.objects.create(
                 action=action, reply_key=action.reply_key, purpose=action.purpose,
                 channel=action.channel, copy_version=action.copy_version,
-                transport_name=source.transport, at=now,
+                transport_name=_transport_name(action), at=now,
             )
             return _finish(action, to=S.SUPPRESSED_TEST, reason="canary_suppressed", attempt={}, extra={})
 
@@ -312,8 +248,11 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
                    if automatic else None},
         )
 
+    if route is None:
+        logger.warning("send action=%s: no reply route for purpose %s", action.pk, action.purpose)
+        return not_sent("transport_misconfigured")
     try:
-        transport = transport_for(source)
+        transport = transport_for(route)
         copy = approved_copy(source_id=source.pk, purpose=action.purpose, copy_version=action.copy_version)
     except LiveSendDisabled:
         return not_sent("live_send_disabled")
@@ -383,87 +322,3 @@ def replies_sweep(*, now: datetime | None = None) -> int:
             )
         swept += outcome.applied
     return swept
-
-
-def stranded_why(action: ReplyAction) -> str:
-    """Why a FAILED_BEFORE_SEND action waits for a person, in words for the admin."""
-    if action.delivery_state != S.FAILED_BEFORE_SEND:
-        return ""
-    code = action.last_error_code
-    if action.next_attempt_at is None:
-        why = INCURABLE_FAILURES.get(code, "no automatic attempt is scheduled")
-        return f"stopped by {code or 'an unrecorded failure'}: {why}"
-    return (f"exhausted: {action.attempt_count} attempts failed before send (last: {code}); "
-            f"still retried automatically, next at {action.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}")
-
-
-def stranded_retry_now(*, action_id: int, actor: str) -> Result:
-    """A person's "retry now": FAILED_BEFORE_SEND -> APPROVED under the same reply key, sent at once."""
-    with transaction.atomic():
-        outcome = reply_action_transition(
-            action_id=action_id, to=S.APPROVED, actor=actor, reason_code="retry_now_by_operator",
-            expected=S.FAILED_BEFORE_SEND, extra={"next_attempt_at": None},
-        )
-        if outcome.applied:
-            transaction.on_commit(lambda: enqueue_send(action_id))
-    if not outcome.applied:
-        return _refused(outcome)
-    return Result(True, "retry queued under the same reply key")
-
-
-def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str) -> Result:
-    """A person verified the provider has the reply: store its receipt, then SENT."""
-    provider_reply_id = provider_reply_id.strip()
-    if not provider_reply_id:
-        return Result(False, "give the provider's receipt id you verified")
-    with transaction.atomic():
-        outcome = reply_action_transition(
-            action_id=action_id, to=S.SENT, actor=actor, reason_code="confirmed_sent_by_operator",
-            expected=S.SEND_STATUS_UNKNOWN,
-            extra={"provider_reply_id": provider_reply_id[:200], "last_error_code": ""},
-        )
-    return Result(True, "marked SENT with the receipt you gave") if outcome.applied else _refused(outcome)
-
-
-def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
-    """Seed 000's recovery table: reconcile first, retry only if the lookup shows no send.
-
-    Idempotency key plus receipt lookup, or receipt lookup alone: look the
-    receipt up; found -> attach it and mark SENT; absent -> APPROVED under the
-    same reply_key. Without a receipt lookup (idempotency key alone included,
-    conservatively) nothing can show that the reply was not applied: refused.
-    """
-    action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
-    if action.delivery_state != S.SEND_STATUS_UNKNOWN:
-        return Result(False, f"only SEND_STATUS_UNKNOWN can be retried; this one is {action.delivery_state}")
-    try:
-        transport = transport_for(action.event.source)
-    except (LiveSendDisabled, KeyError, ValueError) as exc:
-        return Result(False, f"the transport is unavailable: {exc}")
-    if not transport.discovered:
-        return Result(False, "the provider's capabilities could not be discovered (is it running?): "
-                             "try again when it answers")
-    if not transport.capabilities.receipt_lookup:
-        return Result(False, "this transport has no receipt lookup, so nothing can show the reply "
-                             "was not applied: verify the conversation by hand, then confirm sent or close")
-    try:
-        receipt = transport.lookup(action.reply_key)
-    except (Ambiguous, OSError) as exc:
-        return Result(False, f"the receipt lookup failed ({getattr(exc, 'code', type(exc).__name__)}); try again")
-    with transaction.atomic():
-        if receipt is not None:
-            outcome = reply_action_transition(
-                action_id=action_id, to=S.SENT, actor=actor, reason_code="receipt_found_on_lookup",
-                expected=S.SEND_STATUS_UNKNOWN,
-                extra={"provider_reply_id": receipt.provider_reply_id, "last_error_code": ""},
-            )
-            message = "the lookup found the provider's receipt: marked SENT, nothing resent"
-        else:
-            outcome = reply_action_transition(
-                action_id=action_id, to=S.APPROVED, actor=actor,
-                reason_code="retry_authorized_after_lookup", expected=S.SEND_STATUS_UNKNOWN,
-            )
-            message = "the lookup shows no send: retry authorized under the same reply key"
-            if outcome.applied:
-                transaction.on_commit(lambda: enqueue_send(action_id))
-    return Result(True, message) if outcome.applied else _refused(outcome)

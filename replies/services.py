@@ -1,13 +1,61 @@
-"""Reply-action writes: planning at ingest and every state change through REPLY_TABLE."""
+"""Replies writes: planning at ingest, approval, closing, copy versions, routes, and a person's
+resolution of stranded and unknown sends. Every state change goes through REPLY_TABLE."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from conduit.providers.base import Ambiguous
+from conduit.providers.registry import TRANSPORTS
 from conduit.sql import insert_rows
-from conduit.statemachine import Outcome, record_created, transition
+from conduit.statemachine import Outcome, record_created
+from ingress.models import Source
+from replies import sender
 from replies.contract import REPLY_TABLE, reply_key
-from replies.models import ApprovalState, DeliveryState, ReplyAction, ReplyTransition
+from replies.ledger import reply_action_transition
+from replies.models import (
+    ApprovalState,
+    ReplyAction,
+    ReplyCopy,
+    ReplyRoute,
+    ReplyTransition,
+)
+from replies.models import DeliveryState as S
+from replies.selectors import (
+    action_route,
+    copy_current,
+    no_copy_reason,
+    no_route_reason,
+)
+from replies.transports import LiveSendDisabled, transport_for
+
+__all__ = [
+    "Result", "RouteConflict", "reply_action_transition", "reply_actions_plan", "reply_approve",
+    "reply_close", "reply_copy_create", "reply_route_declare", "reply_route_update",
+    "stranded_retry_now", "unknown_authorize_retry", "unknown_confirm_sent",
+]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a person-facing operation did, in words fit for an admin message."""
+
+    ok: bool
+    message: str
+
+
+def _refused(outcome: Outcome) -> Result:
+    return Result(False, outcome.message)
+
+
+def _enqueue_on_commit(action_id: int) -> None:
+    # Looked up on the sender module at commit time: the one hand-off to the send queue.
+    transaction.on_commit(lambda: sender.enqueue_send(action_id))
 
 
 def reply_actions_plan(
@@ -23,7 +71,7 @@ def reply_actions_plan(
         ReplyAction,
         ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at"],
         (
-            (reply_key(event_key, purpose), event_key, purpose, DeliveryState.REVIEW_PENDING,
+            (reply_key(event_key, purpose), event_key, purpose, S.REVIEW_PENDING,
              ApprovalState.REVIEW_PENDING, canary, at)
             for purpose in purposes
         ),
@@ -33,7 +81,7 @@ def reply_actions_plan(
         history=ReplyTransition,
         owner_field="action",
         owner_ids=ids,
-        path=[DeliveryState.REVIEW_PENDING],
+        path=[S.REVIEW_PENDING],
         actor=actor,
         reason_codes=["planned_on_first_receipt"],
         at=at,
@@ -41,23 +89,213 @@ def reply_actions_plan(
     return ids
 
 
-def reply_action_transition(
-    *, action_id: int, to: str, actor: str, reason_code: str, expected: str | None = None,
-    where: dict | None = None, extra: dict | None = None, record_lost_race: bool = True,
-) -> Outcome:
-    """The reply ledger's one transition function."""
-    return transition(
-        table=REPLY_TABLE,
-        model=ReplyAction,
-        history=ReplyTransition,
-        owner_field="action",
-        pk=action_id,
-        to=to,
-        actor=actor,
-        reason_code=reason_code,
-        state_field="delivery_state",
-        expected=expected,
-        where=where,
-        extra=extra,
-        record_lost_race=record_lost_race,
-    )
+# --- approved copy -------------------------------------------------------------------------
+
+
+def reply_copy_create(*, source_id: int, purpose: str, channel: str, text: str, actor: str) -> tuple[ReplyCopy, bool]:
+    """Record approved copy; an identical current text changes nothing. Returns (copy, created)."""
+    text, channel = text.strip(), channel.strip()
+    if not text or not channel:
+        raise ValueError("approved copy needs a channel and a text")
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)  # serializes versions
+        if purpose not in source.purposes:
+            raise ValueError(f"{purpose!r} is not a declared purpose of source {source.name!r}")
+        current = copy_current(source_id=source_id, purpose=purpose)
+        if current and (current.text, current.channel) == (text, channel):
+            return current, False
+        count = ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).count()
+        return ReplyCopy.objects.create(
+            source=source, purpose=purpose, channel=channel, text=text,
+            copy_version=f"v{count + 1}", created_by=actor,
+        ), True
+
+
+# --- reply routes --------------------------------------------------------------------------
+
+
+class RouteConflict(Exception):
+    """A declaration that would silently change an existing route."""
+
+
+# What a declaration names; the live flag is the owner's, set only by reply_route_update.
+ROUTE_FIELDS = ("transport_name", "target_url")
+
+
+def _route_validated(route: ReplyRoute, source: Source) -> ReplyRoute:
+    errors = {}
+    if route.purpose not in source.purposes:
+        errors["purpose"] = f"{route.purpose!r} is not a declared purpose of source {source.name!r}"
+    if route.transport_name not in TRANSPORTS:
+        errors["transport_name"] = f"unknown transport; known: {', '.join(sorted(TRANSPORTS))}"
+    if errors:
+        raise ValidationError(errors)
+    route.full_clean(exclude=["source"], validate_unique=False, validate_constraints=False)
+    return route
+
+
+def reply_route_declare(
+    *, source_id: int, purpose: str, transport_name: str, target_url: str = ""
+) -> tuple[ReplyRoute, bool]:
+    """Create a purpose's route, or confirm an identical one. Returns (route, created).
+
+    Different values for an existing route are refused with RouteConflict
+    naming each; edits are deliberate (reply_route_update, the admin).
+    """
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)  # serializes declarations
+        wanted = _route_validated(
+            ReplyRoute(source=source, purpose=purpose, transport_name=transport_name, target_url=target_url),
+            source,
+        )
+        existing = ReplyRoute.objects.filter(source=source, purpose=purpose).first()
+        if existing is None:
+            wanted.save()
+            return wanted, True
+    differences = [f"{f}: routed {getattr(existing, f)!r}, given {getattr(wanted, f)!r}"
+                   for f in ROUTE_FIELDS if getattr(existing, f) != getattr(wanted, f)]
+    if differences:
+        raise RouteConflict(
+            f"purpose {purpose!r} of source {source.name!r} is already routed otherwise; change the "
+            "route in the admin if that is intended. " + "; ".join(differences)
+        )
+    return existing, False
+
+
+def reply_route_update(*, route_id: int, changes: dict) -> ReplyRoute:
+    """Apply a person's edit to a route (transport, target, or the owner's live flag)."""
+    allowed = {*ROUTE_FIELDS, "live_send_enabled"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValueError(f"a route's {', '.join(sorted(unknown))} cannot be changed")
+    with transaction.atomic():
+        route = ReplyRoute.objects.select_for_update().select_related("source").get(pk=route_id)
+        for name, value in changes.items():
+            setattr(route, name, value)
+        _route_validated(route, route.source)
+        route.save()
+    return route
+
+
+# --- approval and closing ------------------------------------------------------------------
+
+
+def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by_reviewer") -> Result:
+    """REVIEW_PENDING -> APPROVED with the current approved copy; enqueue the send on commit."""
+    with transaction.atomic():
+        action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
+        if action.delivery_state == S.REVIEW_PENDING:
+            copy = copy_current(source_id=action.event.source_id, purpose=action.purpose)
+            if copy is None:
+                return Result(False, f"cannot approve: {no_copy_reason(action)}")
+            if action_route(action) is None:
+                return Result(False, f"cannot approve: {no_route_reason(action)}")
+            extra = {
+                "approval_state": ApprovalState.APPROVED, "approved_by": actor,
+                "approved_at": timezone.now(), "copy_version": copy.copy_version,
+                "channel": copy.channel,
+            }
+        else:
+            extra = {}
+        outcome = reply_action_transition(
+            action_id=action_id, to=S.APPROVED, actor=actor, reason_code=reason_code,
+            expected=S.REVIEW_PENDING, extra=extra,
+        )
+        if not outcome.applied:
+            return _refused(outcome)
+        _enqueue_on_commit(action_id)
+    return Result(True, f"approved with copy {extra['copy_version']}; the send is queued")
+
+
+def reply_close(
+    *, action_id: int, actor: str, reason_code: str = "closed_without_reply", expected: str | None = None
+) -> Result:
+    """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT).
+
+    `expected`: close only from that state (a queue closes only what it shows).
+    """
+    with transaction.atomic():
+        outcome = reply_action_transition(
+            action_id=action_id, to=S.CLOSED_NO_REPLY, actor=actor, reason_code=reason_code,
+            expected=expected, extra={"next_attempt_at": None},
+        )
+    return Result(True, "closed without reply") if outcome.applied else _refused(outcome)
+
+
+# --- a person resolves stranded and unknown sends ------------------------------------------
+
+
+def stranded_retry_now(*, action_id: int, actor: str) -> Result:
+    """A person's "retry now": FAILED_BEFORE_SEND -> APPROVED under the same reply key, sent at once."""
+    with transaction.atomic():
+        outcome = reply_action_transition(
+            action_id=action_id, to=S.APPROVED, actor=actor, reason_code="retry_now_by_operator",
+            expected=S.FAILED_BEFORE_SEND, extra={"next_attempt_at": None},
+        )
+        if outcome.applied:
+            _enqueue_on_commit(action_id)
+    if not outcome.applied:
+        return _refused(outcome)
+    return Result(True, "retry queued under the same reply key")
+
+
+def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str) -> Result:
+    """A person verified the provider has the reply: store its receipt, then SENT."""
+    provider_reply_id = provider_reply_id.strip()
+    if not provider_reply_id:
+        return Result(False, "give the provider's receipt id you verified")
+    with transaction.atomic():
+        outcome = reply_action_transition(
+            action_id=action_id, to=S.SENT, actor=actor, reason_code="confirmed_sent_by_operator",
+            expected=S.SEND_STATUS_UNKNOWN,
+            extra={"provider_reply_id": provider_reply_id[:200], "last_error_code": ""},
+        )
+    return Result(True, "marked SENT with the receipt you gave") if outcome.applied else _refused(outcome)
+
+
+def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
+    """Seed 000's recovery table: reconcile first, retry only if the lookup shows no send.
+
+    Idempotency key plus receipt lookup, or receipt lookup alone: look the
+    receipt up; found -> attach it and mark SENT; absent -> APPROVED under the
+    same reply_key. Without a receipt lookup (idempotency key alone included,
+    conservatively) nothing can show that the reply was not applied: refused.
+    The lookup asks the transport of the action's own route.
+    """
+    action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
+    if action.delivery_state != S.SEND_STATUS_UNKNOWN:
+        return Result(False, f"only SEND_STATUS_UNKNOWN can be retried; this one is {action.delivery_state}")
+    route = action_route(action)
+    if route is None:
+        return Result(False, f"the transport is unavailable: {no_route_reason(action)}")
+    try:
+        transport = transport_for(route)
+    except (LiveSendDisabled, KeyError, ValueError) as exc:
+        return Result(False, f"the transport is unavailable: {exc}")
+    if not transport.discovered:
+        return Result(False, "the provider's capabilities could not be discovered (is it running?): "
+                             "try again when it answers")
+    if not transport.capabilities.receipt_lookup:
+        return Result(False, "this transport has no receipt lookup, so nothing can show the reply "
+                             "was not applied: verify the conversation by hand, then confirm sent or close")
+    try:
+        receipt = transport.lookup(action.reply_key)
+    except (Ambiguous, OSError) as exc:
+        return Result(False, f"the receipt lookup failed ({getattr(exc, 'code', type(exc).__name__)}); try again")
+    with transaction.atomic():
+        if receipt is not None:
+            outcome = reply_action_transition(
+                action_id=action_id, to=S.SENT, actor=actor, reason_code="receipt_found_on_lookup",
+                expected=S.SEND_STATUS_UNKNOWN,
+                extra={"provider_reply_id": receipt.provider_reply_id, "last_error_code": ""},
+            )
+            message = "the lookup found the provider's receipt: marked SENT, nothing resent"
+        else:
+            outcome = reply_action_transition(
+                action_id=action_id, to=S.APPROVED, actor=actor,
+                reason_code="retry_authorized_after_lookup", expected=S.SEND_STATUS_UNKNOWN,
+            )
+            message = "the lookup shows no send: retry authorized under the same reply key"
+            if outcome.applied:
+                _enqueue_on_commit(action_id)
+    return Result(True, message) if outcome.applied else _refused(outcome)

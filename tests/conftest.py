@@ -53,13 +53,17 @@ def _test_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def sandbox_source(db):
+    """The sandbox source, each purpose routed to the sandbox transport (no URL until `wire`)."""
     from ingress.services import source_register
+    from replies.services import reply_route_declare
 
     source, _ = source_register(
         name="sandbox", adapter="sandbox-social", account_ref="acct_test_01",
         event_types=["comment.created"], purposes=["public_ack", "private_delivery"],
         trigger_keywords=["CHECKLIST"], secret_env=SECRET_ENV,
     )
+    for purpose in source.purposes:
+        reply_route_declare(source_id=source.pk, purpose=purpose, transport_name="sandbox")
     return source
 
 
@@ -132,15 +136,19 @@ def provider_calls(state) -> int:
 
 @pytest.fixture
 def wire(sandbox_source):
-    """Point the sandbox source at a provider and give both purposes approved copy."""
-    from ingress.services import source_update
-    from replies.sender import reply_copy_create
+    """Point the sandbox source (read side) and every route at a provider; give both purposes copy.
 
-    def _wire(state=None, *, copies: bool = True, **changes):
-        source = source_update(
-            source_id=sandbox_source.pk,
-            changes={"transport_url": state.url if state else "http://127.0.0.1:9", **changes},
-        )
+    `route_changes` (transport_name, live_send_enabled, target_url) apply to every route.
+    """
+    from ingress.services import source_update
+    from replies.models import ReplyRoute
+    from replies.services import reply_copy_create, reply_route_update
+
+    def _wire(state=None, *, copies: bool = True, **route_changes):
+        url = state.url if state else "http://127.0.0.1:9"
+        source = source_update(source_id=sandbox_source.pk, changes={"source_url": url})
+        for route in ReplyRoute.objects.filter(source=source):
+            reply_route_update(route_id=route.pk, changes={"target_url": url, **route_changes})
         if copies:
             for purpose in source.purposes:
                 reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY,
@@ -171,7 +179,7 @@ def _short_timeouts(settings):
 def _fresh_process_caches():
     """Ids restart between test databases; process caches keyed by id must not carry over."""
     from conduit.providers.sandbox.transport import _discovered
-    from replies.sender import approved_copy
+    from replies.selectors import approved_copy
 
     approved_copy.cache_clear()
     _discovered.cache_clear()
@@ -203,14 +211,13 @@ def source_side(provider, wire):
 
 @pytest.fixture
 def scan(db):
-    """Run one complete scan of a source in the foreground: pages until published."""
-    from reconcile.services import reconcile_page
+    """Run one complete scan of a source in the foreground: pages until published.
+
+    The same loop the reconcile command runs (reconcile.scan.scan_until_done).
+    """
+    from reconcile.scan import scan_until_done
 
     def _scan(source, *, max_pages: int = 1000, **window):
-        for _ in range(max_pages):
-            outcome = reconcile_page(source=source, trigger="command", actor="tester", **window)
-            if outcome.state != "staged":
-                return outcome
-        raise AssertionError("the scan did not finish")
+        return scan_until_done(source=source, trigger="command", actor="tester", max_pages=max_pages, **window)
 
     return _scan

@@ -1,7 +1,8 @@
 """Seed 000's acceptance table: one test per row, named after it, and the instrument-integrity controls.
 
-The checks live in `reconcile/acceptance.py`, so `manage.py acceptance` runs
-the very same functions against a configured database.
+The checks live in `reconcile/proof/acceptance.py` (their planted faults in
+`reconcile/proof/testkit.py`), so `manage.py acceptance` runs the very same
+functions against a configured database.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import uuid
 
 import pytest
 
-from reconcile import acceptance
-from reconcile.acceptance import CONTROLS, Harness
+from reconcile.proof import acceptance, testkit
+from reconcile.proof.acceptance import CONTROLS, Harness
 
 REAL_HTTP = pytest.mark.django_db(transaction=True)  # the canary serves its webhook over real HTTP
 
@@ -89,7 +90,7 @@ def test_instrument_integrity(control, request):
 
 
 def test_instrument_integrity_event_identity_names_the_duplicate(harness):
-    with acceptance.without_event_uniqueness():
+    with testkit.without_event_uniqueness():
         failures = acceptance.event_identity(harness)
     # Where replies are planned the reply_key constraint still refuses the second
     # plan (a 500, nothing committed); where none are, the duplicate row lands.
@@ -101,7 +102,7 @@ def test_instrument_integrity_event_identity_names_the_duplicate(harness):
 def test_instrument_integrity_canary_fails_closed_before_transport():
     from conduit.providers.base import CALLS
 
-    with acceptance.canary_aimed_at_live_transport():
+    with testkit.canary_aimed_at_live_transport():
         before = sum(CALLS.values())
         failures = acceptance.canary()
     assert failures and "live transport 'live-probe'" in failures[0]

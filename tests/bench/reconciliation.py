@@ -56,7 +56,7 @@ def prepare(n: int, provider_state, url: str) -> Source:
     source, _ = source_register(
         name=f"bench{n}", adapter="sandbox-social", account_ref=account, event_types=["comment.created"],
         purposes=["public_ack"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_BENCH_SECRET",
-        transport_url=url,
+        source_url=url,
     )
     now = timezone.now()
     items = [synthetic(n, i) for i in range(n)]

@@ -25,7 +25,7 @@ from django.db import connection  # noqa: E402
 from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.services import source_update, webhook_receive  # noqa: E402
 from replies import sender  # noqa: E402
-from replies.models import ReplyAction, SendAttempt  # noqa: E402
+from replies.models import ReplyAction, ReplyRoute, SendAttempt  # noqa: E402
 from tests.conftest import sign  # noqa: E402
 
 ACCOUNT = "acct_test_sendbench"
@@ -129,7 +129,8 @@ def main() -> None:
             server, state = serve(port=0)
             state.latency = latency_ms / 1000
             port = server.server_address[1]
-            source = source_update(source_id=source.pk, changes={"transport_url": f"http://127.0.0.1:{port}"})
+            source = source_update(source_id=source.pk, changes={"source_url": f"http://127.0.0.1:{port}"})
+            ReplyRoute.objects.filter(source=source).update(target_url=f"http://127.0.0.1:{port}")
             for path in ("raw", "conduit"):
                 reset(ids)
                 with state.lock:

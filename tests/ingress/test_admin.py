@@ -87,7 +87,7 @@ def _source_form(**overrides):
         "name": "sandbox", "adapter": "sandbox-social", "account_ref": "acct_test_01",
         "event_types": "comment.created", "contract_version": "event-v1",
         "purposes": "public_ack, private_delivery", "trigger_keywords": "CHECKLIST",
-        "retention_days": 30, "secret_env": SECRET_ENV, "transport": "sandbox", "transport_url": "",
+        "retention_days": 30, "secret_env": SECRET_ENV, "source_url": "",
     }
     return {**data, **overrides}
 

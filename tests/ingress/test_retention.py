@@ -42,7 +42,7 @@ def test_purge_blanks_old_content_only_and_dry_run_changes_nothing(sandbox_sourc
 
 def test_stalled_scan_staging_is_purged_too(source_side, settings):
     from reconcile.models import ReconcileRun, StagedEvent
-    from reconcile.services import reconcile_page
+    from reconcile.scan import reconcile_page
     from tests.reconcile.conftest import item
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 1

@@ -152,7 +152,11 @@ def test_register_source_sets_up_copy_and_transport_in_one_idempotent_command(ca
     out = capsys.readouterr().out
     assert "copy public_ack: approved as v1" in out and "copy public_ack: unchanged" in out
     source = Source.objects.get()
-    assert (source.transport, source.transport_url) == ("sandbox", "http://127.0.0.1:8765")
+    assert source.source_url == "http://127.0.0.1:8765"  # the read side follows --transport-url
+    routes = {r.purpose: (r.transport_name, r.target_url) for r in source.reply_routes.all()}
+    assert routes == {p: ("sandbox", "http://127.0.0.1:8765") for p in ("public_ack", "private_delivery")}
+    assert "route public_ack: sandbox http://127.0.0.1:8765 (declared)" in out
+    assert "route public_ack: sandbox http://127.0.0.1:8765 (unchanged)" in out
     copies = dict(ReplyCopy.objects.values_list("purpose", "channel"))
     assert copies == {"public_ack": "public_ack", "private_delivery": "dm"}
     with pytest.raises(CommandError, match="already has approved copy v1"):
@@ -165,3 +169,52 @@ def test_register_source_sets_up_copy_and_transport_in_one_idempotent_command(ca
         call_command("register_source", "sandbox-3", *ARGS[1:4], "acct_test_33", *ARGS[5:],
                      "--transport", "carrier-pigeon")
     assert ReplyCopy.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_register_source_routes_each_purpose_on_its_own(capsys):
+    """Issue 12: one source sends its public acknowledgement through one transport and its
+    private delivery through another; --route names a purpose's transport and URL."""
+    from replies.models import ReplyRoute
+
+    args = [*ARGS, "--transport-url", "http://127.0.0.1:8001",
+            "--route", "private_delivery=sandbox,http://127.0.0.1:8002", "--source-url", "http://127.0.0.1:8003"]
+    call_command("register_source", *args)
+    call_command("register_source", *args)  # idempotent
+    routes = dict(ReplyRoute.objects.values_list("purpose", "target_url"))
+    assert routes == {"public_ack": "http://127.0.0.1:8001", "private_delivery": "http://127.0.0.1:8002"}
+    assert Source.objects.get().source_url == "http://127.0.0.1:8003"  # --source-url wins for reads
+    assert "route private_delivery: sandbox http://127.0.0.1:8002 (unchanged)" in capsys.readouterr().out
+    moved = [a.replace(":8002", ":8009") for a in args]
+    with pytest.raises(CommandError, match="already routed otherwise.*target_url"):
+        call_command("register_source", *moved)
+    with pytest.raises(CommandError, match="not declared with --purpose: other"):
+        call_command("register_source", *ARGS, "--route", "other=sandbox")
+    with pytest.raises(CommandError, match=r"takes PURPOSE=TRANSPORT\[,URL\]"):
+        call_command("register_source", *ARGS, "--route", "public_ack=,http://x")
+    with pytest.raises(CommandError, match="unknown transport"):
+        call_command("register_source", "sandbox-4", *ARGS[1:4], "acct_test_44", *ARGS[5:],
+                     "--route", "public_ack=carrier-pigeon")
+    assert not Source.objects.filter(name="sandbox-4").exists()  # all or nothing
+    assert dict(ReplyRoute.objects.values_list("purpose", "target_url")) == routes
+
+
+def test_the_source_identity_rule_is_one_function_every_path_asks(sandbox_source, monkeypatch):
+    """Issue 12 item 6: one source-identity rule (platform + account), asked by registration,
+    edit and the admin form. Positive control: with the rule patched away, registration no
+    longer refuses politely and only the database constraint stops the duplicate."""
+    from django.db import IntegrityError
+
+    from ingress import services
+    from ingress.selectors import source_identity_holder
+
+    assert source_identity_holder(adapter="sandbox-social", account_ref="acct_test_01") == sandbox_source
+    assert source_identity_holder(adapter="sandbox-social", account_ref="acct_test_01",
+                                  other_than=sandbox_source.pk) is None
+    kwargs = dict(adapter="sandbox-social", account_ref="acct_test_01", event_types=["comment.created"],
+                  purposes=[], trigger_keywords=[], secret_env=SECRET_ENV)
+    with pytest.raises(SourceConflict, match="already registered as source 'sandbox'"):
+        source_register(name="second", **kwargs)
+    monkeypatch.setattr(services, "source_identity_holder", lambda **kw: None)
+    with pytest.raises(IntegrityError):
+        source_register(name="second", **kwargs)

@@ -8,9 +8,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from ingress.models import InboundEvent, Source
+from ingress.models import InboundEvent
 from reconcile.models import CanaryReport
-from replies.models import CanarySinkRecord, ReplyAction, SendAttempt
+from replies.models import CanarySinkRecord, ReplyAction, ReplyRoute, SendAttempt
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the webhook is served over real HTTP
 
@@ -76,7 +76,7 @@ def test_a_canary_source_with_a_live_transport_fails_closed_before_any_call(monk
 
     monkeypatch.setitem(registry.TRANSPORTS, "live-probe", LiveProbe)
     assert run("--actor", "operator_test")[0] == 0
-    Source.objects.filter(name="canary").update(transport="live-probe")
+    ReplyRoute.objects.filter(source__name="canary", purpose="private_delivery").update(transport_name="live-probe")
     calls = sum(CALLS.values())
     seen = InboundEvent.objects.get().seen_count
     code, _, err = run("--actor", "operator_test")

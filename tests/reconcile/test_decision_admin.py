@@ -45,8 +45,34 @@ def test_without_idempotency_the_page_says_reconcile_and_shows_the_questions(adm
 
 
 def test_with_verified_deduplication_the_page_says_retry(admin_client, unknown):
+    """The action's own page asks the provider for its capabilities (the sandbox verifies
+    deduplication); the changelist reads the transport class's declaration, which for the
+    sandbox is the conservative one: query the destination first."""
     action = unknown("timeout_after_accept")
     page = admin_client.get(f"/admin/replies/unknownsendqueue/{action.pk}/change/").content.decode()
     assert "<strong>retry</strong>" in page
     queue = admin_client.get("/admin/replies/unknownsendqueue/").content.decode()
+    assert "reconcile: query_destination" in queue and "retry: retry_delivery" not in queue
+
+
+def test_a_transport_class_declaring_deduplication_makes_the_column_say_retry(admin_client, unknown, monkeypatch):
+    """The column's `dedupe` is the transport class's `capabilities`: a class declaring
+    idempotency keys reads `verified`, and the decision is a retry under the same key."""
+    from conduit.providers import registry
+    from conduit.providers.base import Capabilities, Transport
+    from replies.models import ReplyRoute
+
+    class DeclaresDedupe(Transport):
+        name = "declares-dedupe"
+        live = False
+        capabilities = Capabilities(idempotency_key=True, receipt_lookup=True)
+
+        def __init__(self, url, timeout):
+            raise AssertionError("the changelist built a transport")
+
+    action = unknown("timeout_after_accept")
+    monkeypatch.setitem(registry.TRANSPORTS, DeclaresDedupe.name, DeclaresDedupe)
+    ReplyRoute.objects.update(transport_name=DeclaresDedupe.name)
+    queue = admin_client.get("/admin/replies/unknownsendqueue/").content.decode()
     assert "retry: retry_delivery" in queue
+    assert action.reply_key[:12] in queue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile import services
+from reconcile import clock, services
 from reconcile.models import Finding, ReconcileReport
 from reconcile.selectors import report_decisions
 from replies.models import ReplyAction
@@ -51,7 +51,7 @@ def test_finding_decide_commits_the_reply_move_and_the_finding_together(candidat
     def broken_clock():
         raise RuntimeError("planted failure while recording the decision")
 
-    monkeypatch.setattr(services, "clock", broken_clock)
+    monkeypatch.setattr(clock, "now", broken_clock)
     with pytest.raises(RuntimeError):
         services.finding_decide(finding_id=finding.pk, decision="CLOSED", actor="operator_test",
                                 reason="customer already answered")

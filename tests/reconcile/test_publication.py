@@ -7,7 +7,7 @@ import pytest
 
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 from ingress.models import InboundEvent
-from reconcile import services
+from reconcile import clock, repairs
 from reconcile.models import (
     RUN_TABLE,
     Finding,
@@ -16,7 +16,8 @@ from reconcile.models import (
     ReconcileRunTransition,
     ScanState,
 )
-from reconcile.services import reconcile_page, reconcile_request
+from reconcile.scan import reconcile_page
+from reconcile.services import reconcile_request
 from replies.models import ReplyAction
 from tests.reconcile.conftest import BASE_TIME, body, item
 
@@ -49,12 +50,12 @@ def test_a_crash_after_the_report_is_finished_by_the_next_page_call(source_side,
     state, source = source_side
     state.hold_events(item(1), item(2))
     deliver(body(item(1)))
-    real = services._replay_missing
+    real = repairs.missing_replay
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt  # not an Exception: nothing records it, as with SIGKILL
 
-    monkeypatch.setattr(services, "_replay_missing", crash)
+    monkeypatch.setattr(repairs, "missing_replay", crash)
     with pytest.raises(KeyboardInterrupt):
         scan(source)
     run = ReconcileRun.objects.get()
@@ -65,7 +66,7 @@ def test_a_crash_after_the_report_is_finished_by_the_next_page_call(source_side,
     assert scan_state.checkpoint_until is None and scan_state.active_run_id == run.pk
     assert InboundEvent.objects.count() == 1
     calls_before = state.page_calls
-    monkeypatch.setattr(services, "_replay_missing", real)
+    monkeypatch.setattr(repairs, "missing_replay", real)
     outcome = reconcile_page(source=source)
     assert (outcome.state, outcome.report_id, outcome.called) == ("published", report.pk, False)
     assert state.page_calls == calls_before  # no second read of the source
@@ -73,7 +74,7 @@ def test_a_crash_after_the_report_is_finished_by_the_next_page_call(source_side,
     assert report.findings.get(kind="MISSING_LOCAL").repair_outcome == "applied"
     assert ScanState.objects.get().checkpoint_until == run.until
     # Re-applying is idempotent: the replayed batch is the same delivery.
-    services._replay_missing(source, "", run, report)  # nothing planned is left: no lease needed
+    repairs.missing_replay(source, "", run, report)  # nothing planned is left: no lease needed
     assert InboundEvent.objects.count() == 2
 
 
@@ -97,7 +98,7 @@ def test_a_failed_action_repair_is_recorded_and_the_others_apply(source_side, de
             raise DatabaseError("planted")
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "reply_action_transition", failing)
+    monkeypatch.setattr(repairs, "reply_action_transition", failing)
     outcome = scan(source)
     finding = Finding.objects.get(report_id=outcome.report_id, kind="RECEIPT_ATTACHED")
     assert (finding.repair_outcome, finding.repair_code) == ("failed", "database_error")
@@ -172,4 +173,4 @@ def test_reconcile_now_during_the_first_page_call_keeps_the_source_due(source_si
     scan_state = ScanState.objects.get()
     run = ReconcileRun.objects.get()
     assert run.first_page_at < scan_state.requested_at
-    assert scan_state.next_due_at <= services.clock()  # still due: a later scan must answer
+    assert scan_state.next_due_at <= clock.now()  # still due: a later scan must answer

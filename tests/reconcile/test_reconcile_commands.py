@@ -77,9 +77,9 @@ def test_doctor_is_quiet_when_healthy_and_exits_1_when_a_person_is_needed(source
     ReplyAction.objects.filter(purpose="public_ack").update(delivery_state="SEND_STATUS_UNKNOWN")
     fail_next(state, "page_error")
     from reconcile.models import ScanState
-    from reconcile.services import clock
+    from reconcile import clock
 
-    ScanState.objects.update(next_due_at=clock())
+    ScanState.objects.update(next_due_at=clock.now())
     run("reconcile", "sandbox")
     code, out, _ = run("doctor")
     assert code == 1

@@ -29,7 +29,7 @@ def test_missing_source_event_is_replayed_through_ingest_with_replies_held(sourc
     assert outcome.state == "published"
     report = ReconcileReport.objects.get(pk=outcome.report_id)
     counts = report.summary["counts"]
-    from reconcile.services import REPORT_COUNTS
+    from reconcile.publication import REPORT_COUNTS
 
     assert sorted(counts) == sorted(REPORT_COUNTS)  # the page and printouts show every count
     assert counts["events_compared"] == 2
@@ -136,7 +136,7 @@ def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeyp
     report and its findings committed, the failed finding says `failed` with a code, and the
     other repairs still apply."""
     from ingress import services as ingress_services
-    from reconcile import services
+    from reconcile import repairs
 
     state, source = source_side
     state.hold_events(item(1), item(2))
@@ -150,7 +150,7 @@ def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeyp
         seen["run_state"] = run.state
         raise RuntimeError("planted repair failure")
 
-    monkeypatch.setattr(services, "observations_accept", failing_accept)
+    monkeypatch.setattr(repairs, "observations_accept", failing_accept)
     outcome = scan(source)
     assert seen == {"reports": 1, "findings": 1, "run_state": "REPAIRING"}
     assert outcome.state == "published"
@@ -161,14 +161,14 @@ def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeyp
     assert InboundEvent.objects.get().reconcile_status == "MATCHED"  # the other repair applied
     assert InboundEvent.objects.count() == 1  # the failed replay recorded nothing
     assert ReconcileRun.objects.get().state == "PUBLISHED"
-    monkeypatch.setattr(services, "observations_accept", ingress_services.observations_accept)
+    monkeypatch.setattr(repairs, "observations_accept", ingress_services.observations_accept)
     again = scan(source)  # the next complete scan finds the event missing again and replays it
     assert Finding.objects.get(report_id=again.report_id, kind="MISSING_LOCAL").repair_outcome == "applied"
     assert InboundEvent.objects.count() == 2
 
 
 def test_pages_stage_until_the_last_one(source_side, deliver, scan, settings):
-    from reconcile.services import reconcile_page
+    from reconcile.scan import reconcile_page
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side

@@ -14,9 +14,12 @@ import pytest
 from django.db import connection
 
 from ingress.models import InboundEvent
-from reconcile import services
+from reconcile import clock, poll
+from reconcile import scan as scan_module
 from reconcile.models import ReconcileReport, ReconcileRun, ScanState, StagedEvent
-from reconcile.services import LeaseBusy, reconcile_due, reconcile_page
+from reconcile.lease import LeaseBusy
+from reconcile.poll import reconcile_due
+from reconcile.scan import reconcile_page
 from replies.models import ReplyAction
 from tests.conftest import subprocess_env
 from tests.reconcile.conftest import item
@@ -137,12 +140,12 @@ def test_error_classes_are_conduits_own(source_side, settings):
     state.hang_seconds = 1.0
     fail_next(state, "page_timeout")
     assert reconcile_page(source=source).error.error_class == "timeout"
-    ScanState.objects.update(next_due_at=services.clock())
+    ScanState.objects.update(next_due_at=clock.now())
     fail_next(state, "page_malformed")
     assert reconcile_page(source=source).error.code == "malformed_page"
     from ingress.services import source_update
 
-    source_update(source_id=source.pk, changes={"transport_url": "http://127.0.0.1:9"})
+    source_update(source_id=source.pk, changes={"source_url": "http://127.0.0.1:9"})
     source.refresh_from_db()
     failure = reconcile_page(source=source).error
     assert (failure.error_class, failure.code) == ("transport", "connection_failed")
@@ -158,7 +161,7 @@ def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src
         source, _ = source_register(
             name=f"{prefix}{i}", adapter="sandbox-social", account_ref=f"acct_test_{prefix}{i}",
             event_types=["comment.created"], purposes=[], trigger_keywords=[],
-            secret_env="CONDUIT_TEST_SANDBOX_SECRET", transport_url=state.url,
+            secret_env="CONDUIT_TEST_SANDBOX_SECRET", source_url=state.url,
         )
         state.hold(source.account_ref, [item(number) for number in range(1, 2 * pages + 1)])
         if i == failing:
@@ -183,8 +186,8 @@ def test_a_failing_source_does_not_starve_healthy_ones(provider, settings, monke
     serve every source (limit 4). With fewer calls per poll than sources, the failing source
     costs the healthy ones its single call before it backs off, so at most one poll more."""
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
-    now = services.clock()
-    monkeypatch.setattr(services, "clock", lambda: now)
+    now = clock.now()
+    monkeypatch.setattr(clock, "now", lambda: now)
     alone = _sources(provider, 3, prefix="alone")
     baseline = _polls_until_complete([s for s, _ in alone], limit)
     # The failing source sorts first, so the round robin meets it first.
@@ -222,7 +225,7 @@ def test_an_operator_request_during_a_scan_keeps_the_source_due(source_side, set
     reconcile_request(source=source, actor="operator_test")
     assert reconcile_page(source=source).state == "published"
     scan = ScanState.objects.get(source=source)
-    assert scan.next_due_at <= services.clock() and scan.requested_at is not None  # still due
+    assert scan.next_due_at <= clock.now() and scan.requested_at is not None  # still due
     for _ in range(3):
         if reconcile_page(source=source).state == "published":
             break
@@ -255,7 +258,7 @@ def test_protocol_violations_fail_the_page_without_poisoning_staging(source_side
     run = ReconcileRun.objects.get()
     assert run.pages == 1 and StagedEvent.objects.filter(run=run).count() == 2
     monkeypatch.setattr(SandboxSocialAdapter, "read_page", real)
-    ScanState.objects.update(next_due_at=services.clock())
+    ScanState.objects.update(next_due_at=clock.now())
     assert reconcile_page(source=source).state == "published"
     assert InboundEvent.objects.count() == 4
 
@@ -263,15 +266,15 @@ def test_protocol_violations_fail_the_page_without_poisoning_staging(source_side
 @pytest.mark.django_db
 def test_the_poll_skips_a_source_whose_lease_another_worker_holds(source_side):
     state, source = source_side
-    from reconcile.services import scan_state_for
+    from reconcile.lease import scan_state_for
 
     scan_state_for(source)
     ScanState.objects.filter(source=source).update(
-        lease_token="f" * 64, lease_expires_at=services.clock() + timedelta(seconds=30))
+        lease_token="f" * 64, lease_expires_at=clock.now() + timedelta(seconds=30))
     result = reconcile_due(limit=5)
     assert (result.page_calls, result.skipped_busy) == (0, ["sandbox"])
     assert state.page_calls == 0
-    ScanState.objects.filter(source=source).update(lease_expires_at=services.clock() - timedelta(seconds=1))
+    ScanState.objects.filter(source=source).update(lease_expires_at=clock.now() - timedelta(seconds=1))
     assert reconcile_due(limit=5).page_calls == 1  # an expired lease is taken over
 
 
@@ -280,7 +283,7 @@ def test_backoff_is_capped_by_the_source_interval(source_side):
     from tests.conftest import fail_next
 
     state, source = source_side
-    from reconcile.services import scan_state_for
+    from reconcile.lease import scan_state_for
 
     scan_state_for(source)
     ScanState.objects.filter(source=source).update(interval_seconds=12, failures=5)
@@ -323,8 +326,8 @@ def _pages_after_two_polls_of_one_call(provider) -> list[int]:
 @pytest.mark.django_db
 def test_the_round_robin_cursor_shares_a_tight_budget(provider, settings, monkeypatch):
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
-    now = services.clock()
-    monkeypatch.setattr(services, "clock", lambda: now)
+    now = clock.now()
+    monkeypatch.setattr(clock, "now", lambda: now)
     assert _pages_after_two_polls_of_one_call(provider) == [1, 1]
 
 
@@ -334,15 +337,15 @@ def test_control_without_the_durable_cursor_one_source_takes_every_poll(provider
     from types import SimpleNamespace
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
-    now = services.clock()
-    monkeypatch.setattr(services, "clock", lambda: now)
+    now = clock.now()
+    monkeypatch.setattr(clock, "now", lambda: now)
 
     class Stuck:
         class objects:
             get_or_create = staticmethod(lambda **kw: (SimpleNamespace(pk=0, last_source_name=""), False))
             filter = staticmethod(lambda **kw: SimpleNamespace(update=lambda **kw: 0))
 
-    monkeypatch.setattr(services, "SchedulerCursor", Stuck)
+    monkeypatch.setattr(poll, "SchedulerCursor", Stuck)
     assert _pages_after_two_polls_of_one_call(provider) == [2, 0]
 
 
@@ -362,7 +365,7 @@ def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(pr
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     (bad, _), (good, good_state) = _sources(provider, 2, prefix="any", pages=1)
-    real_read, real_check, real_lease = SandboxSocialAdapter.read_page, services._page_check, services._lease_acquire
+    real_read, real_check, real_lease = SandboxSocialAdapter.read_page, scan_module.page_check, scan_module.lease_acquire
 
     def read(self, **kw):
         if kw["config"].name == bad.name:
@@ -380,8 +383,8 @@ def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(pr
         return real_lease(source)
 
     monkeypatch.setattr(*{"read": (SandboxSocialAdapter, "read_page", read),
-                          "commit": (services, "_page_check", check),
-                          "lease": (services, "_lease_acquire", lease)}[where])
+                          "commit": (scan_module, "page_check", check),
+                          "lease": (scan_module, "lease_acquire", lease)}[where])
     result = reconcile_due(limit=5)
     assert [o.source for o in result.outcomes] == [bad.name, good.name]
     assert result.outcomes[0].state == "failed" and result.outcomes[1].state == "published"
@@ -394,7 +397,7 @@ def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(pr
     row = next(r for r in source_health() if r["source"] == bad.name)
     assert f"last page failed (unauthored/{code})" in needs_a_person(row)
     # the failure streak is visible: a poll that keeps failing
-    ScanState.objects.filter(source=bad).update(next_due_at=services.clock())
+    ScanState.objects.filter(source=bad).update(next_due_at=clock.now())
     reconcile_due(limit=5)
     row = next(r for r in source_health() if r["source"] == bad.name)
     assert f"last page failed (unauthored/{code}, 2 failure(s) in a row)" in needs_a_person(row)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from conduit.providers.base import SourcePage
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 from ingress.services import source_config
-from reconcile import services
+from reconcile import clock, repairs, staging
 from reconcile.models import (
     ReconcileRun,
     ReconcileRunTransition,
     ScanState,
     StagedEvent,
 )
-from reconcile.services import RestartRefused, reconcile_page, scan_restart
+from reconcile.scan import RestartRefused, reconcile_page, scan_restart
 from tests.reconcile.conftest import body, item
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +51,7 @@ def scripted(monkeypatch, pages: list[SourcePage]) -> list[dict]:
 
 
 def due_now():
-    ScanState.objects.update(next_due_at=services.clock())
+    ScanState.objects.update(next_due_at=clock.now())
 
 
 def test_an_immediately_repeated_cursor_fails_the_page(source_side, monkeypatch):
@@ -127,7 +129,7 @@ def test_an_exhausted_partial_scan_discards_only_its_staging(source_side, scan, 
     assert StagedEvent.objects.count() == 0
     scan_state = ScanState.objects.get()
     assert scan_state.checkpoint_until == checkpoint and scan_state.active_run is None
-    assert scan_state.failures == 1 and scan_state.next_due_at > services.clock()  # retried later
+    assert scan_state.failures == 1 and scan_state.next_due_at > clock.now()  # retried later
     moves = list(ReconcileRunTransition.objects.filter(run=run).values_list("prior_state", "next_state"))
     assert moves == [(None, "SCANNING"), ("SCANNING", "DISCARDED")]
 
@@ -135,8 +137,8 @@ def test_an_exhausted_partial_scan_discards_only_its_staging(source_side, scan, 
 def test_a_page_over_the_item_limit_fails(source_side, monkeypatch):
     """Seed 004: "Default limits are 1,000 observations/direct Events per page"."""
     _, source = source_side
-    monkeypatch.setattr(services, "MAX_PAGE_ITEMS", 2)
-    monkeypatch.setattr(services.settings, "CONDUIT_RECONCILE_PAGE_SIZE", 2)
+    monkeypatch.setattr(staging, "MAX_PAGE_ITEMS", 2)
+    monkeypatch.setattr(staging.settings, "CONDUIT_RECONCILE_PAGE_SIZE", 2)
     scripted(monkeypatch, [page(source, 1, 2, 3, complete=True)])
     outcome = reconcile_page(source=source)
     assert (outcome.state, outcome.error.code) == ("failed", "page_too_many_items")
@@ -145,7 +147,7 @@ def test_a_page_over_the_item_limit_fails(source_side, monkeypatch):
 
 def test_the_default_item_limit_is_1000_a_page(source_side, monkeypatch):
     _, source = source_side
-    monkeypatch.setattr(services.settings, "CONDUIT_RECONCILE_PAGE_SIZE", 10)
+    monkeypatch.setattr(staging.settings, "CONDUIT_RECONCILE_PAGE_SIZE", 10)
     scripted(monkeypatch, [page(source, *range(1, 1002), complete=True)])
     outcome = reconcile_page(source=source)
     assert outcome.error is not None, outcome
@@ -169,7 +171,7 @@ def test_a_scan_over_a_staging_limit_is_discarded(source_side, monkeypatch, limi
     """Seed 004: "10,000 staged items, 1,000 pages ... 32 MiB staged observation bytes". A
     generation that would pass one is discarded (the checkpoint stays) and the source backs off."""
     _, source = source_side
-    monkeypatch.setattr(services, limit, value)
+    monkeypatch.setattr(staging, limit, value)
     scripted(monkeypatch, [page(source, n, cursor=f"c{n}") for n in range(1, pages + 1)])
     for _ in range(pages - 1):
         assert reconcile_page(source=source).state == "staged"
@@ -182,8 +184,8 @@ def test_a_scan_over_a_staging_limit_is_discarded(source_side, monkeypatch, limi
 
 
 def test_the_default_scan_limits_are_seed_004s():
-    assert (services.MAX_PAGES, services.MAX_STAGED_ITEMS, services.MAX_STAGED_BYTES, services.MAX_PAGE_BYTES,
-            services.MAX_TOKEN_BYTES, services.MAX_PAGE_ITEMS) == (1000, 10_000, 32 * 2**20, 8 * 2**20, 4096, 1000)
+    assert (staging.MAX_PAGES, staging.MAX_STAGED_ITEMS, staging.MAX_STAGED_BYTES, staging.MAX_PAGE_BYTES,
+            staging.MAX_TOKEN_BYTES, staging.MAX_PAGE_ITEMS) == (1000, 10_000, 32 * 2**20, 8 * 2**20, 4096, 1000)
 
 
 def test_restart_discards_staging_keeps_the_checkpoint_and_is_due_at_once(source_side, scan, monkeypatch):
@@ -197,12 +199,12 @@ def test_restart_discards_staging_keeps_the_checkpoint_and_is_due_at_once(source
     due_now()
     reconcile_page(source=source)
     active = ReconcileRun.objects.get(state="SCANNING")
-    ScanState.objects.update(next_due_at=services.clock() + services.timedelta(hours=1))
+    ScanState.objects.update(next_due_at=clock.now() + timedelta(hours=1))
     assert scan_restart(source=source, actor="operator_test", expected_run=active.pk) == active.pk
     active.refresh_from_db()
     assert (active.state, active.discard_reason) == ("DISCARDED", "restarted_by_operator")
     after = ScanState.objects.get()
-    assert after.checkpoint_until == checkpoint and after.next_due_at <= services.clock()
+    assert after.checkpoint_until == checkpoint and after.next_due_at <= clock.now()
     assert StagedEvent.objects.count() == 0
     assert ReconcileRunTransition.objects.filter(run=active, next_state="DISCARDED",
                                                  actor="operator_test").exists()
@@ -245,7 +247,7 @@ def test_restart_never_discards_a_run_that_wrote_its_report(source_side, scan, m
     def crash(*args, **kwargs):
         raise KeyboardInterrupt  # the process dies after the report committed
 
-    monkeypatch.setattr(services, "_replay_missing", crash)
+    monkeypatch.setattr(repairs, "missing_replay", crash)
     with pytest.raises(KeyboardInterrupt):
         scan(source)
     run = ReconcileRun.objects.get()
@@ -261,7 +263,7 @@ def test_positive_control_a_repeated_cursor_check_alone_misses_the_cycle(source_
     """Positive control: with the seen-cursor check removed, A -> B -> A is staged again."""
     _, source = source_side
     fresh = iter(range(10**6))
-    monkeypatch.setattr(services, "_cursor_digest", lambda cursor: f"never-seen-{next(fresh)}")
+    monkeypatch.setattr(staging, "_cursor_digest", lambda cursor: f"never-seen-{next(fresh)}")
     scripted(monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="B"), page(source, 3, cursor="A")])
     assert [reconcile_page(source=source).state for _ in range(3)] == ["staged"] * 3
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from replies.models import ReplyAction, SendAttempt
-from replies.sender import enqueue_send, reply_approve
+from replies.sender import enqueue_send
+from replies.services import reply_approve
 from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]

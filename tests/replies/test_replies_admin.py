@@ -4,7 +4,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from replies.models import ReplyAction, ReplyCopy, ReplyTransition
-from replies.sender import reply_approve, reply_send
+from replies.sender import reply_send
+from replies.services import reply_approve
 from tests.conftest import fail_next
 
 
@@ -128,23 +129,45 @@ def test_copy_is_versioned_and_only_declared_purposes_get_copy(admin_client, pen
     assert response.status_code == 200 and b"not a declared purpose" in response.content
 
 
-def test_only_owners_may_enable_live_sending(client, sandbox_source):
+def test_only_owners_may_enable_live_sending_on_a_route(client, sandbox_source):
+    """The owner-only live flag moved from the source to its reply routes; the rule did not change."""
     from django.contrib.auth.models import Permission
 
-    from tests.ingress.test_admin import _source_form
+    from replies.models import ReplyRoute
 
+    route = ReplyRoute.objects.get(source=sandbox_source, purpose="public_ack")
+    form = {"transport_name": "sandbox", "target_url": "http://127.0.0.1:9", "live_send_enabled": "on"}
     editor = member("editor_test")
-    editor.user_permissions.add(*Permission.objects.filter(codename__in=["change_source", "view_source"]))
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["change_replyroute", "view_replyroute"]))
     client.force_login(editor)
-    url = f"/admin/ingress/source/{sandbox_source.pk}/change/"
-    assert client.post(url, _source_form(live_send_enabled="on")).status_code == 302  # the edit saves...
-    sandbox_source.refresh_from_db()
-    assert sandbox_source.live_send_enabled is False  # ...without the owner-only field
+    url = f"/admin/replies/replyroute/{route.pk}/change/"
+    assert b'name="live_send_enabled"' not in client.get(url).content
+    assert client.post(url, form).status_code == 302  # the edit saves...
+    route.refresh_from_db()
+    assert (route.target_url, route.live_send_enabled) == ("http://127.0.0.1:9", False)  # ...not the flag
 
     client.force_login(member("owner_test", "owners"))
-    assert client.post(url, _source_form(live_send_enabled="on")).status_code == 302
-    sandbox_source.refresh_from_db()
-    assert sandbox_source.live_send_enabled is True
+    assert b'name="live_send_enabled"' in client.get(url).content
+    assert client.post(url, form).status_code == 302
+    route.refresh_from_db()
+    assert route.live_send_enabled is True
+    other = ReplyRoute.objects.get(source=sandbox_source, purpose="private_delivery")
+    assert other.live_send_enabled is False  # one route's flag, not the source's
+
+
+def test_owners_add_a_route_only_for_a_declared_purpose(client, sandbox_source):
+    from replies.models import ReplyRoute
+
+    ReplyRoute.objects.filter(purpose="private_delivery").delete()
+    client.force_login(member("owner_test", "owners"))
+    add = "/admin/replies/replyroute/add/"
+    form = {"source": sandbox_source.pk, "transport_name": "sandbox", "target_url": "http://127.0.0.1:9"}
+    response = client.post(add, {**form, "purpose": "nope"})
+    assert response.status_code == 200 and b"not a declared purpose" in response.content
+    assert client.post(add, {**form, "purpose": "private_delivery"}).status_code == 302
+    route = ReplyRoute.objects.get(purpose="private_delivery")
+    assert (route.transport_name, route.target_url, route.live_send_enabled) == (
+        "sandbox", "http://127.0.0.1:9", False)
 
 
 @pytest.mark.parametrize("queue, group, reason", [

@@ -6,12 +6,10 @@ import pytest
 from django.utils import timezone
 
 from replies.models import CanarySinkRecord, ReplyAction, ReplyTransition, SendAttempt
-from replies.sender import (
-    due_action_ids,
-    replies_sweep,
+from replies.sender import due_action_ids, replies_sweep, reply_send
+from replies.services import (
     reply_approve,
     reply_close,
-    reply_send,
     unknown_authorize_retry,
     unknown_confirm_sent,
 )
@@ -245,7 +243,7 @@ def live_transport(monkeypatch):
 
 
 def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code(wire, planned, live_transport):
-    wire(None, transport="live_test", live_send_enabled=True)
+    wire(None, transport_name="live_test", live_send_enabled=True)
     action, _ = planned()
     ReplyAction.objects.filter(pk=action.pk).update(canary=True)  # the flag the guard reads
     approve(action)
@@ -260,7 +258,7 @@ def test_live_transports_stay_off_unless_environment_and_owner_both_say_on(
     wire, planned, live_transport, settings, env, flag
 ):
     settings.CONDUIT_LIVE_SEND = env == "on"
-    wire(None, transport="live_test", live_send_enabled=flag)
+    wire(None, transport_name="live_test", live_send_enabled=flag)
     action, _ = planned()
     approve(action)
     assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
@@ -272,7 +270,7 @@ def test_live_transports_stay_off_unless_environment_and_owner_both_say_on(
 
 def test_with_both_switches_on_the_live_transport_is_used(wire, planned, live_transport, settings):
     settings.CONDUIT_LIVE_SEND = True
-    wire(None, transport="live_test", live_send_enabled=True)
+    wire(None, transport_name="live_test", live_send_enabled=True)
     action, _ = planned()
     approve(action)
     assert reply_send(action_id=action.pk) == "SENT"
@@ -329,3 +327,82 @@ def test_without_receipt_lookup_a_retry_is_refused(wire, planned, provider, idem
     assert state_of(action) == "SEND_STATUS_UNKNOWN"
     assert reply_close(action_id=action.pk, actor="op_test").ok
     assert state_of(action) == "CLOSED_NO_REPLY"
+
+
+# Reply routes: each action goes out through its own (source, purpose) route (issue 12 item 2).
+
+
+def _route(purpose: str, **changes):
+    from replies.models import ReplyRoute
+    from replies.services import reply_route_update
+
+    route = ReplyRoute.objects.get(purpose=purpose)
+    return reply_route_update(route_id=route.pk, changes=changes) if changes else route
+
+
+def test_each_purpose_goes_out_through_its_own_route(wire, planned, provider):
+    """One source, public acknowledgement through one provider, private delivery through another;
+    the locking claim (reply_send_next) and the direct send (reply_send) both follow the route."""
+    from replies.sender import reply_send_next
+
+    public_side, private_side = provider(), provider()
+    wire(public_side)
+    _route("private_delivery", target_url=private_side.url)
+    public, private = planned()
+    approve(public)
+    approve(private)
+    assert reply_send(action_id=public.pk) == "SENT"
+    assert reply_send_next() == (private.pk, "SENT")
+    assert list(public_side.receipts) == [public.reply_key]
+    assert list(private_side.receipts) == [private.reply_key]
+    assert provider_calls(public_side) == provider_calls(private_side) == 1
+    assert set(SendAttempt.objects.values_list("transport_name", flat=True)) == {"sandbox"}
+
+
+def test_the_canary_guard_reads_the_actions_own_route(wire, planned, live_transport):
+    """Seed 000's canary never reaches a live transport: the guard asks whether the route this
+    action would take is live, so a live route for one purpose does not taint the other."""
+    wire(None)
+    _route("private_delivery", transport_name="live_test")
+    public, private = planned()
+    ReplyAction.objects.update(canary=True)
+    approve(public)
+    approve(private)
+    assert reply_send(action_id=public.pk) == reply_send(action_id=private.pk) == "SUPPRESSED_TEST"
+    public.refresh_from_db()
+    private.refresh_from_db()
+    assert (public.last_error_code, private.last_error_code) == ("", "canary_aimed_at_live_transport")
+    assert list(CanarySinkRecord.objects.values_list("purpose", "transport_name")) == [("public_ack", "sandbox")]
+    assert live_transport == []
+
+
+def test_without_a_route_approval_is_refused_and_a_send_stops_as_misconfigured(wire, planned):
+    from replies.models import ReplyRoute
+    from replies.selectors import approval_missing
+
+    wire(None)
+    public, private = planned()
+    ReplyRoute.objects.filter(purpose="public_ack").delete()
+    result = reply_approve(action_id=public.pk, actor="reviewer_test")
+    assert not result.ok and "no reply route for purpose 'public_ack'" in result.message
+    assert "no reply route" in approval_missing(ReplyAction.objects.select_related("event__source").get(pk=public.pk))
+    approve(private)
+    ReplyRoute.objects.filter(purpose="private_delivery").delete()  # removed after approval
+    assert reply_send(action_id=private.pk) == "FAILED_BEFORE_SEND"
+    private.refresh_from_db()
+    assert (private.last_error_code, private.next_attempt_at) == ("transport_misconfigured", None)
+    assert SendAttempt.objects.get(action=private).transport_name == ""
+
+
+def test_unknown_send_resolution_looks_up_the_actions_own_route(wire, planned, provider):
+    """The receipt lookup asks the provider the action was sent through, not another route's."""
+    private_side = provider()
+    wire(None)  # public_ack's route points nowhere reachable
+    _route("private_delivery", target_url=private_side.url)
+    _, private = planned()
+    approve(private)
+    fail_next(private_side, "error_after_accept")
+    assert reply_send(action_id=private.pk) == "SEND_STATUS_UNKNOWN"
+    result = unknown_authorize_retry(action_id=private.pk, actor="op_test")
+    assert result.ok and "found the provider's receipt" in result.message
+    assert state_of(private) == "SENT"

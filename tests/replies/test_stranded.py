@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from replies import sender
+from replies import selectors, sender
 from replies.contract import (
     BACKOFF_CAP_SECONDS,
     INCURABLE_FAILURES,
@@ -14,7 +14,8 @@ from replies.contract import (
 )
 from replies.models import ReplyAction, ReplyTransition, SendAttempt
 from replies.selectors import sends_stranded
-from replies.sender import due_action_ids, reply_approve, reply_send, stranded_retry_now
+from replies.sender import due_action_ids, reply_send
+from replies.services import reply_approve, stranded_retry_now
 from tests.conftest import fail_next
 
 
@@ -79,7 +80,7 @@ def test_an_exhausted_failure_before_send_keeps_retrying_at_the_capped_interval_
 
 def test_an_incurable_failure_stops_automatic_retries_and_names_its_code(wire, planned, live_transport):
     """Retrying cannot cure live_send_disabled: no automatic attempt; the queue says which code stopped it."""
-    wire(None, transport="live_test", live_send_enabled=False)
+    wire(None, transport_name="live_test", live_send_enabled=False)
     action, _ = planned()
     approve(action)
     assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
@@ -87,7 +88,7 @@ def test_an_incurable_failure_stops_automatic_retries_and_names_its_code(wire, p
     assert (action.last_error_code, action.next_attempt_at, action.attempt_count) == ("live_send_disabled", None, 1)
     assert action.pk not in due_action_ids(now=timezone.now() + timedelta(days=365))
     assert list(sends_stranded()) == [action]
-    why = sender.stranded_why(action)
+    why = selectors.stranded_why(action)
     assert why.startswith("stopped by live_send_disabled: ") and INCURABLE_FAILURES["live_send_disabled"] in why
 
 
@@ -96,7 +97,7 @@ def test_positive_control_without_the_incurable_guard_the_same_failure_is_resche
 ):
     """Break the guard on purpose: the stop above is the guard's doing, not an accident."""
     monkeypatch.setattr(sender, "failure_is_incurable", lambda code: False)
-    wire(None, transport="live_test", live_send_enabled=False)
+    wire(None, transport_name="live_test", live_send_enabled=False)
     action, _ = planned()
     approve(action)
     assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
@@ -147,7 +148,7 @@ def act(client, action: str, rows, **extra):
 @pytest.fixture
 def stranded(wire, planned, live_transport):
     """Two approved replies stopped by live_send_disabled."""
-    source = wire(None, transport="live_test", live_send_enabled=False)
+    source = wire(None, transport_name="live_test", live_send_enabled=False)
     actions = planned()
     for action in actions:
         approve(action)

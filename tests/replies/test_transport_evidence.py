@@ -14,7 +14,8 @@ from conduit.providers.sandbox.transport import (
     SandboxTransport,
 )
 from replies.models import SendAttempt
-from replies.sender import due_action_ids, reply_approve, reply_send
+from replies.sender import due_action_ids, reply_send
+from replies.services import reply_approve
 from tests.conftest import free_port
 
 REPLY = OutboundReply(

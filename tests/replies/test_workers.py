@@ -13,9 +13,9 @@ from django.utils import timezone
 from ingress.models import Source
 from ingress.services import webhook_receive
 from replies.models import ReplyAction, SendAttempt
-from replies.sender import due_action_ids, replies_sweep, reply_approve, reply_send
-from tests.conftest import sign, subprocess_env
-from tests.conftest import provider_calls
+from replies.sender import due_action_ids, replies_sweep, reply_send
+from replies.services import reply_approve
+from tests.conftest import provider_calls, sign, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 4

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 from django.test.utils import setup_test_environment, teardown_test_environment
 
-from reconcile import acceptance
+from reconcile.proof import acceptance, testkit
 
 HUMAN_HELD = [
     "Credentials and account access: connecting an account and entering its secret (in the environment only).",
@@ -88,7 +88,7 @@ class Command(BaseCommand):
         controls = []
         # The constraint-dropping control runs last: its DDL is not undone, and the
         # database is destroyed afterwards.
-        for control in sorted(acceptance.CONTROLS, key=lambda c: c.plant is acceptance.without_event_uniqueness):
+        for control in sorted(acceptance.CONTROLS, key=lambda c: c.plant is testkit.without_event_uniqueness):
             self._fresh()
             row = acceptance.row(control.row)
 
@@ -96,7 +96,7 @@ class Command(BaseCommand):
                 with control.plant():
                     return self._check(row)
 
-            needs_postgres = control.plant is acceptance.without_event_uniqueness
+            needs_postgres = control.plant is testkit.without_event_uniqueness
             failures = None if needs_postgres and connection.vendor != "postgresql" else self._attempt(planted)
             controls.append({
                 "row": control.row, "fault": control.fault, "ran": failures is not None,
@@ -144,7 +144,7 @@ class Command(BaseCommand):
         w("\n6. Reconciliation report (the reconciliation check's run)")
         summary = report["reconciliation_report"]
         if summary:
-            from reconcile.services import REPORT_COUNTS
+            from reconcile.publication import REPORT_COUNTS
 
             w(f"   window {summary['window']}, contract {summary['contract_version']}, "
               f"{summary['source_cursor']['pages']} page(s)")

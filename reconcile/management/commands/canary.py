@@ -7,7 +7,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 from django.urls import reverse
 
-from reconcile.canary import CanaryRefused, canary_run
+from reconcile.proof.canary import CanaryRefused, canary_run
 
 
 class Command(BaseCommand):

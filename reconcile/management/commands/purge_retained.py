@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandParser
 
 from ingress.services import retention_purge
-from reconcile.services import staging_purge
+from reconcile.retention import staging_purge
 
 
 class Command(BaseCommand):

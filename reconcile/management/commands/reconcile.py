@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
 from ingress.selectors import source_by_name
-from reconcile.services import LeaseBusy, RestartRefused, ScanConflict, reconcile_page, scan_restart
+from reconcile.lease import LeaseBusy
+from reconcile.scan import PageOutcome, RestartRefused, ScanConflict, scan_restart, scan_until_done
 
 
 def _when(value: str) -> datetime:
@@ -54,22 +55,18 @@ class Command(BaseCommand):
                 raise CommandError(f"restart refused: {exc}") from None
             self.stdout.write(f"discarded the staged pages of run {run}" if run else "no active scan to restart")
         started = time.monotonic()
-        deadline = started + wait
-        while True:
-            try:
-                outcome = reconcile_page(source=found, trigger="command", actor=actor, since=since, until=until)
-            except LeaseBusy:
-                if time.monotonic() > deadline:
-                    raise CommandError("another worker holds this source's scan lease; try again later") from None
-                time.sleep(0.5)
-                continue
-            except ScanConflict as exc:
-                raise CommandError(f"{exc}: pass --restart to discard it") from None
-            if outcome.state == "staged":
-                self.stdout.write(f"\rpage {outcome.pages}: {outcome.staged_events} events staged", ending="")
-                self.stdout.flush()
-                continue
-            break
+
+        def progress(outcome: PageOutcome) -> None:
+            self.stdout.write(f"\rpage {outcome.pages}: {outcome.staged_events} events staged", ending="")
+            self.stdout.flush()
+
+        try:
+            outcome = scan_until_done(source=found, trigger="command", actor=actor, since=since, until=until,
+                                      wait_seconds=wait, on_page=progress)
+        except LeaseBusy:
+            raise CommandError("another worker holds this source's scan lease; try again later") from None
+        except ScanConflict as exc:
+            raise CommandError(f"{exc}: pass --restart to discard it") from None
         self.stdout.write("")
         if outcome.state == "published":
             path = reverse("admin:reconcile_reconcilereport_change", args=[outcome.report_id])

@@ -4,7 +4,8 @@ Each check returns a list of failures (empty: the row holds). Each positive
 control plants one fault for its own duration and runs the check it guards,
 which must then report failure: a check that stays green with its guard
 broken has failed as an instrument. The test suite (`tests/acceptance/`) and
-`manage.py acceptance` run the same functions.
+`manage.py acceptance` run the same functions. The faults, patches and test
+client they act through are reconcile.proof.testkit's, the one seam to test-only machinery.
 """
 
 from __future__ import annotations
@@ -12,24 +13,28 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from django.conf import settings
-from django.db import connection
-from django.test import Client
-from django.test.utils import override_settings
 from django.utils import timezone as dj_timezone
 
 from conduit.providers.registry import get_adapter
 from conduit.providers.sandbox.simulator import serve
 from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt
 from ingress.services import event_transition, source_register
+from reconcile.proof import testkit
+from reconcile.proof.testkit import (
+    approval_check_bypassed,
+    canary_aimed_at_live_transport,
+    reconcile_minting_reply_keys,
+    without_event_uniqueness,
+)
+from reconcile.scan import scan_until_done
 from replies.contract import reply_key
 from replies.models import ReplyAction, SendAttempt
 
@@ -59,31 +64,28 @@ class Harness:
 
     def __init__(self, *, name: str = "sandbox", account_ref: str = "acct_test_01",
                  secret_env: str = "CONDUIT_ACCEPTANCE_SECRET", hang_seconds: float = 2.0) -> None:
-        self.secret_env = secret_env
-        self.previous_secret = os.environ.get(secret_env)
         self.secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-        os.environ[secret_env] = self.secret
+        self._restore_secret = testkit.environ_set(secret_env, self.secret)
         self.server, self.state = serve(port=0, hang_seconds=hang_seconds)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.source, _ = source_register(
             name=name, adapter="sandbox-social", account_ref=account_ref, event_types=["comment.created"],
             purposes=list(PURPOSES), trigger_keywords=["CHECKLIST"], secret_env=secret_env,
-            transport_url=self.url,
+            source_url=self.url,
         )
-        from replies.sender import reply_copy_create
+        from replies.services import reply_copy_create, reply_route_declare
 
         for purpose in PURPOSES:
+            reply_route_declare(source_id=self.source.pk, purpose=purpose, transport_name="sandbox",
+                                target_url=self.url)
             reply_copy_create(source_id=self.source.pk, purpose=purpose, channel=purpose,
                               text="Synthetic copy for the acceptance checks.", actor="system:acceptance")
-        self.client = Client(raise_request_exception=False)
+        self.client = testkit.test_client()
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-        if self.previous_secret is None:
-            os.environ.pop(self.secret_env, None)
-        else:
-            os.environ[self.secret_env] = self.previous_secret
+        self._restore_secret()
 
     def sign(self, body: bytes, *, delivery_id: str | None = None, secret: str | None = None) -> dict[str, str]:
         return get_adapter("sandbox-social").sign(
@@ -109,13 +111,7 @@ class Harness:
         return ReplyAction.objects.get(event_id=NORTHSTAR_KEY, purpose="public_ack")
 
     def scan(self):
-        from reconcile.services import reconcile_page
-
-        for _ in range(1000):
-            outcome = reconcile_page(source=self.source, trigger="command", actor="system:acceptance")
-            if outcome.state != "staged":
-                return outcome
-        raise RuntimeError("the scan did not finish")
+        return scan_until_done(source=self.source, trigger="command", actor="system:acceptance")
 
 
 # -- the checks, in the order of seed 000's acceptance table ----------------
@@ -200,7 +196,7 @@ def _everything_that_sends(action_id: int) -> None:
     tasks.send_reply(action_id)
     for due in due_action_ids():
         tasks.send_reply(due)
-    with override_settings(CONDUIT_SEND_LEASE_SECONDS=0):
+    with testkit.send_leases_expired():
         tasks.sweep_sending()
     tasks.send_reply(action_id)
     while reply_send_next():
@@ -221,25 +217,12 @@ def approval_gate(h: Harness) -> list[str]:
 
 
 def _approve(action: ReplyAction) -> None:
-    from replies import sender
+    from replies.services import reply_approve
 
-    with _no_queue():
-        result = sender.reply_approve(action_id=action.pk, actor="reviewer_test")
+    with testkit.nothing_queued():
+        result = reply_approve(action_id=action.pk, actor="reviewer_test")
     if not result.ok:
         raise RuntimeError(result.message)
-
-
-@contextlib.contextmanager
-def _no_queue() -> Iterator[None]:
-    """Approval queues the send on commit; the checks send by hand, so nothing is queued."""
-    from replies import sender
-
-    enqueue = sender.enqueue_send
-    sender.enqueue_send = lambda action_id: None
-    try:
-        yield
-    finally:
-        sender.enqueue_send = enqueue
 
 
 def safe_retry(h: Harness) -> list[str]:
@@ -340,7 +323,7 @@ def canary() -> list[str]:
     Runs `manage.py canary`'s own function; needs the reserved account free or
     owned by the canary source. Every failed expectation is a failure.
     """
-    from reconcile.canary import CanaryRefused, canary_run
+    from reconcile.proof.canary import CanaryRefused, canary_run
 
     try:
         result = canary_run(actor="system:acceptance")
@@ -368,7 +351,8 @@ def state_model(h: Harness) -> list[str]:
 def _boundary_traffic(h: Harness, buyer: str) -> None:
     """Everything that could leak: ingest, quarantine, approval, send, an unknown send and its
     resolution, reconciliation with a recovered event, and the canary."""
-    from replies.sender import reply_send, unknown_authorize_retry
+    from replies.sender import reply_send
+    from replies.services import unknown_authorize_retry
 
     def event(n: int, text: str) -> dict:
         return {"id": f"evt_test_b{n}", "type": "comment.created", "post_id": "post_test_b",
@@ -404,26 +388,16 @@ def data_boundary() -> list[str]:
     the reply page that shows retained content, to staff holding
     `ingress.view_message_content`; the secret nowhere.
     """
-    import io
-    import logging
-
     from django.contrib.auth.models import Permission, User
     from rest_framework.authtoken.models import Token
 
     buyer = f"CHECKLIST for Jordan Example at 12 Example Lane, phone 555-0100 ref {uuid.uuid4().hex[:8]}"
     h = Harness(name="boundary", account_ref="acct_test_03", secret_env="CONDUIT_BOUNDARY_SECRET")
     secret = h.secret
-    console = [x for x in logging.getLogger().handlers if type(x) is logging.StreamHandler]
-    root, level = logging.getLogger(), logging.getLogger().level
-    buffer = io.StringIO()
-    streams = [handler.setStream(buffer) for handler in console]
-    root.setLevel(logging.DEBUG)
     try:
-        _boundary_traffic(h, buyer)
+        with testkit.captured_logs() as (buffer, console):
+            _boundary_traffic(h, buyer)
     finally:
-        root.setLevel(level)
-        for handler, stream in zip(console, streams):
-            handler.setStream(stream)
         h.close()
     found: list[str] = []
     if not console:
@@ -445,7 +419,8 @@ def data_boundary() -> list[str]:
         search(f"canary report {report.pk}", json.dumps([report.summary, report.expectations]))
 
     api_user = User.objects.create_user("api_test_boundary")
-    api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=api_user).key}")
+    token = Token.objects.create(user=api_user).key
+    api = testkit.test_client(raise_errors=True, HTTP_AUTHORIZATION=f"Token {token}")
     for url in ("/api/events/", "/api/quarantine/", "/api/schema/"):
         search(f"GET {url}", api.get(url).content.decode())
     from reconcile.selectors import reply_decision_request
@@ -460,7 +435,7 @@ def data_boundary() -> list[str]:
     owner = User.objects.create_superuser("owner_test_boundary", "owner@example.invalid", None)
     shown_to_owner = []
     for user in (staff, owner):
-        client = Client()
+        client = testkit.test_client(raise_errors=True)
         client.force_login(user)
         for url in _admin_pages():
             response = client.get(url)
@@ -499,93 +474,7 @@ def _admin_pages() -> list[str]:
     return urls
 
 
-# -- positive controls: (row, the fault, a context manager planting it) ----------
-
-@contextlib.contextmanager
-def _patched(target, name: str, value) -> Iterator[None]:
-    original = getattr(target, name)
-    setattr(target, name, value)
-    try:
-        yield
-    finally:
-        setattr(target, name, original)
-
-
-@contextlib.contextmanager
-def without_event_uniqueness() -> Iterator[None]:
-    """The event uniqueness rule disabled: the constraint dropped (PostgreSQL DDL; the caller's
-    transaction, rolled back, restores it)."""
-    if connection.vendor != "postgresql":
-        raise NotImplementedError("dropping the constraint needs PostgreSQL's transactional DDL")
-    with connection.cursor() as cursor:
-        # CASCADE: reply_actions.event_key references the unique key.
-        cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT inbound_event_key_unique CASCADE")
-    yield
-
-
-@contextlib.contextmanager
-def reconcile_minting_reply_keys() -> Iterator[None]:
-    """Reconciliation changed to mint a new reply key for what it replays."""
-    from reconcile import services as reconcile_services
-    from replies import services as reply_services
-
-    real_accept = reconcile_services.observations_accept
-
-    def minting_accept(**kwargs):
-        with _patched(reply_services, "reply_key", lambda event_key, purpose: uuid.uuid4().hex):
-            return real_accept(**kwargs)
-
-    with _patched(reconcile_services, "observations_accept", minting_accept):
-        yield
-
-
-@contextlib.contextmanager
-def canary_aimed_at_live_transport() -> Iterator[None]:
-    """The canary source pointed at a live transport (a registered fake that must never be called)."""
-    from conduit.providers import registry
-    from conduit.providers.base import Transport
-    from ingress.models import Source
-    from reconcile.canary import canary_source
-
-    class LiveProbe(Transport):
-        name = "live-probe"
-
-        def __init__(self, url, timeout) -> None:
-            raise AssertionError("the live transport was built for a canary")
-
-    with _patched_item(registry.TRANSPORTS, "live-probe", LiveProbe):
-        source = canary_source()
-        Source.objects.filter(pk=source.pk).update(transport="live-probe")
-        yield
-
-
-@contextlib.contextmanager
-def _patched_item(mapping: dict, key: str, value) -> Iterator[None]:
-    missing = object()
-    original = mapping.get(key, missing)
-    mapping[key] = value
-    try:
-        yield
-    finally:
-        if original is missing:
-            mapping.pop(key, None)
-        else:
-            mapping[key] = original
-
-
-@contextlib.contextmanager
-def approval_check_bypassed() -> Iterator[None]:
-    """The approval check bypassed: REVIEW_PENDING becomes claimable and the move allowed."""
-    from conduit.statemachine import TransitionTable
-    from replies import sender
-
-    allows = TransitionTable.allows
-    with _patched_item(sender.CLAIMABLE, "REVIEW_PENDING", lambda now: {}), _patched(
-        TransitionTable, "allows",
-        lambda self, p, n: allows(self, p, n) or (p, n) == ("REVIEW_PENDING", "SENDING"),
-    ):
-        yield
-
+# -- the table and its controls: (row, the fault, a context manager planting it) ----
 
 @dataclass(frozen=True)
 class Row:

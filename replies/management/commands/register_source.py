@@ -1,4 +1,4 @@
-"""register_source: create a source, or confirm an identical one, from the command line."""
+"""register_source: create a source with its reply routes and copy, or confirm identical ones."""
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -6,13 +6,15 @@ from django.db import transaction
 
 from conduit.providers.registry import ADAPTERS
 from ingress.services import SourceConflict, source_register
-from replies.sender import copy_current, reply_copy_create
+from replies.selectors import copy_current
+from replies.services import RouteConflict, reply_copy_create, reply_route_declare
 
 
 class Command(BaseCommand):
     help = (
-        "Register a source. Running it again with the same values changes nothing; "
-        "conflicting values are refused (edit a source in the admin)."
+        "Register a source, where each of its reply purposes is sent, and its approved copy. "
+        "Running it again with the same values changes nothing; conflicting values are refused "
+        "(edit a source or a route in the admin)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -45,8 +47,22 @@ class Command(BaseCommand):
             "--channel", action="append", default=[], dest="channels", metavar="PURPOSE=CHANNEL",
             help="destination channel for a purpose's copy (default: the purpose's name)",
         )
-        parser.add_argument("--transport", default="sandbox", help="where approved replies are sent")
-        parser.add_argument("--transport-url", default="", help="base URL of the sandbox provider")
+        parser.add_argument(
+            "--transport", default="sandbox",
+            help="where approved replies of every purpose without a --route are sent",
+        )
+        parser.add_argument(
+            "--transport-url", default="",
+            help="the transport's base URL for every purpose without a --route; also the source "
+                 "URL reconciliation reads pages from, unless --source-url is given",
+        )
+        parser.add_argument(
+            "--route", action="append", default=[], dest="routes", metavar="PURPOSE=TRANSPORT[,URL]",
+            help="route one purpose's replies through its own transport and URL (repeat per purpose)",
+        )
+        parser.add_argument(
+            "--source-url", default=None, help="base URL reconciliation reads the source's pages from",
+        )
         parser.add_argument(
             "--canary", action="store_true",
             help="mark this a trusted test source: its events are canaries and never sent",
@@ -55,15 +71,17 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         copies = self._pairs(options["copies"], "--copy")
         channels = self._pairs(options["channels"], "--channel")
-        unknown = (set(copies) | set(channels)) - set(options["purposes"])
+        routes = self._routes(options)
+        unknown = (set(copies) | set(channels) | set(routes)) - set(options["purposes"])
         if unknown:
             raise CommandError(f"not declared with --purpose: {', '.join(sorted(unknown))}")
         try:
             with transaction.atomic():
                 source, created = self._register(options)
-                notes = [self._copy(source, purpose, text, channels.get(purpose, purpose))
-                         for purpose, text in copies.items()]
-        except SourceConflict as exc:
+                notes = [self._route(source, purpose, *routes[purpose]) for purpose in routes]
+                notes += [self._copy(source, purpose, text, channels.get(purpose, purpose))
+                          for purpose, text in copies.items()]
+        except (SourceConflict, RouteConflict) as exc:
             raise CommandError(str(exc)) from None
         except ValidationError as exc:
             problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
@@ -83,6 +101,25 @@ class Command(BaseCommand):
             pairs[key.strip()] = text.strip()
         return pairs
 
+    @classmethod
+    def _routes(cls, options: dict) -> dict[str, tuple[str, str]]:
+        """Every declared purpose -> (transport, URL): its --route, else --transport/--transport-url."""
+        routes = {p: (options["transport"], options["transport_url"]) for p in options["purposes"]}
+        for purpose, spec in cls._pairs(options["routes"], "--route").items():
+            transport, _, url = spec.partition(",")
+            if not transport.strip():
+                raise CommandError(f"--route takes PURPOSE=TRANSPORT[,URL], got {purpose}={spec}")
+            routes[purpose] = (transport.strip(), url.strip())
+        return routes
+
+    @staticmethod
+    def _route(source, purpose: str, transport: str, url: str) -> str:
+        route, made = reply_route_declare(
+            source_id=source.pk, purpose=purpose, transport_name=transport, target_url=url,
+        )
+        where = f"{route.transport_name} {route.target_url}".rstrip()
+        return f"route {purpose}: {where} ({'declared' if made else 'unchanged'})"
+
     @staticmethod
     def _copy(source, purpose: str, text: str, channel: str) -> str:
         current = copy_current(source_id=source.pk, purpose=purpose)
@@ -98,11 +135,12 @@ class Command(BaseCommand):
 
     @staticmethod
     def _register(options: dict):
+        source_url = options["source_url"]
         return source_register(
             name=options["name"], adapter=options["adapter"], account_ref=options["account_ref"],
             event_types=options["event_types"], purposes=options["purposes"],
             trigger_keywords=options["trigger_keywords"], secret_env=options["secret_env"],
             contract_version=options["contract_version"],
             retention_days=options["retention_days"], canary=options["canary"],
-            transport=options["transport"], transport_url=options["transport_url"],
+            source_url=options["transport_url"] if source_url is None else source_url,
         )

@@ -11,17 +11,18 @@ call counter, and the result is kept as a canary report.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import logging
 import os
 import secrets
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from django.conf import settings
@@ -29,17 +30,21 @@ from django.core.wsgi import get_wsgi_application
 from django.db import connections
 from django.utils import timezone as dj_timezone
 
+from conduit.process_secrets import secret_held
 from conduit.providers.base import CALLS
 from conduit.providers.registry import TRANSPORTS, get_adapter
 from conduit.providers.sandbox.simulator import serve
 from ingress.models import InboundEvent, Source
+from ingress.selectors import source_identity_holder
 from ingress.services import SourceConflict, source_config, source_register
+from reconcile.lease import LeaseBusy
 from reconcile.models import CanaryReport, ReconcileReport
-from reconcile.services import LeaseBusy, reconcile_page
+from reconcile.scan import scan_until_done
 from replies.contract import reply_key
-from replies.models import CanarySinkRecord, ReplyAction
+from replies.models import CanarySinkRecord, ReplyAction, ReplyRoute
 from replies.models import DeliveryState as S
-from replies.sender import reply_approve, reply_copy_create, reply_send
+from replies.sender import reply_send
+from replies.services import reply_approve, reply_copy_create, reply_route_declare
 from replies.transports import is_live
 
 logger = logging.getLogger("conduit.canary")
@@ -55,8 +60,10 @@ CANARY = {
     "trigger_keywords": ["CHECKLIST"],
     "secret_env": "CONDUIT_CANARY_SECRET",
     "canary": True,
-    "transport": "sandbox",
 }
+# Every purpose's replies are routed to the sandbox transport (never live); the guard
+# writes a canary's replies to the canary sink before any transport is built.
+CANARY_TRANSPORT = "sandbox"
 COPY = "The sample checklist is ready in the test fixture."
 RESERVED_PREFIXES = ("acct_test_", "evt_test_", "post_test_", "msg_test_", "person_test_")
 
@@ -102,15 +109,15 @@ def canary_source() -> Source:
     """The canary source, created if missing; refused unless it is safe to run against.
 
     Fails closed, before anything touches the network, when the source is
-    configured with a live transport, live sending, other identifiers, or
-    without the canary flag.
+    configured with a route to a live transport, live sending, other
+    identifiers, or without the canary flag.
     """
     _, document = _fixture()
     if _reserved(document):
         raise CanaryRefused(f"the fixture holds identifiers that are not reserved synthetic ones: {_reserved(document)}")
     source = Source.objects.filter(name=CANARY["name"]).first()
     if source is None:
-        owner = Source.objects.filter(source_system="sandbox-social", account_ref=CANARY["account_ref"]).first()
+        owner = source_identity_holder(adapter=CANARY["adapter"], account_ref=CANARY["account_ref"])
         if owner is not None:
             raise CanaryRefused(
                 f"the reserved canary account {CANARY['account_ref']} is registered as source "
@@ -121,6 +128,7 @@ def canary_source() -> Source:
         except SourceConflict as exc:
             raise CanaryRefused(str(exc)) from None
         for purpose in source.purposes:
+            reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=CANARY_TRANSPORT)
             reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY,
                               actor="system:canary")
     problems = []
@@ -129,9 +137,11 @@ def canary_source() -> Source:
     if (source.source_system, source.account_ref) != ("sandbox-social", CANARY["account_ref"]):
         problems.append(f"its identifiers are {source.source_system}/{source.account_ref}, "
                         f"not the reserved sandbox-social/{CANARY['account_ref']}")
-    if source.transport not in TRANSPORTS or is_live(source.transport):
-        problems.append(f"it is configured with the live transport {source.transport!r}")
-    if source.live_send_enabled:
+    routes = list(ReplyRoute.objects.filter(source=source).order_by("purpose"))
+    for route in routes:
+        if route.transport_name not in TRANSPORTS or is_live(route.transport_name):
+            problems.append(f"its {route.purpose} replies are routed to the live transport {route.transport_name!r}")
+    if any(route.live_send_enabled for route in routes):
         problems.append("live sending is enabled for it")
     if problems:
         raise CanaryRefused("the canary source is unsafe: " + "; ".join(problems))
@@ -164,6 +174,22 @@ def _post(port: int, source: Source, body: bytes, secret: str) -> int:
         conn.close()
 
 
+@contextlib.contextmanager
+def _signing_secret(source: Source) -> Iterator[str]:
+    """The secret the fixture is signed with: the environment's, or one made for this run only.
+
+    A made one is held by this process for the run (conduit.process_secrets),
+    not left in the environment that child processes inherit.
+    """
+    secret = os.environ.get(source.secret_env)
+    if secret:
+        yield secret
+        return
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    with secret_held(source.secret_env, secret):
+        yield secret
+
+
 def canary_run(*, actor: str) -> CanaryResult:
     """Run the canary once; the report is saved whether it passes or fails."""
     actor = actor.strip()
@@ -183,32 +209,26 @@ def canary_run(*, actor: str) -> CanaryResult:
     before_events = InboundEvent.objects.count()
     calls_before = sum(CALLS.values())
 
-    # A signing secret from the environment, or one made for this run only.
-    secret = os.environ.get(source.secret_env) or (
-        "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
-    os.environ[source.secret_env] = secret
-
     server = make_server("127.0.0.1", 0, get_wsgi_application(), handler_class=_Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     fixture_source, fixture_state = serve(port=0)
     fixture_state.hold(source.account_ref, document["events"])
-    statuses = []
+    statuses, outcome = [], None
     try:
-        statuses = [_post(server.server_address[1], source, body, secret) for _ in range(2)]
+        with _signing_secret(source) as secret:
+            statuses = [_post(server.server_address[1], source, body, secret) for _ in range(2)]
         for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.REVIEW_PENDING).order_by("id"):
             reply_approve(action_id=action.pk, actor=actor, reason_code="approved_for_canary")
         for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.APPROVED).order_by("id"):
             reply_send(action_id=action.pk)
-        outcome = None
-        for _ in range(100):
-            try:
-                outcome = reconcile_page(source=source, trigger="canary", actor=actor,
-                                         base_url=f"http://127.0.0.1:{fixture_source.server_address[1]}")
-            except LeaseBusy:  # another canary run holds the lease: wait for its page
-                time.sleep(0.1)
-                continue
-            if outcome.state != "staged":
-                break
+        try:
+            # Another canary run may hold the lease: wait for its page, as long as before (100 x 0.1 s).
+            outcome = scan_until_done(
+                source=source, trigger="canary", actor=actor, wait_seconds=10.0, retry_every=0.1, max_pages=100,
+                base_url=f"http://127.0.0.1:{fixture_source.server_address[1]}",
+            )
+        except (LeaseBusy, RuntimeError):
+            outcome = None  # the expectation "reconciliation published" names it
     finally:
         server.shutdown()
         server.server_close()

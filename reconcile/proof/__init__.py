@@ -1,0 +1,1 @@
+"""Proof that the whole path holds: the non-delivery canary and seed 000's acceptance checks."""

@@ -1,0 +1,162 @@
+"""The one seam to test-only machinery: planted faults, patched functions, DDL, Django's test
+client, settings overrides and a captured log.
+
+Only reconcile.proof.acceptance, the `acceptance` management command and the
+tests import this module; production code never does (tests/reconcile/
+test_proof_seam.py fails if any other module of the apps or conduit does).
+Each fault is a context manager that plants it for its block and takes it
+back after; the constraint-dropping one relies on the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import uuid
+from typing import Callable, Iterator
+
+from django.db import connection
+from django.test import Client
+from django.test.utils import override_settings
+
+
+def test_client(*, raise_errors: bool = False, **defaults) -> Client:
+    """Django's test client; by default a server error is a response (a failed check), not raised."""
+    return Client(raise_request_exception=raise_errors, **defaults)
+
+
+def environ_set(name: str, value: str) -> Callable[[], None]:
+    """Set an environment variable; the returned callable puts back what was there."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore() -> None:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+    return restore
+
+
+@contextlib.contextmanager
+def patched(target, name: str, value) -> Iterator[None]:
+    """`target.name` replaced by `value` for the block."""
+    original = getattr(target, name)
+    setattr(target, name, value)
+    try:
+        yield
+    finally:
+        setattr(target, name, original)
+
+
+@contextlib.contextmanager
+def patched_item(mapping: dict, key: str, value) -> Iterator[None]:
+    """`mapping[key]` set to `value` for the block (removed after if it was absent)."""
+    missing = object()
+    original = mapping.get(key, missing)
+    mapping[key] = value
+    try:
+        yield
+    finally:
+        if original is missing:
+            mapping.pop(key, None)
+        else:
+            mapping[key] = original
+
+
+def send_leases_expired() -> contextlib.AbstractContextManager:
+    """Every send lease counts as expired, so the sweeper looks at every SENDING action."""
+    return override_settings(CONDUIT_SEND_LEASE_SECONDS=0)
+
+
+@contextlib.contextmanager
+def nothing_queued() -> Iterator[None]:
+    """Approval queues the send on commit; the checks send by hand, so nothing is queued."""
+    from replies import sender
+
+    with patched(sender, "enqueue_send", lambda action_id: None):
+        yield
+
+
+@contextlib.contextmanager
+def captured_logs() -> Iterator[tuple[io.StringIO, bool]]:
+    """Every console log line, at DEBUG and up, into the yielded buffer; with it, whether any
+    console handler was there to capture (if not, a search of the buffer is blind)."""
+    console = [x for x in logging.getLogger().handlers if type(x) is logging.StreamHandler]
+    root, level = logging.getLogger(), logging.getLogger().level
+    buffer = io.StringIO()
+    streams = [handler.setStream(buffer) for handler in console]
+    root.setLevel(logging.DEBUG)
+    try:
+        yield buffer, bool(console)
+    finally:
+        root.setLevel(level)
+        for handler, stream in zip(console, streams):
+            handler.setStream(stream)
+
+
+# -- seed 000's planted faults (the instrument-integrity controls) --------------------
+
+@contextlib.contextmanager
+def without_event_uniqueness() -> Iterator[None]:
+    """The event uniqueness rule disabled: the constraint dropped (PostgreSQL DDL; the caller's
+    transaction, rolled back, restores it)."""
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("dropping the constraint needs PostgreSQL's transactional DDL")
+    with connection.cursor() as cursor:
+        # CASCADE: reply_actions.event_key references the unique key.
+        cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT inbound_event_key_unique CASCADE")
+    yield
+
+
+@contextlib.contextmanager
+def reconcile_minting_reply_keys() -> Iterator[None]:
+    """Reconciliation changed to mint a new reply key for what it replays."""
+    from reconcile import repairs
+    from replies import services as reply_services
+
+    real_accept = repairs.observations_accept
+
+    def minting_accept(**kwargs):
+        with patched(reply_services, "reply_key", lambda event_key, purpose: uuid.uuid4().hex):
+            return real_accept(**kwargs)
+
+    with patched(repairs, "observations_accept", minting_accept):
+        yield
+
+
+@contextlib.contextmanager
+def canary_aimed_at_live_transport() -> Iterator[None]:
+    """The canary source pointed at a live transport (a registered fake that must never be called)."""
+    from conduit.providers import registry
+    from conduit.providers.base import Transport
+    from reconcile.proof.canary import canary_source
+    from replies.models import ReplyRoute
+
+    class LiveProbe(Transport):
+        name = "live-probe"
+
+        def __init__(self, url, timeout) -> None:
+            raise AssertionError("the live transport was built for a canary")
+
+    with patched_item(registry.TRANSPORTS, "live-probe", LiveProbe):
+        source = canary_source()
+        ReplyRoute.objects.filter(source=source).update(transport_name="live-probe")
+        yield
+
+
+@contextlib.contextmanager
+def approval_check_bypassed() -> Iterator[None]:
+    """The approval check bypassed: REVIEW_PENDING becomes claimable and the move allowed."""
+    from conduit.statemachine import TransitionTable
+    from replies import sender
+
+    allows = TransitionTable.allows
+    with patched_item(sender.CLAIMABLE, "REVIEW_PENDING", lambda now: {}), patched(
+        TransitionTable, "allows",
+        lambda self, p, n: allows(self, p, n) or (p, n) == ("REVIEW_PENDING", "SENDING"),
+    ):
+        yield

@@ -1,0 +1,310 @@
+"""A complete generation's publication: compare, report, repair, then checkpoint and publish.
+
+The final page's transaction compares the staged generation with both ledgers
+and writes the report and its findings (seed 000: "write a report before any
+repair"); the run moves to REPAIRING. Repairs then run in their own
+transactions (reconcile.repairs); a last transaction drops the staging,
+advances the checkpoint and publishes the run. A crash in between leaves the
+run REPAIRING: the next page call finishes it (`run_publish`) before anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
+
+from conduit.providers.registry import get_adapter
+from conduit.statemachine import transition
+from conduit.timefmt import iso_z
+from ingress.models import InboundEvent, QuarantineReceipt, QuarantineState, Source
+from reconcile import clock
+from reconcile.lease import LeaseLost, lease_check
+from reconcile.models import (
+    RUN_TABLE,
+    Finding,
+    FindingKind,
+    ReconcileReport,
+    ReconcileRun,
+    ReconcileRunTransition,
+    Repair,
+    RepairOutcome,
+    RunState,
+    ScanState,
+    StagedEvent,
+    StagedReceipt,
+)
+from reconcile.repairs import CHUNK, RECONCILE_ACTOR, repairs_apply
+from reconcile.schedule import schedule_after_publication
+from reconcile.staging import staging_drop
+from replies.models import DeliveryState as S
+from replies.models import ReplyAction
+
+logger = logging.getLogger("conduit.reconcile")
+
+# A report's counts, in the order pages and printouts show them (JSON storage may reorder keys).
+REPORT_COUNTS = (
+    "events_compared", "events_local", "events_matched", "missing_recovered", "identity_conflicts",
+    "source_unverified", "duplicates_converged", "actions_compared", "replies_confirmed", "receipts_attached",
+    "sent_without_receipt", "retry_candidates", "unknown_sends", "sending_in_flight", "suppressed_actions",
+    "unexpected_receipts", "unknown_receipts", "invalid_source_items", "quarantined_inputs", "page_calls",
+    "external_calls",
+)
+UNCONFIRMED = (S.SENDING, S.SEND_STATUS_UNKNOWN)
+
+
+def _elapsed_ms(since: float) -> int:
+    return round((time.monotonic() - since) * 1000)
+
+
+# -- compare ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Comparison:
+    """The staged generation against both ledgers, as querysets not yet read."""
+
+    local: QuerySet  # the source's events in the run's window
+    missing: QuerySet  # staged, no local event under the key
+    conflicting: QuerySet  # staged, a local event under the key with another payload
+    matched: QuerySet  # local, staged with the same payload
+    unverified: QuerySet  # local, not staged
+    actions: QuerySet  # reply actions on staged events, annotated with the staged receipt
+    attach: QuerySet  # a receipt for an action not yet confirmed
+    lost: QuerySet  # SENT locally, no receipt
+    candidates: QuerySet  # SEND_STATUS_UNKNOWN, no receipt
+    unexpected: QuerySet  # a receipt for an action that was never sent
+    unknown_receipts: QuerySet  # a receipt under a key Conduit never planned
+    receipt: QuerySet  # the staged receipt of an outer action (for Exists/Subquery)
+
+
+def _local_in_window(source: Source, run: ReconcileRun) -> QuerySet:
+    events = InboundEvent.objects.filter(source=source)
+    if run.since is not None:
+        events = events.filter(occurred_at__gte=run.since)
+    if run.until is not None:
+        events = events.filter(occurred_at__lt=run.until)
+    return events
+
+
+def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
+    staged = StagedEvent.objects.filter(run=run)
+    local = _local_in_window(source, run)
+    same_key = InboundEvent.objects.filter(event_key=OuterRef("event_key"))
+    in_source = staged.filter(event_key=OuterRef("event_key"))
+    receipt = StagedReceipt.objects.filter(run=run, reply_key=OuterRef("reply_key"))
+    actions = ReplyAction.objects.filter(
+        Exists(staged.filter(event_key=OuterRef("event_id")))
+    ).annotate(receipt_id=Subquery(receipt.values("provider_reply_id")[:1]))
+    with_receipt, without_receipt = Q(receipt_id__isnull=False), Q(receipt_id__isnull=True)
+    return Comparison(
+        local=local,
+        missing=staged.filter(~Exists(same_key)),
+        conflicting=staged.filter(Exists(same_key.exclude(payload_hash=OuterRef("payload_hash")))),
+        matched=local.filter(Exists(in_source.filter(payload_hash=OuterRef("payload_hash")))),
+        unverified=local.filter(~Exists(in_source)),
+        actions=actions,
+        attach=actions.filter(with_receipt, delivery_state__in=UNCONFIRMED),
+        lost=actions.filter(without_receipt, delivery_state=S.SENT),
+        candidates=actions.filter(without_receipt, delivery_state=S.SEND_STATUS_UNKNOWN),
+        unexpected=actions.filter(with_receipt).exclude(delivery_state__in=(*UNCONFIRMED, S.SENT)),
+        unknown_receipts=StagedReceipt.objects.filter(run=run).filter(
+            ~Exists(ReplyAction.objects.filter(reply_key=OuterRef("reply_key")))),
+        receipt=receipt,
+    )
+
+
+def _actions_by_state(comparison: Comparison) -> dict[tuple[str, bool], int]:
+    """Every action count from one grouped read: (state, has a receipt) -> actions."""
+    grouped = comparison.actions.annotate(has_receipt=Exists(comparison.receipt)).values(
+        "delivery_state", "has_receipt")
+    return {(row["delivery_state"], row["has_receipt"]): row["n"]
+            for row in grouped.annotate(n=Count("pk")).order_by()}
+
+
+def report_counts(source: Source, run: ReconcileRun, comparison: Comparison) -> dict[str, int]:
+    """The report's counts, in the order of REPORT_COUNTS."""
+    by_state = _actions_by_state(comparison)
+
+    def n(*states: str, receipt: bool | None = None) -> int:
+        return sum(v for (state, has), v in by_state.items()
+                   if state in states and (receipt is None or has == receipt))
+
+    quarantined = QuarantineReceipt.objects.filter(source=source, state=QuarantineState.QUARANTINED)
+    if run.since is not None:
+        quarantined = quarantined.filter(received_at__gte=run.since)
+    attached = n(*UNCONFIRMED, receipt=True)
+    lost, candidates = n(S.SENT, receipt=False), n(S.SEND_STATUS_UNKNOWN, receipt=False)
+    return {
+        "events_compared": run.staged_events,
+        "events_local": comparison.local.count(),
+        "events_matched": comparison.matched.count(),
+        "missing_recovered": comparison.missing.count(),
+        "identity_conflicts": comparison.conflicting.count(),
+        "source_unverified": comparison.unverified.count(),
+        "duplicates_converged": comparison.matched.aggregate(n=Sum(F("seen_count") - 1))["n"] or 0,
+        "actions_compared": sum(by_state.values()),
+        "replies_confirmed": n(S.SENT, receipt=True) + attached,
+        "receipts_attached": attached,
+        "sent_without_receipt": lost,
+        "retry_candidates": candidates,
+        "unknown_sends": lost + candidates,
+        "sending_in_flight": n(S.SENDING, receipt=False),
+        "suppressed_actions": n(S.SUPPRESSED_TEST),
+        "unexpected_receipts": sum(v for (state, has), v in by_state.items()
+                                   if has and state not in (*UNCONFIRMED, S.SENT)),
+        "unknown_receipts": comparison.unknown_receipts.count(),
+        "invalid_source_items": run.rejection_count,
+        "quarantined_inputs": quarantined.count(),
+        "page_calls": run.page_calls,
+        "external_calls": run.page_calls if get_adapter(source.adapter).live else 0,
+    }
+
+
+def report_summary(source: Source, run: ReconcileRun, counts: dict[str, int], now: datetime) -> dict:
+    return {
+        "source": source.name,
+        "source_system": source.source_system,
+        "account_ref": source.account_ref,
+        "run": run.pk,
+        "trigger": run.trigger,
+        "requested_by": run.requested_by,
+        "contract_version": source.contract_version,
+        "window": {"since": iso_z(run.since), "until": iso_z(run.until)},
+        "source_cursor": {"scan_id": run.scan_id, "pages": run.pages, "complete_scan": run.complete_scan,
+                          "checkpoint_until": iso_z(run.until) if run.complete_scan else None},
+        "started_at": iso_z(run.first_page_at),
+        "published_at": iso_z(now),
+        "counts": counts,
+    }
+
+
+# -- report -----------------------------------------------------------------
+
+def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: str = Repair.NONE,
+                    detail: str = "", *, actions: bool = False, receipts: bool = False) -> None:
+    """Write one finding per row, streamed in chunks (no table is held in memory)."""
+    if actions:
+        rows = rows.values_list("event_id", "reply_key", "id", "delivery_state")
+    elif receipts:
+        rows = rows.values_list("event_key", "reply_key")
+    else:
+        rows = rows.values_list("event_key")
+    batch = []
+    for row in rows.order_by().iterator(chunk_size=CHUNK):
+        event_key, reply_key, action_id, action_state = (*row, "", None, "")[:4]
+        batch.append(Finding(report=report, kind=kind, event_key=event_key, reply_key=reply_key,
+                             action_id=action_id, action_state=action_state, repair=repair, detail=detail,
+                             repair_outcome=RepairOutcome.PLANNED if repair != Repair.NONE else ""))
+        if len(batch) >= CHUNK:
+            Finding.objects.bulk_create(batch)
+            batch = []
+    Finding.objects.bulk_create(batch)
+
+
+def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison) -> None:
+    """Every finding of the report, each kind with the repair it plans (seed 000's repair table)."""
+    c = comparison
+    _findings_write(report, FindingKind.MISSING_LOCAL, c.missing, Repair.REPLAYED,
+                    "the source has it and Conduit did not: replayed through ingest, replies held for review")
+    _findings_write(report, FindingKind.IDENTITY_CONFLICT, c.conflicting, Repair.NONE,
+                    "the source's payload differs from the one first accepted: the first stays")
+    _findings_write(report, FindingKind.SOURCE_UNVERIFIED, c.unverified, Repair.MARKED_UNVERIFIED,
+                    "no source evidence in this window: kept, marked SOURCE_UNVERIFIED")
+    for kind, rows, repair, detail in (
+        (FindingKind.RECEIPT_ATTACHED, c.attach, Repair.RECEIPT_ATTACHED,
+         "the provider shows this reply applied: receipt attached, SENT"),
+        (FindingKind.RECEIPT_MISSING, c.lost, Repair.MARKED_UNKNOWN,
+         "SENT locally, but the provider shows no such reply: SEND_STATUS_UNKNOWN, nothing resent"),
+        (FindingKind.RETRY_CANDIDATE, c.candidates, Repair.NONE,
+         "no receipt on the provider's thread: a person decides whether the same key may run again"),
+        (FindingKind.UNEXPECTED_RECEIPT, c.unexpected, Repair.NONE,
+         "the provider shows a reply for an action Conduit did not send"),
+    ):
+        _findings_write(report, kind, rows, repair, detail, actions=True)
+    _findings_write(report, FindingKind.UNKNOWN_RECEIPT, c.unknown_receipts, Repair.NONE,
+                    "the provider shows a reply under a key Conduit never planned", receipts=True)
+    Finding.objects.bulk_create([
+        Finding(report=report, kind=FindingKind.INVALID_SOURCE_ITEM,
+                detail=f"page {r['page']} item {r['index']}: {r['code']}")
+        for r in run.rejections
+    ])
+
+
+def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
+    """Compare the complete staged generation with both ledgers; write the report and its findings.
+
+    Runs in the final page's transaction; no repair touches a ledger here.
+    """
+    now = clock.now()
+    timer = time.monotonic()
+    if connection.vendor == "postgresql":
+        # The staged tables grew by a whole generation since autovacuum last looked:
+        # fresh statistics keep the comparison's joins on the right plans.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {StagedEvent._meta.db_table}, {StagedReceipt._meta.db_table}")
+    comparison = generation_compare(source, run)
+    counts = report_counts(source, run, comparison)
+    # The report and its findings are written before any repair touches a ledger.
+    report = ReconcileReport.objects.create(run=run, source=source, created_at=now,
+                                            summary=report_summary(source, run, counts, now))
+    findings_write(report, run, comparison)
+    logger.info("reconcile report source=%s run=%s report=%s report_ms=%s %s", source.name, run.pk, report.pk,
+                _elapsed_ms(timer), " ".join(f"{k}={v}" for k, v in counts.items()))
+    return report
+
+
+# -- checkpoint and publish -------------------------------------------------------
+
+def checkpoint_advance(state: ScanState, run: ReconcileRun, now: datetime) -> None:
+    """A complete generation moves the checkpoint (unsaved); a window is kept apart from it."""
+    if not run.complete_scan:
+        return
+    state.last_run = run
+    # Monotonic: an older generation never moves the checkpoint back.
+    if state.checkpoint_until is None or run.until > state.checkpoint_until:
+        state.checkpoint_until, state.checkpoint_scan_id = run.until, run.scan_id
+    state.last_completed_at = now
+
+
+def _run_publish_commit(source: Source, token: str, run: ReconcileRun, now: datetime) -> ReconcileRun:
+    """One transaction: the run PUBLISHED, its staging dropped, the checkpoint and schedule moved."""
+    with transaction.atomic():
+        state = lease_check(source.pk, token)
+        run = ReconcileRun.objects.select_for_update().get(pk=run.pk)
+        moved = transition(
+            table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run", pk=run.pk,
+            to=RunState.PUBLISHED, actor=RECONCILE_ACTOR, reason_code="repairs_done", expected=RunState.REPAIRING,
+            extra={"finished_at": now, "cursor": ""},
+        )
+        if not moved.applied:
+            raise LeaseLost(f"run {run.pk} was no longer REPAIRING")
+        staging_drop(run)
+        state.active_run = None
+        checkpoint_advance(state, run, now)
+        schedule_after_publication(state, run, now)
+        state.save()
+    return run
+
+
+def run_publish(source: Source, token: str, run: ReconcileRun, *,
+                report: ReconcileReport | None = None) -> tuple[ReconcileRun, ReconcileReport]:
+    """Apply the report's planned repairs, then publish: staging, checkpoint and run state at once.
+
+    Each repair step is its own transaction that re-checks (and extends) the
+    lease and records its outcome on its findings, so a failed repair leaves
+    the report, its findings and every other repair committed. Every step is
+    idempotent (it acts only on findings still `planned`), so a run found
+    REPAIRING after a crash is finished by the next page call.
+    """
+    report = report or ReconcileReport.objects.get(run=run)
+    timer = time.monotonic()
+    repairs_apply(source, token, run, report)
+    repair_ms = _elapsed_ms(timer)
+    run = _run_publish_commit(source, token, run, clock.now())
+    logger.info("reconcile published source=%s run=%s report=%s repair_ms=%s complete=%s",
+                source.name, run.pk, report.pk, repair_ms, run.complete_scan)
+    return run, report

@@ -1,0 +1,203 @@
+"""A scan's pages: the page protocol, seed 004's limits, and the staging a generation builds.
+
+Each page is checked against the protocol (one scan id per generation, no
+repeated or cycling cursor, no completion with a cursor) and the per-page
+limits before anything of it is staged; staging that would pass a per-scan
+limit raises ScanLimit and the caller discards the whole generation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import F
+
+from conduit.providers.base import Observation, PageFailure, SourcePage
+from conduit.sql import insert_rows
+from conduit.statemachine import transition
+from ingress.models import Source
+from reconcile import clock
+from reconcile.models import (
+    RUN_TABLE,
+    ReconcileRun,
+    ReconcileRunTransition,
+    RunState,
+    ScanState,
+    StagedEvent,
+    StagedReceipt,
+)
+
+MAX_KEPT_REJECTIONS = 1000
+STAGE_STATEMENT_ROWS = 500
+# Seed 004's default limits. A page over a per-page limit fails (nothing of it is
+# staged); a generation that would pass a per-scan limit is discarded, the last
+# complete checkpoint stays, and the source backs off like any failure.
+MAX_PAGE_ITEMS = 1000  # raised to CONDUIT_RECONCILE_PAGE_SIZE when that asks for more
+MAX_PAGE_BYTES = 8 * 1024 * 1024
+MAX_STAGED_ITEMS = 10_000
+MAX_STAGED_BYTES = 32 * 1024 * 1024
+MAX_PAGES = 1000
+MAX_TOKEN_BYTES = 4096
+
+# The event field list, once: what a staged event keeps of an observation is every
+# contract field the page carried. The rest is the source's trusted configuration
+# (and the index, a position in one batch), so replay takes it from the source.
+# Derived from the contract's dataclass: a field added there is staged and replayed alike.
+FROM_SOURCE = ("index", "source_system", "source_account_ref", "contract_version", "canary")
+OBSERVED_FIELDS = tuple(f.name for f in dataclasses.fields(Observation) if f.name not in FROM_SOURCE)
+STAGED_EVENT_COLUMNS = ("run", "event_key", *OBSERVED_FIELDS)
+STAGED_RECEIPT_COLUMNS = ("run", "reply_key", "provider_reply_id", "event_key")
+
+LIMIT_MESSAGES = {
+    "scan_too_many_pages": f"the scan needs more than {MAX_PAGES} pages",
+    "scan_too_many_items": f"the scan stages more than {MAX_STAGED_ITEMS} items",
+    "scan_too_large": f"the scan stages more than {MAX_STAGED_BYTES // (1024 * 1024)} MiB",
+}
+
+
+class ScanLimit(Exception):
+    """Staging this page would pass a per-scan limit: the generation is discarded."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+    def failure(self) -> PageFailure:
+        return PageFailure("protocol", self.code, LIMIT_MESSAGES[self.code])
+
+
+def _token_bytes(token: str) -> int:
+    return len(token.encode("utf-8", "surrogatepass"))
+
+
+def _cursor_digest(cursor: str) -> str:
+    return hashlib.sha256(cursor.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def page_check(run: ReconcileRun, page: SourcePage) -> None:
+    """Seed 004: one nonempty scan id per generation, no repeated cursor (nor a cycle back to
+    any cursor of this generation), no completion with a cursor, and the per-page limits.
+    A token over 4 KiB is refused, never truncated."""
+    if not page.scan_id:
+        raise PageFailure("protocol", "page_scan_id_missing", "the page carries no scan id")
+    if _token_bytes(page.scan_id) > MAX_TOKEN_BYTES:
+        raise PageFailure("protocol", "page_scan_id_too_long", "the page scan id exceeds 4 KiB")
+    if run.scan_id and page.scan_id != run.scan_id:
+        raise PageFailure("protocol", "page_scan_changed", "the page belongs to another scan generation")
+    if page.complete and page.next_cursor:
+        raise PageFailure("protocol", "page_complete_with_cursor", "the page claims completion and a next cursor")
+    if page.next_cursor and _token_bytes(page.next_cursor) > MAX_TOKEN_BYTES:
+        raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
+    if page.next_cursor and page.next_cursor == run.cursor:
+        raise PageFailure("protocol", "page_repeated_cursor", "the page repeats the cursor it was read from")
+    if page.next_cursor and _cursor_digest(page.next_cursor) in run.cursors_seen:
+        raise PageFailure("protocol", "page_cursor_cycle",
+                          "the page leads back to a cursor this scan was already given")
+    items = len(page.observations) + len(page.rejections)
+    if items > max(MAX_PAGE_ITEMS, settings.CONDUIT_RECONCILE_PAGE_SIZE):
+        raise PageFailure("protocol", "page_too_many_items", f"the page carries {items} items")
+    if page.size_bytes > MAX_PAGE_BYTES:
+        raise PageFailure("protocol", "page_too_large", "the page exceeds 8 MiB")
+
+
+def staged_row(run_id: int, observation: Observation) -> tuple:
+    """One StagedEvent row (STAGED_EVENT_COLUMNS) for an observation."""
+    return (run_id, observation.event_key, *(getattr(observation, name) for name in OBSERVED_FIELDS))
+
+
+def staged_observations(source: Source, run: ReconcileRun, event_keys: list[str]) -> list[Observation]:
+    """The observations the run staged under `event_keys`, by key, rebuilt as the page carried them."""
+    trusted = {"source_system": source.source_system, "source_account_ref": source.account_ref,
+               "contract_version": source.contract_version, "canary": source.canary}
+    rows = StagedEvent.objects.filter(run=run, event_key__in=event_keys).order_by("event_key")
+    return [Observation(index=index, **trusted, **row)
+            for index, row in enumerate(rows.values(*OBSERVED_FIELDS))]
+
+
+def _insert_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING in bounded statements; how many rows were new."""
+    return sum(
+        len(insert_rows(model, columns, rows[i:i + STAGE_STATEMENT_ROWS], ignore_conflicts=True))
+        for i in range(0, len(rows), STAGE_STATEMENT_ROWS)
+    )
+
+
+def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
+    """Stage the page's events and receipts and advance the cursor, in the caller's transaction.
+
+    An event already staged by an earlier page with the same payload is one
+    event; with another payload the page fails (and stages nothing). Raises
+    ScanLimit when the generation would pass a per-scan limit.
+    """
+    if run.pages + 1 > MAX_PAGES:
+        raise ScanLimit("scan_too_many_pages")
+    if run.staged_bytes + page.size_bytes > MAX_STAGED_BYTES:
+        raise ScanLimit("scan_too_large")
+    new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS, [staged_row(run.pk, o) for o in page.observations])
+    if new_events < len(page.observations):
+        # Some were staged already (by this page or an earlier one): same payload or
+        # the page fails, and its transaction takes these inserts back with it.
+        _refuse_conflicting_duplicates(run, page.observations)
+    new_receipts = _insert_new(
+        StagedReceipt, STAGED_RECEIPT_COLUMNS,
+        [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts],
+    )
+    kept = run.rejections
+    for rejection in page.rejections:
+        if len(kept) < MAX_KEPT_REJECTIONS:
+            kept.append({"page": run.pages + 1, "index": rejection.index, "code": rejection.reason_code})
+    if run.staged_events + new_events + run.staged_receipts + new_receipts > MAX_STAGED_ITEMS:
+        raise ScanLimit("scan_too_many_items")
+    seen = run.cursors_seen + ([_cursor_digest(page.next_cursor)] if page.next_cursor else [])
+    ReconcileRun.objects.filter(pk=run.pk).update(
+        scan_id=page.scan_id, cursor=page.next_cursor or "", pages=F("pages") + 1,
+        page_calls=F("page_calls") + 1, staged_events=F("staged_events") + new_events,
+        staged_receipts=F("staged_receipts") + new_receipts, rejections=kept,
+        rejection_count=F("rejection_count") + len(page.rejections),
+        first_page_at=run.first_page_at or began, cursors_seen=seen,
+        staged_bytes=F("staged_bytes") + page.size_bytes,
+    )
+    run.refresh_from_db()
+
+
+def _refuse_conflicting_duplicates(run: ReconcileRun, observations: list[Observation]) -> None:
+    """An event staged twice must carry one payload; a conflict fails the page, not the scan."""
+    hashes: dict[str, str] = {}
+    for o in observations:
+        if hashes.setdefault(o.event_key, o.payload_hash) != o.payload_hash:
+            raise PageFailure("protocol", "page_conflicting_duplicate",
+                              "one event appears twice in the page with different payloads")
+    clash = StagedEvent.objects.filter(run=run, event_key__in=list(hashes)).exclude(
+        payload_hash__in=set(hashes.values())
+    ).values_list("event_key", "payload_hash")
+    for key, staged_hash in clash.iterator():
+        if hashes[key] != staged_hash:
+            raise PageFailure("protocol", "page_conflicting_duplicate",
+                              "an event staged by an earlier page reappears with a different payload")
+
+
+def staging_drop(run: ReconcileRun) -> None:
+    """Delete the run's staged events and receipts (at discard and at publication)."""
+    StagedEvent.objects.filter(run=run).delete()
+    StagedReceipt.objects.filter(run=run).delete()
+
+
+def generation_discard(state: ScanState, run: ReconcileRun, reason: str, actor: str) -> bool:
+    """Drop the scan's staging; the last complete checkpoint stays authoritative.
+
+    Through the run's declared table: a run that already wrote its report
+    (REPAIRING) is not discarded, and the refused move is recorded.
+    """
+    outcome = transition(
+        table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run", pk=run.pk,
+        to=RunState.DISCARDED, actor=actor, reason_code=reason[:64],
+        extra={"discard_reason": reason[:64], "finished_at": clock.now(), "cursor": ""},
+    )
+    if not outcome.applied:
+        return False
+    staging_drop(run)
+    state.active_run = None
+    return True

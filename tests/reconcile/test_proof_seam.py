@@ -1,0 +1,103 @@
+"""Test machinery stays behind one seam (issue 12 item 3): `reconcile.proof.testkit` holds the
+planted faults, patched functions, DDL, test client and settings overrides, and nothing of
+production imports it: only the acceptance checks and the `acceptance` command may."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SEAM = "reconcile.proof.testkit"
+ALLOWED = {"reconcile/proof/acceptance.py", "reconcile/proof/testkit.py",
+           "reconcile/management/commands/acceptance.py"}
+PRODUCTION = sorted(
+    path for package in ("reconcile", "ingress", "replies", "conduit")
+    for path in (ROOT / package).rglob("*.py")
+    if str(path.relative_to(ROOT)) not in ALLOWED
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """Every module an import statement in `source` names, relative ones resolved, at any depth;
+    `from package import name` also counts as `package.name` (it may be a module)."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(target)
+            names.update(f"{target}.{alias.name}" for alias in node.names)
+    return names
+
+
+def imports_seam(path: Path) -> bool:
+    names = imported(path.read_text(), module_name(path), is_package=path.name == "__init__.py")
+    return any(name == SEAM or name.startswith(SEAM + ".") for name in names)
+
+
+@pytest.mark.parametrize("path", PRODUCTION, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_production_module_imports_the_test_machinery(path):
+    assert not imports_seam(path)
+
+
+def test_the_check_sees_every_spelling_of_the_import():
+    """Positive control: absolute, from-package, relative and function-level imports are caught."""
+    for planted in ("import reconcile.proof.testkit\n",
+                    "from reconcile.proof import testkit\n",
+                    "from reconcile.proof.testkit import patched\n",
+                    "def later():\n    from . import testkit\n",
+                    "from .testkit import patched\n"):
+        names = imported(planted, "reconcile.proof.canary")
+        assert any(n == SEAM or n.startswith(SEAM + ".") for n in names), planted
+    assert not any(n.startswith(SEAM) for n in imported("from reconcile.proof import canary\n", "reconcile.admin"))
+    assert len(PRODUCTION) > 50 and ROOT / "reconcile" / "proof" / "canary.py" in PRODUCTION
+
+
+_LOADER = """
+import importlib, pkgutil, sys
+import django
+django.setup()
+skip = set(sys.argv[1:])
+for package in ("conduit", "ingress", "replies", "reconcile"):
+    importlib.import_module(package)
+    for info in pkgutil.walk_packages(sys.modules[package].__path__, package + "."):
+        if info.name not in skip and not info.name.startswith("reconcile.proof.testkit"):
+            importlib.import_module(info.name)
+import conduit.urls
+print("LOADED" if "reconcile.proof.testkit" in sys.modules else "CLEAN")
+"""
+
+
+def _load_everything(*skip: str) -> str:
+    from tests.conftest import subprocess_env
+
+    result = subprocess.run([sys.executable, "-c", _LOADER, *skip], cwd=ROOT, env=subprocess_env(),
+                            capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    return result.stdout.decode().strip().splitlines()[-1]
+
+
+@pytest.mark.django_db
+def test_loading_every_production_module_leaves_the_seam_unloaded():
+    """Transitively too: a process that imports every module of the apps and conduit (admin,
+    urls, commands, tasks) except the acceptance checks never loads the seam."""
+    assert _load_everything("reconcile.proof.acceptance", "reconcile.management.commands.acceptance") == "CLEAN"
+
+
+@pytest.mark.django_db
+def test_control_loading_the_acceptance_command_loads_the_seam():
+    """Positive control: the loader does see the seam when an allowed importer is loaded."""
+    assert _load_everything() == "LOADED"
