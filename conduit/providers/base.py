@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Mapping
 
@@ -68,6 +68,10 @@ class Observation:
     contract_version: str
     canary: bool
     text: str = field(repr=False)
+
+    def contract_values(self) -> dict[str, Any]:
+        """The event contract's fields (not the batch index, not the retained text)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("index", "text")}
 
     @property
     def event_key(self) -> str:
