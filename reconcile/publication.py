@@ -184,6 +184,10 @@ def report_summary(source: Source, run: ReconcileRun, counts: dict[str, int], no
 
 # -- report -----------------------------------------------------------------
 
+# (event_key, reply_key, action_id, action_state) for a finding whose row does not carry them.
+FINDING_DEFAULTS = ("", "", None, "")
+
+
 def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: str = Repair.NONE,
                     detail: str = "", *, actions: bool = False, receipts: bool = False) -> None:
     """Write one finding per row, streamed in chunks (no table is held in memory)."""
@@ -195,7 +199,8 @@ def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: 
         rows = rows.values_list("event_key")
     batch = []
     for row in rows.order_by().iterator(chunk_size=CHUNK):
-        event_key, reply_key, action_id, action_state = (*row, "", None, "")[:4]
+        # Rows carry 1 (events), 2 (receipts) or 4 (actions) columns: the rest take their defaults.
+        event_key, reply_key, action_id, action_state = (*row, *FINDING_DEFAULTS[len(row):])
         batch.append(Finding(report=report, kind=kind, event_key=event_key, reply_key=reply_key,
                              action_id=action_id, action_state=action_state, repair=repair, detail=detail,
                              repair_outcome=RepairOutcome.PLANNED if repair != Repair.NONE else ""))

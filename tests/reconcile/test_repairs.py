@@ -239,3 +239,20 @@ def test_an_undeclared_reconcile_status_move_is_refused_and_recorded(sandbox_sou
     assert InboundEvent.objects.get().reconcile_status == "MATCHED"
     refusal = EventTransition.objects.get(ledger="event_reconcile")
     assert (refusal.prior_state, refusal.next_state, refusal.refused) == ("MATCHED", "SOURCE_UNVERIFIED", True)
+
+
+def test_a_receipt_under_a_key_never_planned_is_reported_and_the_scan_publishes(source_side, deliver, scan):
+    """README, Repairs: "a receipt for an action in another state, or under a key Conduit never
+    planned | none | UNEXPECTED_RECEIPT, UNKNOWN_RECEIPT". End to end: the provider shows a reply
+    under a foreign key on a held event, and the scan still publishes its report."""
+    state, source = source_side
+    state.hold_events(item(1))
+    assert deliver(body(item(1))).status_code == 200
+    with state.lock:  # a reply the provider holds under a key Conduit never planned
+        state.receipts["f" * 64] = "msg_test_foreign"
+        state.targets.setdefault("msg_test_000001", []).append("f" * 64)
+    outcome = scan(source)
+    assert outcome.state == "published"
+    (finding,) = Finding.objects.filter(report_id=outcome.report_id, kind="UNKNOWN_RECEIPT")
+    assert (finding.reply_key, finding.action_id, finding.repair) == ("f" * 64, None, "none")
+    assert ReconcileReport.objects.get(pk=outcome.report_id).summary["counts"]["unknown_receipts"] == 1

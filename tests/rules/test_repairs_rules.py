@@ -1,0 +1,607 @@
+"""Seed 000's repair table, rule by rule, on findings written directly: outcome, code and scope."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pytest
+from django.db import DatabaseError
+from django.utils import timezone
+
+from ingress.models import InboundEvent
+from reconcile import repairs
+from reconcile.lease import lease_acquire
+from reconcile.models import Finding, ReconcileReport, ReconcileRun, StagedEvent, StagedReceipt
+from reconcile.repairs import actions_repair, evidence_mark, missing_replay, repair_code
+from replies.models import ReplyAction, ReplyTransition
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class Ctx:
+    source: object
+    token: str
+    run: ReconcileRun
+    report: ReconcileReport
+
+    def finding(self, kind: str, *, action: ReplyAction | None = None, repair: str = "none",
+                outcome: str = "planned", report: ReconcileReport | None = None, **fields) -> Finding:
+        if action is not None:
+            fields = {"action": action, "action_state": action.delivery_state,
+                      "reply_key": action.reply_key, "event_key": action.event_id, **fields}
+        return Finding.objects.create(report=report or self.report, kind=kind, repair=repair,
+                                      repair_outcome=outcome, **fields)
+
+    def attach(self, **kw) -> None:
+        actions_repair(self.source, self.token, self.run, self.report, kind="RECEIPT_ATTACHED", to="SENT",
+                       reason="receipt_found_at_reconcile", **kw)
+
+    def mark_unknown(self) -> None:
+        actions_repair(self.source, self.token, self.run, self.report, kind="RECEIPT_MISSING",
+                       to="SEND_STATUS_UNKNOWN", reason="receipt_missing_at_reconcile")
+
+
+class RepairLoopStuck(BaseException):
+    """Not an Exception: no repair step may catch it and record it as a repair failure."""
+
+
+@pytest.fixture(autouse=True)
+def repairs_end(monkeypatch):
+    """Each repair step renews the lease once a batch and acts only on findings still planned,
+    so it ends: a step that renews 100 times in one test is stuck on findings it never marks."""
+    real, calls = repairs.lease_renew, []
+
+    def renew(source_id, token):
+        calls.append(token)
+        if len(calls) > 100:
+            raise RepairLoopStuck(f"{len(calls)} lease renewals: a repair loop is not progressing")
+        return real(source_id, token)
+
+    monkeypatch.setattr(repairs, "lease_renew", renew)
+
+
+def _run_and_report(source, *, state: str = "REPAIRING") -> tuple[ReconcileRun, ReconcileReport]:
+    now = timezone.now()
+    run = ReconcileRun.objects.create(source=source, state=state, trigger="command", requested_by="tester",
+                                      created_at=now)
+    return run, ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
+
+
+@pytest.fixture
+def ctx(sandbox_source) -> Ctx:
+    """A run of the sandbox source in REPAIRING with its (empty) report, and the scan lease held."""
+    run, report = _run_and_report(sandbox_source)
+    return Ctx(sandbox_source, lease_acquire(sandbox_source), run, report)
+
+
+def _other_report(ctx: Ctx) -> ReconcileReport:
+    """An earlier, published run's report of the same source (one active run per source)."""
+    return _run_and_report(ctx.source, state="PUBLISHED")[1]
+
+
+def outcome_of(finding: Finding) -> tuple[str, str]:
+    finding.refresh_from_db()
+    return finding.repair_outcome, finding.repair_code
+
+
+# -- receipts: "Provider receipt exists for SENDING or SEND_STATUS_UNKNOWN: Attach the receipt and mark SENT"
+
+
+@pytest.mark.parametrize("prior", ["SENDING", "SEND_STATUS_UNKNOWN"])
+def test_a_staged_receipt_is_attached_and_the_action_marked_sent(ctx, make_action, prior):
+    """Seed 000: "Provider receipt exists for SENDING or SEND_STATUS_UNKNOWN | Attach the receipt
+    and mark SENT". The receipt is this run's staged one; the error the unknown send carried is
+    cleared, the finding says `applied` with no code."""
+    action = make_action(prior, last_error_code="timeout_after_request", sending_since=timezone.now())
+    StagedReceipt.objects.create(run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_7",
+                                 event_key=action.event_id)
+    finding = ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
+    ctx.attach()
+    action.refresh_from_db()
+    assert (action.delivery_state, action.provider_reply_id, action.last_error_code, action.sending_since) == (
+        "SENT", "msg_test_7", "", None)
+    assert outcome_of(finding) == ("applied", "")
+    assert list(ReplyTransition.objects.filter(action=action).values_list(
+        "prior_state", "next_state", "actor", "reason_code", "refused")) == [
+        (prior, "SENT", "system:reconcile", "receipt_found_at_reconcile", False)]
+
+
+def test_the_receipt_attached_is_this_runs_never_another_runs(ctx, make_action):
+    """Seed 000 step 5: "Compare provider reply receipts with the reply-action ledger" (this
+    generation's): a receipt staged by another run under the same key is not this run's evidence.
+    With no receipt of its own staged, the action is still marked SENT by its planned finding,
+    with no provider id borrowed from elsewhere."""
+    action = make_action("SEND_STATUS_UNKNOWN")
+    other_run = _other_report(ctx).run
+    StagedReceipt.objects.create(run=other_run, reply_key=action.reply_key, provider_reply_id="msg_test_other",
+                                 event_key=action.event_id)
+    ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
+    ctx.attach()
+    action.refresh_from_db()
+    assert (action.delivery_state, action.provider_reply_id) == ("SENT", "")
+
+
+def test_a_receipt_repair_is_a_compare_and_set_on_the_state_the_report_saw(ctx, make_action):
+    """README: "A receipt repair is a compare-and-set on the state the report saw; if the sender
+    moved the action meanwhile, the finding says `refused`." The report saw SENDING; the sweeper
+    has since parked it SEND_STATUS_UNKNOWN (a move SENDING's repair would also allow): refused,
+    `state_moved`, the action untouched."""
+    action = make_action("SENDING")
+    StagedReceipt.objects.create(run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_8",
+                                 event_key=action.event_id)
+    finding = ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
+    ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
+    ctx.attach()
+    action.refresh_from_db()
+    assert (action.delivery_state, action.provider_reply_id) == ("SEND_STATUS_UNKNOWN", "")
+    assert outcome_of(finding) == ("refused", "state_moved")
+
+
+def test_a_finding_whose_action_is_gone_is_refused_as_action_gone(ctx, make_action):
+    """README: the outcome is `refused` with `action_gone` when the action no longer exists."""
+    finding = ctx.finding("RECEIPT_ATTACHED", repair="receipt_attached_marked_sent", reply_key="0" * 64,
+                          action_state="SENDING")
+    ctx.attach()
+    assert outcome_of(finding) == ("refused", "action_gone")
+
+
+# -- "Local action says SENT and provider receipt is missing: Mark SEND_STATUS_UNKNOWN. Preserve and stop"
+
+
+def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(ctx, make_action):
+    """Seed 000: "Local action says SENT and provider receipt is missing | Mark
+    SEND_STATUS_UNKNOWN. Preserve the action and stop." The provider id it had is kept."""
+    action = make_action("SENT", provider_reply_id="msg_test_9")
+    finding = ctx.finding("RECEIPT_MISSING", action=action, repair="marked_send_status_unknown")
+    ctx.mark_unknown()
+    action.refresh_from_db()
+    assert (action.delivery_state, action.last_error_code, action.provider_reply_id) == (
+        "SEND_STATUS_UNKNOWN", "receipt_missing_at_reconcile", "msg_test_9")
+    assert outcome_of(finding) == ("applied", "")
+
+
+def test_a_repair_acts_only_on_its_own_reports_planned_findings_of_its_kind(ctx, make_action):
+    """Every repair acts only on findings still `planned` (so a resumed run applies each once),
+    of its own report and kind: another report's planned finding on the same action waits for
+    that report."""
+    action = make_action("SENT")
+    theirs = ctx.finding("RECEIPT_MISSING", action=action, repair="marked_send_status_unknown",
+                         report=_other_report(ctx))
+    done = ctx.finding("RECEIPT_MISSING", action=action, repair="marked_send_status_unknown", outcome="failed",
+                       repair_code="database_error")
+    other_kind = ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
+    ctx.mark_unknown()
+    action.refresh_from_db()
+    assert action.delivery_state == "SENT"
+    assert outcome_of(theirs) == ("planned", "")
+    assert outcome_of(done) == ("failed", "database_error")
+    assert outcome_of(other_kind) == ("planned", "")
+
+
+@pytest.mark.parametrize("exc, code", [(DatabaseError("boom: secret text"), "database_error"),
+                                       (RuntimeError("boom: secret text"), "unexpected_error")])
+def test_a_repair_that_raises_fails_with_a_stable_code_and_the_others_still_apply(
+    ctx, make_action, monkeypatch, caplog, exc, code
+):
+    """README: "`failed` (`database_error`, `unexpected_error`; the error's text is never kept). A
+    failed repair leaves the report, its findings and every other repair in place." The log line
+    names the action and the error's type, never its text."""
+    broken, fine = make_action("SENT"), make_action("SENT")
+    broken_finding = ctx.finding("RECEIPT_MISSING", action=broken, repair="marked_send_status_unknown")
+    fine_finding = ctx.finding("RECEIPT_MISSING", action=fine, repair="marked_send_status_unknown")
+    real = repairs.reply_action_transition
+
+    def transition(**kw):
+        if kw["action_id"] == broken.pk:
+            raise exc
+        return real(**kw)
+
+    monkeypatch.setattr(repairs, "reply_action_transition", transition)
+    with caplog.at_level(logging.WARNING, logger="conduit.reconcile"):
+        ctx.mark_unknown()
+    assert outcome_of(broken_finding) == ("failed", code)
+    assert outcome_of(fine_finding) == ("applied", "")
+    assert ReplyAction.objects.get(pk=broken.pk).delivery_state == "SENT"
+    assert ReplyAction.objects.get(pk=fine.pk).delivery_state == "SEND_STATUS_UNKNOWN"
+    assert caplog.messages == [f"reconcile repair action={broken.pk} failed type={type(exc).__name__}"]
+    assert "secret" not in caplog.text
+
+
+def test_repair_code_names_the_class_of_error_only():
+    assert repair_code(DatabaseError("x")) == "database_error"
+    assert repair_code(ValueError("x")) == "unexpected_error"
+
+
+# -- events: replay what is missing, mark what the source shows and what it does not
+
+
+def _observations(source, *events):
+    from conduit.providers.registry import get_adapter
+    from ingress.services import source_config
+    from tests.reconcile.conftest import body
+
+    parsed = get_adapter(source.adapter).parse(body=body(*events), config=source_config(source))
+    assert not parsed.rejections
+    return parsed.observations
+
+
+def _stage(ctx: Ctx, *events, run: ReconcileRun | None = None):
+    """Stage source events as a page of `run` (this run by default) stages them."""
+    from conduit.sql import insert_rows
+    from reconcile.staging import STAGED_EVENT_COLUMNS, staged_row
+
+    observations = _observations(ctx.source, *events)
+    insert_rows(StagedEvent, list(STAGED_EVENT_COLUMNS),
+                [staged_row((run or ctx.run).pk, o) for o in observations])
+    return observations
+
+
+def _accept(ctx: Ctx, *events, delivery: str = ""):
+    """Deliver events as the webhook does (same ingest function)."""
+    from conduit.providers.base import Parsed
+    from ingress.services import observations_accept
+
+    observations = _observations(ctx.source, *events)
+    observations_accept(source=ctx.source, parsed=Parsed(observations, []),
+                        delivery_id=delivery or f"d_test_{events[0]['id']}",
+                        body_hash="1" * 64, body_bytes=1, now=timezone.now(), actor="tester")
+    return observations
+
+
+def test_missing_events_are_replayed_through_ingest_in_batches_with_replies_held(ctx, monkeypatch):
+    """Seed 000: "Source event exists and local event is missing | Replay it through the normal
+    idempotent ingest path. Hold any reply at human review." README: a delivery
+    `reconcile:<run>:<batch digest>`, one a batch."""
+    from conduit.canonical import payload_hash
+    from ingress.models import Delivery
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(repairs, "REPLAY_BATCH", 2)
+    observations = _stage(ctx, item(1), item(2), item(3))
+    findings = [ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
+                for o in observations]
+    missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert [outcome_of(f) for f in findings] == [("applied", "")] * 3
+    events = InboundEvent.objects.filter(source=ctx.source)
+    assert sorted(events.values_list("event_key", flat=True)) == sorted(o.event_key for o in observations)
+    assert set(ReplyAction.objects.values_list("delivery_state", flat=True)) == {"REVIEW_PENDING"}
+    batches = [sorted(observations, key=lambda o: o.event_key)[:2], sorted(observations, key=lambda o: o.event_key)[2:]]
+    expected = {f"reconcile:{ctx.run.pk}:{payload_hash(sorted([o.event_key, o.payload_hash] for o in b))[:32]}"
+                for b in batches}
+    assert set(Delivery.objects.values_list("delivery_id", flat=True)) == expected
+    for delivery in Delivery.objects.all():  # the batch's digest stands for its body
+        assert delivery.body_hash.startswith(delivery.delivery_id.rsplit(":", 1)[1])
+    assert sorted(len(d.event_keys) for d in Delivery.objects.all()) == [1, 2]
+    assert set(events.values_list("transitions__actor", flat=True)) == {"system:reconcile"}
+
+
+def test_a_replay_that_raises_fails_with_a_stable_code_and_logs_no_text(ctx, monkeypatch, caplog):
+    """README: `failed` with `database_error` or `unexpected_error`, the error's text never kept;
+    the replay's findings of other reports stay planned."""
+    from tests.reconcile.conftest import item
+
+    (observation,) = _stage(ctx, item(1))
+    finding = ctx.finding("MISSING_LOCAL", event_key=observation.event_key, repair="replayed_through_ingest")
+    theirs = ctx.finding("MISSING_LOCAL", event_key=observation.event_key, repair="replayed_through_ingest",
+                         report=_other_report(ctx))
+
+    def failing(**kw):
+        raise DatabaseError("secret text")
+
+    monkeypatch.setattr(repairs, "observations_accept", failing)
+    with caplog.at_level(logging.WARNING, logger="conduit.reconcile"):
+        missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert outcome_of(finding) == ("failed", "database_error")
+    assert outcome_of(theirs) == ("planned", "")
+    assert caplog.messages == [f"reconcile repair replay source=sandbox run={ctx.run.pk} failed type=DatabaseError"]
+    assert not InboundEvent.objects.exists()
+
+
+def test_events_the_source_shows_with_the_same_payload_are_matched_and_unverified_ones_marked(ctx):
+    """Seed 000: "Source and local event both exist | Update reconciliation evidence. Create no
+    new action"; "Local event has no matching source evidence | Set reconcile_status to
+    SOURCE_UNVERIFIED. Preserve the record for review". Only this run's staging is evidence, only
+    with the same payload, and only the report's planned SOURCE_UNVERIFIED findings are marked."""
+    from tests.reconcile.conftest import item
+
+    same, changed, other_run, unverified, not_planned = _accept(
+        ctx, item(1), item(2), item(3), item(4), item(5))
+    _stage(ctx, item(1), item(2, text="CHECKLIST edited"))
+    _stage(ctx, item(3), run=_other_report(ctx).run)
+    finding = ctx.finding("SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified")
+    theirs = ctx.finding("SOURCE_UNVERIFIED", event_key=not_planned.event_key, repair="marked_source_unverified",
+                         report=_other_report(ctx))
+    actions_before = ReplyAction.objects.count()
+    evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
+    status = dict(InboundEvent.objects.values_list("event_key", "reconcile_status"))
+    assert status == {same.event_key: "MATCHED", changed.event_key: "UNRECONCILED",
+                      other_run.event_key: "UNRECONCILED", unverified.event_key: "SOURCE_UNVERIFIED",
+                      not_planned.event_key: "UNRECONCILED"}
+    reasons = dict(InboundEvent.objects.filter(transitions__ledger="event_reconcile").values_list(
+        "event_key", "transitions__reason_code"))
+    assert reasons == {same.event_key: "source_shows_same_payload", unverified.event_key: "no_source_evidence"}
+    assert set(InboundEvent.objects.filter(transitions__ledger="event_reconcile").values_list(
+        "transitions__actor", flat=True)) == {"system:reconcile"}
+    assert outcome_of(finding) == ("applied", "")
+    assert outcome_of(theirs) == ("planned", "")
+    assert ReplyAction.objects.count() == actions_before
+    marked = InboundEvent.objects.filter(event_key__in=[same.event_key, unverified.event_key])
+    assert None not in marked.values_list("reconciled_at", flat=True)
+
+
+def test_evidence_marks_that_raise_fail_with_a_stable_code(ctx, monkeypatch, caplog):
+    from tests.reconcile.conftest import item
+
+    (event,) = _accept(ctx, item(1))
+    finding = ctx.finding("SOURCE_UNVERIFIED", event_key=event.event_key, repair="marked_source_unverified")
+
+    def failing(**kw):
+        raise DatabaseError("secret text")
+
+    monkeypatch.setattr(repairs, "events_reconcile_mark", failing)
+    with caplog.at_level(logging.WARNING, logger="conduit.reconcile"):
+        evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert outcome_of(finding) == ("failed", "database_error")
+    assert caplog.messages == [f"reconcile repair evidence source=sandbox run={ctx.run.pk} failed type=DatabaseError"]
+
+
+@pytest.mark.parametrize("step", ["replay", "evidence", "actions"])
+def test_a_lost_lease_stops_the_repairs_and_leaves_their_findings_planned(ctx, make_action, step):
+    """Seed 004: a holder that lost its lease publishes nothing: LeaseLost is not a repair failure
+    (no `failed` outcome); the findings stay planned for the lease's new holder."""
+    from reconcile.lease import LeaseLost
+    from tests.reconcile.conftest import item
+
+    if step == "replay":
+        (o,) = _stage(ctx, item(1))
+        finding = ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
+        call = lambda token: missing_replay(ctx.source, token, ctx.run, ctx.report)  # noqa: E731
+    elif step == "evidence":
+        (o,) = _accept(ctx, item(1))
+        finding = ctx.finding("SOURCE_UNVERIFIED", event_key=o.event_key, repair="marked_source_unverified")
+        call = lambda token: evidence_mark(ctx.source, token, ctx.run, ctx.report)  # noqa: E731
+    else:
+        finding = ctx.finding("RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown")
+        call = lambda token: actions_repair(ctx.source, token, ctx.run, ctx.report, kind="RECEIPT_MISSING",  # noqa: E731
+                                            to="SEND_STATUS_UNKNOWN", reason="receipt_missing_at_reconcile")
+    with pytest.raises(LeaseLost):
+        call("0" * 64)
+    assert outcome_of(finding) == ("planned", "")
+
+
+# -- the comparison: which difference gets which finding and repair, and the report's counts
+
+
+def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
+    """Seed 000 step 5: compare the source set with the event ledger and the provider's receipts
+    with the reply-action ledger, then "Write a report before applying any repair", each finding
+    with the repair of the table (README, Repairs). The window is [since, until): item 0 is in,
+    item 10 and item 20 are not; receipts and findings are this run's only; actions are those of
+    staged events."""
+    from datetime import timedelta
+
+    from ingress.models import QuarantineReceipt
+    from reconcile.publication import findings_write, generation_compare, report_counts
+    from tests.reconcile.conftest import BASE_TIME, item
+
+    run = ctx.run
+    run.since, run.until = BASE_TIME, BASE_TIME + timedelta(minutes=10)
+    run.staged_events, run.page_calls, run.rejection_count = 8, 3, 1
+    run.rejections = [{"page": 2, "index": 4, "code": "missing_field"}]
+    run.save()
+    matched, twice, conflict, unverified, first, in_flight, unknown_held, more_flight, more_sent = _accept(
+        ctx, item(1), item(6), item(3), item(4), item(0), item(7), item(8), item(5), item(9))
+    _accept(ctx, item(6), delivery="d_test_again")  # a second delivery of item 6: one duplicate folded
+    _accept(ctx, item(10), item(20), delivery="d_test_outside")  # outside the window
+    staged = _stage(ctx, item(1), item(6), item(2), item(3, text="CHECKLIST edited"), item(7), item(8), item(5),
+                    item(9))
+    missing = staged[2]
+    actions = {(a.event_id, a.purpose): a for a in ReplyAction.objects.all()}
+
+    def act(event, purpose, state, receipt=None):
+        action = actions[(event.event_key, purpose)]
+        ReplyAction.objects.filter(pk=action.pk).update(delivery_state=state)
+        if receipt:
+            StagedReceipt.objects.create(run=run, reply_key=action.reply_key, provider_reply_id=receipt,
+                                         event_key=event.event_key)
+        return action
+
+    attach_sending = act(matched, "public_ack", "SENDING", "msg_test_1")
+    lost = act(matched, "private_delivery", "SENT")
+    StagedReceipt.objects.create(run=_other_report(ctx).run, reply_key=lost.reply_key,
+                                 provider_reply_id="msg_test_elsewhere", event_key=matched.event_key)
+    confirmed = act(twice, "public_ack", "SENT", "msg_test_2")
+    suppressed = act(twice, "private_delivery", "SUPPRESSED_TEST")
+    candidate = act(conflict, "public_ack", "SEND_STATUS_UNKNOWN")
+    unexpected = act(conflict, "private_delivery", "REVIEW_PENDING", "msg_test_3")
+    act(in_flight, "public_ack", "SENDING")
+    act(in_flight, "private_delivery", "APPROVED")
+    attach_unknown = act(unknown_held, "public_ack", "SEND_STATUS_UNKNOWN", "msg_test_4")
+    act(unknown_held, "private_delivery", "CLOSED_NO_REPLY")
+    act(unverified, "public_ack", "SENT")  # not a staged event: not compared
+    act(more_flight, "public_ack", "SENDING")
+    act(more_flight, "private_delivery", "APPROVED")
+    confirmed_too = act(more_sent, "public_ack", "SENT", "msg_test_6")
+    candidate_too = act(more_sent, "private_delivery", "SEND_STATUS_UNKNOWN")
+    StagedReceipt.objects.create(run=run, reply_key="f" * 64, provider_reply_id="msg_test_5",
+                                 event_key=matched.event_key)
+    for at, state in ((BASE_TIME, "QUARANTINED"), (BASE_TIME - timedelta(seconds=1), "QUARANTINED"),
+                      (BASE_TIME + timedelta(minutes=1), "DISMISSED")):
+        QuarantineReceipt.objects.create(source=ctx.source, reason_code="invalid_signature", state=state,
+                                         authenticated=False, received_at=at, body_sha256="2" * 64, body_bytes=3)
+
+    from ingress.services import source_register
+
+    other, _ = source_register(name="other_test", adapter="sandbox-social", account_ref="acct_test_02",
+                               event_types=["comment.created"], purposes=["public_ack"],
+                               trigger_keywords=["CHECKLIST"], secret_env=ctx.source.secret_env)
+    QuarantineReceipt.objects.create(source=other, reason_code="invalid_signature", authenticated=False,
+                                     received_at=BASE_TIME, body_sha256="2" * 64, body_bytes=3)
+    comparison = generation_compare(ctx.source, run)
+    counts = report_counts(ctx.source, run, comparison)
+    assert counts == {
+        "events_compared": 8, "events_local": 9, "events_matched": 6, "missing_recovered": 1,
+        "identity_conflicts": 1, "source_unverified": 2, "duplicates_converged": 1, "actions_compared": 14,
+        "replies_confirmed": 4, "receipts_attached": 2, "sent_without_receipt": 1, "retry_candidates": 2,
+        "unknown_sends": 3, "sending_in_flight": 2, "suppressed_actions": 1, "unexpected_receipts": 1,
+        "unknown_receipts": 1, "invalid_source_items": 1, "quarantined_inputs": 1, "page_calls": 3,
+        "external_calls": 0,
+    }
+    # An UNKNOWN_RECEIPT finding cannot be written yet (test_an_unknown_receipt_becomes_its_finding):
+    # its receipt is counted above, then left out of the findings here.
+    StagedReceipt.objects.filter(run=run, reply_key="f" * 64).delete()
+    findings_write(ctx.report, run, comparison)
+    rows = set(Finding.objects.filter(report=ctx.report).values_list(
+        "kind", "event_key", "reply_key", "action_id", "action_state", "repair", "repair_outcome", "detail"))
+    d = {
+        "MISSING_LOCAL": "the source has it and Conduit did not: replayed through ingest, replies held for review",
+        "IDENTITY_CONFLICT": "the source's payload differs from the one first accepted: the first stays",
+        "SOURCE_UNVERIFIED": "no source evidence in this window: kept, marked SOURCE_UNVERIFIED",
+        "RECEIPT_ATTACHED": "the provider shows this reply applied: receipt attached, SENT",
+        "RECEIPT_MISSING": "SENT locally, but the provider shows no such reply: SEND_STATUS_UNKNOWN, nothing resent",
+        "RETRY_CANDIDATE": "no receipt on the provider's thread: a person decides whether the same key may run again",
+        "UNEXPECTED_RECEIPT": "the provider shows a reply for an action Conduit did not send",
+        "UNKNOWN_RECEIPT": "the provider shows a reply under a key Conduit never planned",
+    }
+
+    def on(kind, action, state, repair, outcome):
+        return (kind, action.event_id, action.reply_key, action.pk, state, repair, outcome, d[kind])
+
+    assert rows == {
+        ("MISSING_LOCAL", missing.event_key, "", None, "", "replayed_through_ingest", "planned", d["MISSING_LOCAL"]),
+        ("IDENTITY_CONFLICT", conflict.event_key, "", None, "", "none", "", d["IDENTITY_CONFLICT"]),
+        ("SOURCE_UNVERIFIED", unverified.event_key, "", None, "", "marked_source_unverified", "planned",
+         d["SOURCE_UNVERIFIED"]),
+        ("SOURCE_UNVERIFIED", first.event_key, "", None, "", "marked_source_unverified", "planned",
+         d["SOURCE_UNVERIFIED"]),
+        on("RECEIPT_ATTACHED", attach_sending, "SENDING", "receipt_attached_marked_sent", "planned"),
+        on("RECEIPT_ATTACHED", attach_unknown, "SEND_STATUS_UNKNOWN", "receipt_attached_marked_sent", "planned"),
+        on("RECEIPT_MISSING", lost, "SENT", "marked_send_status_unknown", "planned"),
+        on("RETRY_CANDIDATE", candidate, "SEND_STATUS_UNKNOWN", "none", ""),
+        on("RETRY_CANDIDATE", candidate_too, "SEND_STATUS_UNKNOWN", "none", ""),
+        on("UNEXPECTED_RECEIPT", unexpected, "REVIEW_PENDING", "none", ""),
+        ("INVALID_SOURCE_ITEM", "", "", None, "", "none", "", "page 2 item 4: missing_field"),
+    }
+    # confirmed and suppressed actions need nothing
+    assert not {confirmed.pk, confirmed_too.pk, suppressed.pk} & {r[3] for r in rows}
+
+
+def test_findings_are_written_in_chunks_without_losing_any(ctx, monkeypatch):
+    """_findings_write streams rows in chunks (no table held in memory): with a chunk of 2, five
+    unverified events are still five findings, each once."""
+    from reconcile import publication
+    from reconcile.publication import findings_write, generation_compare
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(publication, "CHUNK", 2)
+    events = _accept(ctx, *[item(n) for n in range(1, 6)])
+    findings_write(ctx.report, ctx.run, generation_compare(ctx.source, ctx.run))
+    assert sorted(Finding.objects.filter(report=ctx.report).values_list("event_key", flat=True)) == sorted(
+        e.event_key for e in events)
+
+
+def test_an_unknown_receipt_becomes_its_finding(ctx):
+    """README, Repairs: "a receipt ... under a key Conduit never planned | none | UNKNOWN_RECEIPT".
+    A regression: the receipt row was padded into the wrong columns (action_state NULL), so a
+    staged receipt under an unknown key broke the final page's transaction and the scan never
+    published."""
+    from reconcile.publication import findings_write, generation_compare
+    from tests.reconcile.conftest import item
+
+    (o,) = _stage(ctx, item(1))
+    StagedReceipt.objects.create(run=ctx.run, reply_key="f" * 64, provider_reply_id="msg_test_5", event_key=o.event_key)
+    findings_write(ctx.report, ctx.run, generation_compare(ctx.source, ctx.run))
+    assert list(Finding.objects.filter(report=ctx.report, kind="UNKNOWN_RECEIPT").values_list(
+        "event_key", "reply_key", "action_id", "action_state", "repair", "repair_outcome", "detail")) == [
+        (o.event_key, "f" * 64, None, "", "none", "", "the provider shows a reply under a key Conduit never planned")]
+
+
+def test_without_a_window_every_local_event_is_compared_and_an_empty_comparison_counts_zero(ctx, monkeypatch):
+    """No --since/--until: the run compares every event of the source, counts every receipt
+    still QUARANTINED, and with nothing matched folds no duplicates (0, not a missing value). A
+    live source's page calls are its external calls (README: "external_calls (page calls to a
+    live source)"); the sandbox's are not."""
+    from types import SimpleNamespace
+
+    from ingress.models import QuarantineReceipt
+    from reconcile import publication
+    from reconcile.publication import generation_compare, report_counts
+    from tests.reconcile.conftest import BASE_TIME, item
+
+    ctx.run.page_calls = 2
+    _accept(ctx, item(1), item(900))
+    QuarantineReceipt.objects.create(source=ctx.source, reason_code="invalid_signature", authenticated=False,
+                                     received_at=BASE_TIME.replace(year=2001), body_sha256="2" * 64, body_bytes=3)
+    counts = report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))
+    assert {k: v for k, v in counts.items() if v} == {
+        "events_local": 2, "source_unverified": 2, "quarantined_inputs": 1, "page_calls": 2}
+    monkeypatch.setattr(publication, "get_adapter", lambda name: SimpleNamespace(live=True))
+    assert report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))["external_calls"] == 2
+
+
+def test_repairs_apply_runs_every_planned_repair_once_in_seed_order(ctx, make_action):
+    """README: "Repairs, exactly seed 000's table", replay, evidence, then the reply ledger; each
+    step takes only its own kind of finding and only those still planned (a finding that failed
+    in an earlier attempt keeps its outcome). The replayed event is then matched by the evidence
+    step of the same run, because the replay comes first."""
+    from reconcile.repairs import repairs_apply
+    from tests.reconcile.conftest import item
+
+    (missing,) = _stage(ctx, item(1))
+    (unverified,) = _accept(ctx, item(2))
+    replay = ctx.finding("MISSING_LOCAL", event_key=missing.event_key, repair="replayed_through_ingest")
+    mark = ctx.finding("SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified")
+    earlier = ctx.finding("SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified",
+                          outcome="failed", repair_code="database_error")
+    sending, sent = make_action("SENDING"), make_action("SENT")
+    StagedReceipt.objects.create(run=ctx.run, reply_key=sending.reply_key, provider_reply_id="msg_test_1",
+                                 event_key=sending.event_id)
+    attach = ctx.finding("RECEIPT_ATTACHED", action=sending, repair="receipt_attached_marked_sent")
+    unknown = ctx.finding("RECEIPT_MISSING", action=sent, repair="marked_send_status_unknown")
+    candidate = ctx.finding("RETRY_CANDIDATE", action=make_action("SEND_STATUS_UNKNOWN"), outcome="")
+    repairs_apply(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert [outcome_of(f) for f in (replay, mark, earlier, attach, unknown, candidate)] == [
+        ("applied", ""), ("applied", ""), ("failed", "database_error"), ("applied", ""), ("applied", ""), ("", "")]
+    status = dict(InboundEvent.objects.filter(source=ctx.source, event_key__in=[
+        missing.event_key, unverified.event_key]).values_list("event_key", "reconcile_status"))
+    assert status == {missing.event_key: "MATCHED", unverified.event_key: "SOURCE_UNVERIFIED"}
+    moves = {a: list(ReplyTransition.objects.filter(action=a).values_list(
+        "prior_state", "next_state", "actor", "reason_code")) for a in (sending, sent)}
+    assert moves == {
+        sending: [("SENDING", "SENT", "system:reconcile", "receipt_found_at_reconcile")],
+        sent: [("SENT", "SEND_STATUS_UNKNOWN", "system:reconcile", "receipt_missing_at_reconcile")]}
+    assert ReplyAction.objects.get(pk=sending.pk).provider_reply_id == "msg_test_1"
+    assert ReplyAction.objects.get(pk=sent.pk).last_error_code == "receipt_missing_at_reconcile"
+
+
+def test_a_replay_that_meets_a_conflicting_event_is_quarantined_as_a_body_of_no_bytes(ctx):
+    """The replay goes through the webhook's own ingest (README), so a missing event that a
+    webhook delivered meanwhile with another payload is refused as that ingest refuses it: a
+    quarantine receipt for the replay's delivery, whose body is the batch digest and 0 bytes
+    (a replay has no body of its own)."""
+    from ingress.models import QuarantineReceipt
+    from tests.reconcile.conftest import item
+
+    (staged,) = _stage(ctx, item(1))
+    ctx.finding("MISSING_LOCAL", event_key=staged.event_key, repair="replayed_through_ingest")
+    _accept(ctx, item(1, text="CHECKLIST changed meanwhile"))
+    missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    receipts = list(QuarantineReceipt.objects.filter(delivery_id__startswith=f"reconcile:{ctx.run.pk}:").values_list(
+        "reason_code", "body_bytes"))
+    assert receipts and {r[1] for r in receipts} == {0}
+
+
+def test_each_event_step_leaves_the_other_kinds_planned_findings_alone(ctx, make_action):
+    """Each step acts only on its own kind: the replay does not take a SOURCE_UNVERIFIED or
+    receipt finding for a missing event, the evidence step does not mark them."""
+    from tests.reconcile.conftest import item
+
+    (event,) = _accept(ctx, item(3))
+    others = [ctx.finding("RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown"),
+              ctx.finding("SOURCE_UNVERIFIED", event_key=event.event_key, repair="marked_source_unverified")]
+    missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert [outcome_of(f) for f in others] == [("planned", "")] * 2
+    evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert [outcome_of(f) for f in others] == [("planned", ""), ("applied", "")]
