@@ -9,7 +9,6 @@ Each action goes out through its own reply route (source + purpose).
 
 from __future__ import annotations
 
-import importlib
 import logging
 from datetime import datetime, timedelta
 from typing import Callable
@@ -39,21 +38,6 @@ from replies.selectors import action_route, approved_copy
 from replies.transports import LiveSendDisabled, is_live, transport_for
 
 logger = logging.getLogger("conduit.replies")
-
-# Moved to replies.services (writes) and replies.selectors (reads); still importable from
-# here, resolved on first use, for callers not yet switched (reconcile).
-_MOVED = {
-    **dict.fromkeys(
-        ("Result", "reply_approve", "reply_close", "reply_copy_create", "stranded_retry_now",
-         "unknown_authorize_retry", "unknown_confirm_sent"), "replies.services"),
-    **dict.fromkeys(("copy_current", "stranded_why"), "replies.selectors"),
-}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 SENDER = "system:sender"

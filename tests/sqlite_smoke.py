@@ -29,7 +29,7 @@ from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.models import InboundEvent  # noqa: E402
 from reconcile.decisions.service import decision_make  # noqa: E402
 from reconcile.selectors import reply_decision_request  # noqa: E402
-from replies import sender  # noqa: E402
+from replies import sender, services  # noqa: E402
 from replies.models import ReplyAction  # noqa: E402
 
 call_command("migrate", verbosity=0)
@@ -54,7 +54,7 @@ for _ in range(2):
 sender.enqueue_send = lambda action_id: None
 actions = list(ReplyAction.objects.order_by("id"))
 for action in actions:
-    assert sender.reply_approve(action_id=action.pk, actor="smoke").ok
+    assert services.reply_approve(action_id=action.pk, actor="smoke").ok
 sent = [sender.reply_send_next(), sender.reply_send(action_id=actions[1].pk), sender.reply_send_next()]
 states = sorted(ReplyAction.objects.values_list("delivery_state", flat=True))
 

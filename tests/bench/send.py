@@ -24,7 +24,7 @@ from django.db import connection  # noqa: E402
 
 from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.services import source_update, webhook_receive  # noqa: E402
-from replies import sender  # noqa: E402
+from replies import sender, services  # noqa: E402
 from replies.models import ReplyAction, ReplyRoute, SendAttempt  # noqa: E402
 from tests.conftest import sign  # noqa: E402
 
@@ -46,7 +46,7 @@ def make_actions(source, count: int, tag: str) -> list[int]:
     sender.enqueue_send = lambda action_id: None  # no cluster here: the workers below send
     ids = list(ReplyAction.objects.filter(delivery_state="REVIEW_PENDING").values_list("id", flat=True))
     for action_id in ids:
-        assert sender.reply_approve(action_id=action_id, actor="bench").ok
+        assert services.reply_approve(action_id=action_id, actor="bench").ok
     return ids
 
 
@@ -115,7 +115,7 @@ def main() -> None:
     args = parser.parse_args()
     source = bench_source("sendbench", ACCOUNT)
     for purpose in source.purposes:
-        sender.reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose,
+        services.reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose,
                                  text="synthetic bench copy", actor="bench")
     dsn = raw_dsn()
     print("sender benchmark: worker processes drain approved actions to the sandbox provider on loopback;")

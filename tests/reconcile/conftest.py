@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-
 BASE_TIME = datetime(2026, 1, 15, 14, 0, tzinfo=timezone.utc)
 
 
@@ -36,7 +35,8 @@ def held_and_delivered(state, deliver):
 
 def approved_and_sent(state, action, mode: str | None = None) -> str:
     """Approve the action and send it once, the provider failing as `mode` if given: the state reached."""
-    from replies.sender import reply_approve, reply_send
+    from replies.sender import reply_send
+    from replies.services import reply_approve
     from tests.conftest import fail_next
 
     reply_approve(action_id=action.pk, actor="reviewer_test")

@@ -4,7 +4,8 @@ import pytest
 
 from reconcile.decisions.schema import violations
 from reconcile.selectors import reply_decision_request, reply_digest
-from replies.sender import reply_approve, reply_send
+from replies.sender import reply_send
+from replies.services import reply_approve
 from tests.conftest import fail_next
 
 
