@@ -454,6 +454,8 @@ def events_reconcile_mark(*, events, to: str, actor: str, reason_code: str, at: 
     Each move is checked against RECONCILE_TABLE and recorded in the event's
     history; every event in the set gets `reconciled_at`. Returns how many moved.
     """
+    # Those already in `to` only get the time; the rest get it with their move (one write each).
+    events.filter(reconcile_status=to).update(reconciled_at=at)
     moved = 0
     ids = list(events.exclude(reconcile_status=to).order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(ids), MARK_CHUNK):
@@ -462,7 +464,6 @@ def events_reconcile_mark(*, events, to: str, actor: str, reason_code: str, at: 
             pks=ids[start:start + MARK_CHUNK], to=to, actor=actor, reason_code=reason_code,
             state_field="reconcile_status", at=at, extra={"reconciled_at": at},
         )
-    events.filter(reconcile_status=to).update(reconciled_at=at)
     return moved
 
 

@@ -309,10 +309,13 @@ def test_concurrent_forgers_are_coalesced_and_an_authentic_delivery_still_lands(
 
 # -- the store refuses a value: a refusal, not an outage ------------------------------
 
-def test_a_value_past_the_contract_bounds_is_refused_at_the_boundary(deliver):
-    long_id = "e" * 200
-    response = deliver(batch_body(item(1, id=long_id, type="comment.created")))
-    assert response.status_code == 200  # 200-char ids fit: the key stays within 512
+def test_identifiers_are_bounded_at_the_boundary_not_by_the_database(deliver):
+    """200 characters fit (the key stays within 512); 201 is refused as invalid_identity, a 202
+    with a receipt, never a database error."""
+    assert deliver(batch_body(item(1, id="e" * 200))).status_code == 200
+    response = deliver(batch_body(item(2, id="e" * 201)))
+    assert response.status_code == 202
+    assert response.json()["results"][0]["reason_code"] == "invalid_identity"
 
 
 def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_source):

@@ -20,7 +20,7 @@ from tests.conftest import FIXTURES
 MODEL = HttpSemanticsModel()
 
 
-def reply(status: int | None, text: str | None = None, transport: str = "response_received") -> dict:
+def reply(status: int | None = None, text: str | None = None, transport: str = "response_received") -> dict:
     attempt = {"transport": transport}
     if status is not None:
         attempt["http_status"] = status

@@ -1,8 +1,12 @@
 """Fixtures for the rule tests: ledger rows made directly, in any state."""
 
+import contextlib
+import threading
 from datetime import datetime, timezone
+from typing import Callable, Iterator
 
 import pytest
+from django.db import connection, connections, transaction
 
 from ingress.models import InboundEvent
 from replies.models import ReplyAction
@@ -30,3 +34,36 @@ def make_action(sandbox_source):
         )
 
     return _make
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(lock_row: Callable[[], object], *, lock_timeout: str = "3s") -> Iterator[None]:
+    """Run the block while another connection (a thread) holds whatever `lock_row` locks, in an
+    open transaction; this connection waits at most `lock_timeout` for any lock it needs."""
+    locked, release, failures = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                lock_row()
+                locked.set()
+                release.wait(15)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+        finally:
+            locked.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert locked.wait(15)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET lock_timeout = '{lock_timeout}'")
+        yield
+    finally:
+        release.set()
+        thread.join(15)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert not failures

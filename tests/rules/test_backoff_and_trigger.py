@@ -4,7 +4,10 @@ import pytest
 
 from ingress.contract import trigger_matches
 from replies.contract import (
-    BACKOFF_CAP_SECONDS, MAX_AUTOMATIC_ATTEMPTS, backoff_seconds, failure_is_incurable,
+    BACKOFF_CAP_SECONDS,
+    MAX_AUTOMATIC_ATTEMPTS,
+    backoff_seconds,
+    failure_is_incurable,
 )
 
 

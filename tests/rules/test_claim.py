@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from replies.models import DeliveryState, ReplyTransition
 from replies.sender import due_action_ids, reply_send
+from tests.rules.conftest import lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
 NEVER_CLAIMABLE = ["REVIEW_PENDING", "SENDING", "SENT", "SEND_STATUS_UNKNOWN", "SUPPRESSED_TEST",
@@ -73,41 +74,12 @@ def test_the_next_claim_takes_the_oldest_due_action_and_nothing_else(make_action
 @pytest.mark.django_db(transaction=True)
 def test_the_next_claim_skips_a_row_another_worker_holds_without_waiting(make_action):
     """reply_send_next: "workers draining together never wait on or contend for the same row"."""
-    import threading
-
-    from django.db import connection, connections, transaction
-
     from replies.models import ReplyAction
     from replies.sender import reply_send_next
 
     held = make_action("APPROVED", canary=True)
     free = make_action("APPROVED", canary=True)
-    locked, release, failures = threading.Event(), threading.Event(), []
-
-    def holder():
-        try:
-            with transaction.atomic():
-                ReplyAction.objects.select_for_update().filter(pk=held.pk).get()
-                locked.set()
-                release.wait(15)
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-        finally:
-            locked.set()
-            connections.close_all()
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert locked.wait(15)
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '3s'")
+    with lock_held_elsewhere(lambda: ReplyAction.objects.select_for_update().filter(pk=held.pk).get()):
         assert reply_send_next() == (free.pk, "SUPPRESSED_TEST")
-    finally:
-        release.set()
-        thread.join(15)
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
-    assert not failures
     held.refresh_from_db()
     assert held.delivery_state == "APPROVED"

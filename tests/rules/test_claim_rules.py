@@ -1,15 +1,15 @@
 """The claim's record and its lock: what a claim leaves behind before any transport code runs."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError, connection, connections, transaction
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from replies.models import ReplyAction, ReplyRoute, ReplyTransition, SendAttempt
 from replies.sender import _claim, _lock_next, reply_send, reply_send_next
+from tests.rules.conftest import lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
 CLAIM_EVIDENCE = "claimed; request about to be written"
@@ -132,26 +132,7 @@ def test_an_action_without_a_route_for_its_purpose_is_not_sent_and_its_attempt_n
 def _hold_and_write(lock_row, action_id: int):
     """Hold a lock on the action in another connection (as a draining worker does between its
     locking read and its commit), and try to write a row that references the action here."""
-    locked, release, failures = threading.Event(), threading.Event(), []
-
-    def holder():
-        try:
-            with transaction.atomic():
-                lock_row()
-                locked.set()
-                release.wait(15)
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-        finally:
-            locked.set()
-            connections.close_all()
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert locked.wait(15)
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '2s'")
+    with lock_held_elsewhere(lock_row, lock_timeout="2s"):
         try:
             with transaction.atomic():
                 ReplyTransition.objects.create(
@@ -160,12 +141,6 @@ def _hold_and_write(lock_row, action_id: int):
             return None
         except OperationalError as exc:
             return exc
-    finally:
-        release.set()
-        thread.join(15)
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
-        assert not failures
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,8 +7,9 @@ import pytest
 from reconcile.decisions import evidence
 from reconcile.decisions.engine import decide
 from reconcile.decisions.evidence import QUESTION, Answer, HttpSemanticsModel, load
-from reconcile.decisions.schema import violations
 from tests.conftest import FIXTURES
+from tests.reconcile.test_decision_engine import req
+from tests.reconcile.test_decision_evidence import reply
 
 ROLE = "Inventory Controller"
 MODEL = HttpSemanticsModel()
@@ -32,20 +33,9 @@ KEY = "adj-2026-10-02-0091"
 RETRY = "Retry the transport under the same key."
 
 
-def request(operation="deliver", *, kind=None, events=(), destination=None, attempts=(), key=KEY, digest="9be1d2"):
+def request(operation="deliver", **fields):
     """A schema-valid seed 003 request (checked, so every case is one the API would decide)."""
-    proposal = {"operation": operation, "key": key, "digest": digest}
-    if kind:
-        proposal["kind"] = kind
-    doc = {"decision": "replay", "proposal": proposal}
-    if events:
-        doc["events"] = list(events)
-    if destination:
-        doc["destination"] = destination
-    if attempts:
-        doc["attempts"] = list(attempts)
-    assert violations(doc) == [], violations(doc)
-    return doc
+    return req(operation, **{"key": KEY, "digest": "9be1d2", **fields})
 
 
 def event(key=KEY, digest="9be1d2", kind="event", delta="5"):
@@ -231,15 +221,6 @@ def test_with_no_model_every_question_is_model_unavailable():
 
 
 # ---------------------------------------------------------------- the http-semantics model
-
-
-def reply(status=None, text=None, transport="response_received"):
-    attempt = {"transport": transport}
-    if status is not None:
-        attempt["http_status"] = status
-    if text is not None:
-        attempt["evidence"] = text
-    return attempt
 
 
 CONFLICTING = Answer("not_established", "http-semantics/conflicting-signals")

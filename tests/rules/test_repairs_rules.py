@@ -12,7 +12,13 @@ from django.utils import timezone
 from ingress.models import InboundEvent
 from reconcile import repairs
 from reconcile.lease import lease_acquire
-from reconcile.models import Finding, ReconcileReport, ReconcileRun, StagedEvent, StagedReceipt
+from reconcile.models import (
+    Finding,
+    ReconcileReport,
+    ReconcileRun,
+    StagedEvent,
+    StagedReceipt,
+)
 from reconcile.repairs import actions_repair, evidence_mark, missing_replay, repair_code
 from replies.models import ReplyAction, ReplyTransition
 

@@ -8,6 +8,7 @@ from django.db import connection
 from conduit.statemachine import record_created, transition
 from replies.contract import REPLY_TABLE
 from replies.models import DeliveryState, ReplyAction, ReplyTransition
+from tests.rules.conftest import lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -244,39 +245,16 @@ def test_a_move_in_flight_does_not_block_rows_that_reference_the_ledger_row(make
     """The helper locks with FOR NO KEY UPDATE: while one transaction holds a ledger row, another
     may still insert history or attempt rows that reference it (their foreign key check takes
     FOR KEY SHARE, which FOR UPDATE would block)."""
-    import threading
 
-    from django.db import connections
-    from django.db import transaction as db_transaction
 
     action = make_action("SENT")
-    locked, release, failures = threading.Event(), threading.Event(), []
 
-    def holder():
-        try:
-            with db_transaction.atomic():
-                # Refused (SENT -> APPROVED is undeclared): only the locking read holds the row.
-                assert not move(action, "APPROVED").applied
-                locked.set()
-                release.wait(15)
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-        finally:
-            locked.set()
-            connections.close_all()
+    def hold_by_a_refused_move():
+        # Refused (SENT -> APPROVED is undeclared): only the locking read holds the row.
+        assert not move(action, "APPROVED").applied
 
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert locked.wait(15)
-        with db_transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL lock_timeout = '3s'")
-            ReplyTransition.objects.create(
-                action_id=action.pk, ledger="reply", prior_state="SENT", next_state="SENT", at=AT,
-                actor="other", reason_code="concurrent_note",
-            )
-    finally:
-        release.set()
-        thread.join(15)
-    assert not failures
+    with lock_held_elsewhere(hold_by_a_refused_move):
+        ReplyTransition.objects.create(
+            action_id=action.pk, ledger="reply", prior_state="SENT", next_state="SENT", at=AT,
+            actor="other", reason_code="concurrent_note",
+        )
