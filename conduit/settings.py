@@ -1,5 +1,6 @@
 """Django settings for Conduit, read from the environment with django-environ."""
 
+import re
 from pathlib import Path
 
 import environ
@@ -146,6 +147,10 @@ CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS = env.float("CONDUIT_RECONCILE_PAGE_TIMEO
 CONDUIT_RECONCILE_PAGE_SIZE = env.int("CONDUIT_RECONCILE_PAGE_SIZE", default=1000)
 CONDUIT_RECONCILE_INTERVAL_SECONDS = env.int("CONDUIT_RECONCILE_INTERVAL_SECONDS", default=3600)
 CONDUIT_RECONCILE_POLL_LIMIT = env.int("CONDUIT_RECONCILE_POLL_LIMIT", default=20)
+# The Graph API version Meta sources are registered against (pinned: Meta changes shapes by version).
+CONDUIT_GRAPH_API_VERSION = env.str("CONDUIT_GRAPH_API_VERSION", default="v26.0")
+if not re.fullmatch(r"v[0-9]{1,3}\.[0-9]{1,2}", CONDUIT_GRAPH_API_VERSION):
+    raise ImproperlyConfigured("CONDUIT_GRAPH_API_VERSION is a Graph version like v26.0")
 if CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS >= CONDUIT_RECONCILE_LEASE_SECONDS:
     raise ImproperlyConfigured(
         "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS must be shorter than CONDUIT_RECONCILE_LEASE_SECONDS"

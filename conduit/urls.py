@@ -5,11 +5,13 @@ from django.urls import path, re_path
 
 from conduit.api import api_not_found
 from ingress.api import QuarantineList
-from ingress.views import WebhookView
+from ingress.views import MetaWebhookView, WebhookView
 from reconcile.api import DecisionView, OpenAPIView
 from replies.api import EventList
 
 urlpatterns = [
+    path("webhooks/meta/<str:app_id>/", MetaWebhookView.as_view(), name="webhook-meta"),
+    re_path(r"^webhooks/meta/(?P<app_id>[^/]+)$", MetaWebhookView.as_view(), name="webhook-meta-no-slash"),
     path("webhooks/<str:source_name>/", WebhookView.as_view(), name="webhook"),
     # Without the slash too: APPEND_SLASH would answer a POST with a redirect, and a sender
     # that does not follow it would lose the delivery.

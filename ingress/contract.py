@@ -57,6 +57,7 @@ QUARANTINE_CODES = PROOF_CODES + (
     "identity_conflict",
     "delivery_conflict",
     "unstorable_value",
+    "unknown_account",
 )
 
 

@@ -17,7 +17,10 @@ ENV_NAME = RegexValidator(
 class Source(models.Model):
     """A registered source: identity, allowlist, purposes, trigger rule, secret NAME and read URL."""
 
-    name = models.SlugField(max_length=64, unique=True, help_text="URL slug: /webhooks/<name>/")
+    name = models.SlugField(
+        max_length=64, unique=True,
+        help_text="URL slug: deliveries go to /webhooks/NAME/ (Meta sources: /webhooks/meta/APP_ID/).",
+    )
     adapter = models.CharField(max_length=64)
     source_system = models.CharField(max_length=64, editable=False)
     account_ref = models.CharField(max_length=200)
@@ -41,7 +44,30 @@ class Source(models.Model):
     )
     # Where replies go is replies' (reply routes per purpose); this is the read side only.
     source_url = models.URLField(
-        blank=True, help_text="Base URL reconciliation reads the source's pages from."
+        blank=True, help_text="Base URL reconciliation reads the source's pages from (Meta: the Graph URL)."
+    )
+    # Meta sources: the app whose callback (/webhooks/meta/<app id>/) delivers their entries,
+    # and the NAMES of the variables holding its secrets; the values stay in the environment.
+    meta_app_id = models.CharField(
+        max_length=32, blank=True, db_index=True,
+        validators=[RegexValidator(r"^[0-9]{1,32}$", "A Meta app id is digits.")],
+        help_text="Meta app id (Meta sources only).",
+    )
+    secret_env_next = models.CharField(
+        max_length=128, blank=True, validators=[ENV_NAME],
+        help_text="Name of a second signing secret accepted while an app secret is being changed.",
+    )
+    verify_token_env = models.CharField(
+        max_length=128, blank=True, validators=[ENV_NAME],
+        help_text="Name of the variable holding the callback's verify token (Meta sources).",
+    )
+    token_env = models.CharField(
+        max_length=128, blank=True, validators=[ENV_NAME],
+        help_text="Name of the variable holding the access token reads present (Meta sources).",
+    )
+    connected_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the account was connected: events that occurred before are history, never planned.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -246,3 +272,46 @@ class ProofFailureWindow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.reason_code}@{self.window_start:%Y-%m-%d %H:%M} x{self.failures}"
+
+
+class SelfAuthoredItem(models.Model):
+    """Something the account itself authored (its comment, the echo of its message).
+
+    Receipt evidence for replies Conduit sent, never an inbound event.
+    """
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="+", db_index=False)
+    kind = models.CharField(max_length=16)  # comment | message
+    provider_id = models.CharField(max_length=200)
+    parent_ref = models.CharField(max_length=200, help_text="The comment answered, or the person written to.")
+    correlation = models.CharField(max_length=1000, blank=True, help_text="What the platform echoed back.")
+    occurred_at = models.DateTimeField()
+    first_seen_at = models.DateTimeField()
+    seen_count = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        db_table = "ingress_self_authored"
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "kind", "provider_id"], name="self_authored_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.provider_id}"
+
+
+class IgnoredUpdate(models.Model):
+    """Updates outside a source's allowlist (another field, item or event type), counted by name."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+", db_index=False)
+    name = models.CharField(max_length=64)
+    count = models.PositiveBigIntegerField(default=0)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingress_ignored_updates"
+        ordering = ["source", "name"]
+        constraints = [models.UniqueConstraint(fields=["source", "name"], name="ignored_update_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.name} x{self.count}"

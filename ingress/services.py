@@ -88,7 +88,14 @@ class ProofRefused(Exception):
         self.coalesced = coalesced
 
 
-def source_config(source: Source) -> SourceConfig:
+def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
+    """The trusted configuration an adapter reads; `with_token` adds the access token a
+    reader presents (read from the variable the source names, registered as a secret)."""
+    token = ""
+    if with_token and source.token_env:
+        token = secret_read(source.token_env) or ""
+        if token:
+            register_secret(token)
     return SourceConfig(
         name=source.name,
         source_system=source.source_system,
@@ -96,6 +103,8 @@ def source_config(source: Source) -> SourceConfig:
         event_types=frozenset(source.event_types),
         contract_version=source.contract_version,
         canary=source.canary,
+        access_token=token,
+        connected_at=source.connected_at,
     )
 
 
@@ -168,8 +177,11 @@ def _event_upsert(
     Returns (result, event_key) with result accepted, duplicate or conflict.
     """
     key = observation.event_key
+    # What occurred before the account was connected is history: recorded, never planned.
+    history = source.connected_at is not None and observation.occurred_at < source.connected_at
     trigger = trigger_matches(observation.text, source.trigger_keywords)
-    final_state = EventState.RECORD_READY if trigger else EventState.CLOSED_NO_REPLY
+    final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
+    closed_because = "before_connection" if history else "trigger_not_matched"
     event_id = _insert_ignoring_conflict(
         InboundEvent,
         {
@@ -205,10 +217,11 @@ def _event_upsert(
         owner_ids=[event_id],
         path=[EventState.RECEIVED, final_state],
         actor=actor,
-        reason_codes=["source_proof_passed", "reply_plan_created" if trigger else "trigger_not_matched"],
+        reason_codes=["source_proof_passed",
+                      "reply_plan_created" if final_state == EventState.RECORD_READY else closed_because],
         at=at,
     )
-    if trigger:
+    if final_state == EventState.RECORD_READY:
         reply_actions_plan(
             event_key=key, purposes=list(source.purposes), canary=observation.canary,
             actor=actor, at=at,
@@ -518,7 +531,11 @@ MAX_NAME_LENGTH = 64  # event types, purposes and trigger keywords: their column
 REGISTERED_FIELDS = (
     "adapter", "account_ref", "event_types", "contract_version", "purposes",
     "trigger_keywords", "retention_days", "secret_env", "canary", "source_url",
+    "meta_app_id", "secret_env_next", "verify_token_env", "token_env",
 )
+# Sources of one Meta app that take the same object are verified by one callback: they
+# must name the same secret and verify-token variables.
+APP_SHARED_FIELDS = ("secret_env", "secret_env_next", "verify_token_env")
 
 
 def _dedupe(values: list[str]) -> list[str]:
@@ -547,10 +564,33 @@ def _validated(source: Source) -> Source:
     bad = [p for p in source.purposes if not p.replace("_", "").isalnum() or not p.islower()]
     if bad:
         errors["purposes"] = f"purposes are lower-case words with underscores: {', '.join(bad)}"
+    if getattr(adapter, "object", ""):
+        for name, flag in (("meta_app_id", "--meta-app-id"), ("verify_token_env", "--verify-token-env"),
+                           ("token_env", "--token-env")):
+            if not getattr(source, name):
+                errors[name] = f"a Meta source needs {flag}"
+    elif source.meta_app_id or source.verify_token_env:
+        errors["meta_app_id"] = "only Meta sources have a Meta app id and verify token"
+    if source.secret_env_next and source.secret_env_next == source.secret_env:
+        errors["secret_env_next"] = "the second secret names another variable than the first"
     if errors:
         raise ValidationError(errors)
     source.full_clean(validate_unique=False, validate_constraints=False)
     return source
+
+
+def _app_conflict(source: Source) -> str:
+    """Why `source` cannot join its Meta app's callback, or "" (the first differing source named)."""
+    if not source.meta_app_id:
+        return ""
+    siblings = Source.objects.filter(meta_app_id=source.meta_app_id, adapter=source.adapter).exclude(pk=source.pk)
+    for sibling in siblings.order_by("pk"):
+        differing = [f for f in APP_SHARED_FIELDS if getattr(sibling, f) != getattr(source, f)]
+        if differing:
+            return (f"source {sibling.name!r} of Meta app {source.meta_app_id} takes the same object and names "
+                    + "; ".join(f"{f} {getattr(sibling, f)!r} (given {getattr(source, f)!r})" for f in differing)
+                    + ": one callback verifies them all, so they must name the same variables")
+    return ""
 
 
 def source_register(
@@ -566,6 +606,10 @@ def source_register(
     retention_days: int = 30,
     canary: bool = False,
     source_url: str = "",
+    meta_app_id: str = "",
+    secret_env_next: str = "",
+    verify_token_env: str = "",
+    token_env: str = "",
 ) -> tuple[Source, bool]:
     """Create a source, or confirm an identical one. Returns (source, created).
 
@@ -578,7 +622,8 @@ def source_register(
             name=name, adapter=adapter, account_ref=account_ref, event_types=event_types,
             purposes=purposes, trigger_keywords=trigger_keywords, secret_env=secret_env,
             contract_version=contract_version, retention_days=retention_days, canary=canary,
-            source_url=source_url,
+            source_url=source_url, meta_app_id=meta_app_id, secret_env_next=secret_env_next,
+            verify_token_env=verify_token_env, token_env=token_env,
         )
     )
     with transaction.atomic():
@@ -601,6 +646,12 @@ def source_register(
                 f"account {wanted.account_ref!r} of {wanted.source_system} is already registered "
                 f"as source {owner.name!r}; rename that source instead of registering a new one"
             )
+        conflict = _app_conflict(wanted)
+        if conflict:
+            raise SourceConflict(conflict)
+        if get_adapter(wanted.adapter).backfills:
+            # What the account held before now is history a scan records, never new work.
+            wanted.connected_at = timezone.now()
         wanted.save()
     logger.info("source registered name=%s adapter=%s", wanted.name, wanted.adapter)
     return wanted, True
@@ -630,6 +681,9 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
                                        other_than=source.pk)
         if clash is not None:
             raise SourceConflict(f"account {source.account_ref!r} is already source {clash.name!r}")
+        conflict = _app_conflict(source)
+        if conflict:
+            raise SourceConflict(conflict)
         if source.trigger_keywords != before["trigger_keywords"]:
             source.trigger_rule_version = F("trigger_rule_version") + 1
         source.save()

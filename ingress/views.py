@@ -5,6 +5,7 @@ import re
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError
+from django.http import HttpResponse
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +13,7 @@ from rest_framework.views import APIView
 
 from conduit.api import error
 from conduit.providers.base import SecretUnavailable
+from ingress.meta import app_sources, meta_webhook_receive, verification_answer
 from ingress.selectors import source_by_name
 from ingress.services import ProofRefused, webhook_receive
 
@@ -81,6 +83,46 @@ def read_body(django_request, limit: int) -> bytes:
     return body
 
 
+def _body_or_refusal(django_request) -> bytes | Response:
+    limit = settings.CONDUIT_WEBHOOK_MAX_BYTES
+    try:
+        return read_body(django_request, limit)
+    except BodyTooLarge:
+        return error(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
+            f"webhook bodies are limited to {limit} bytes",
+        )
+    except LengthRequired:
+        return error(
+            status.HTTP_411_LENGTH_REQUIRED, "length_required",
+            "send the body with a Content-Length header (this server cannot read a chunked body)",
+        )
+
+
+def _stored(receive, name: str):
+    """Run one acceptance; the answers every webhook gives when it could not be stored."""
+    try:
+        return receive()
+    except ProofRefused as refused:
+        return error(
+            status.HTTP_401_UNAUTHORIZED, refused.code, refused.detail,
+            receipt_id=refused.receipt_id, **({"coalesced": True} if refused.coalesced else {}),
+        )
+    except SecretUnavailable as exc:
+        logger.error("source secret unavailable source=%s: %s", name, exc)
+        return _unavailable(
+            "source_secret_unavailable",
+            "this source cannot verify deliveries yet; retry later",
+        )
+    except IntegrityError:
+        raise  # a broken invariant is a bug, not an outage
+    except DatabaseError as exc:
+        logger.warning("store unavailable source=%s error=%s", name, type(exc).__name__)
+        return _unavailable(
+            "store_unavailable", "the event store is unavailable; nothing was recorded, retry later"
+        )
+
+
 class WebhookView(APIView):
     """Read the raw body once, verify proof, accept in one transaction, then acknowledge."""
 
@@ -92,45 +134,20 @@ class WebhookView(APIView):
     def post(self, request: Request, source_name: str) -> Response:
         if not SOURCE_NAME.fullmatch(source_name):
             return self._unknown_source()
-        limit = settings.CONDUIT_WEBHOOK_MAX_BYTES
-        try:
-            body = read_body(request._request, limit)
-        except BodyTooLarge:
-            return error(
-                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
-                f"webhook bodies are limited to {limit} bytes",
-            )
-        except LengthRequired:
-            return error(
-                status.HTTP_411_LENGTH_REQUIRED, "length_required",
-                "send the body with a Content-Length header (this server cannot read a chunked body)",
-            )
+        body = _body_or_refusal(request._request)
+        if isinstance(body, Response):
+            return body
         headers = {name: _header_text(request.headers.get(name, "")) for name in PROOF_HEADERS}
 
-        try:
+        def receive():
             source = source_by_name(source_name)
             if source is None:
                 return self._unknown_source()
-            result = webhook_receive(source=source, body=body, headers=headers)
-        except ProofRefused as refused:
-            return error(
-                status.HTTP_401_UNAUTHORIZED, refused.code, refused.detail,
-                receipt_id=refused.receipt_id, **({"coalesced": True} if refused.coalesced else {}),
-            )
-        except SecretUnavailable as exc:
-            logger.error("source secret unavailable source=%s: %s", source_name, exc)
-            return _unavailable(
-                "source_secret_unavailable",
-                "this source cannot verify deliveries yet; retry later",
-            )
-        except IntegrityError:
-            raise  # a broken invariant is a bug, not an outage
-        except DatabaseError as exc:
-            logger.warning("store unavailable source=%s error=%s", source_name, type(exc).__name__)
-            return _unavailable(
-                "store_unavailable", "the event store is unavailable; nothing was recorded, retry later"
-            )
+            return webhook_receive(source=source, body=body, headers=headers)
 
+        result = _stored(receive, source_name)
+        if isinstance(result, Response):
+            return result
         payload = {
             "delivery_id": result.delivery_id,
             "results": [
@@ -153,3 +170,59 @@ class WebhookView(APIView):
     @staticmethod
     def _unknown_source() -> Response:
         return error(status.HTTP_404_NOT_FOUND, "unknown_source", "no source is registered under that name")
+
+
+APP_ID = re.compile(r"[0-9]{1,32}")
+
+
+class MetaWebhookView(APIView):
+    """/webhooks/meta/<app id>/: Meta's verification handshake (GET) and its notifications (POST)."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    parser_classes: list = []
+    http_method_names = ["get", "post"]
+
+    def get(self, request: Request, app_id: str):
+        query = request._request.GET
+        challenge = None
+        if APP_ID.fullmatch(app_id):
+            challenge = verification_answer(
+                app_id=app_id, mode=query.get("hub.mode", ""), token=query.get("hub.verify_token", ""),
+                challenge=query.get("hub.challenge", ""),
+            )
+        if challenge is None:
+            return error(status.HTTP_403_FORBIDDEN, "verification_failed",
+                         "the verify token does not match this app's")
+        response = HttpResponse(challenge, content_type="text/plain; charset=utf-8")
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    def post(self, request: Request, app_id: str) -> Response:
+        if not APP_ID.fullmatch(app_id):
+            return self._unknown_app()
+        body = _body_or_refusal(request._request)
+        if isinstance(body, Response):
+            return body
+        headers = {"x-hub-signature-256": _header_text(request.headers.get("x-hub-signature-256", ""))}
+
+        def receive():
+            sources = app_sources(app_id)
+            if not sources:
+                return self._unknown_app()
+            return meta_webhook_receive(app_id=app_id, sources=sources, body=body, headers=headers)
+
+        result = _stored(receive, f"meta-app-{app_id}")
+        if isinstance(result, Response):
+            return result
+        # Meta understands only 200: an authentic body is answered 200 whatever was quarantined.
+        payload = {"delivery_id": result.delivery_id, "results": result.results}
+        if result.receipt_ids:
+            payload["receipt_ids"] = result.receipt_ids
+        if result.ignored:
+            payload["ignored"] = result.ignored
+        return Response(payload, status=status.HTTP_200_OK)
+
+    @staticmethod
+    def _unknown_app() -> Response:
+        return error(status.HTTP_404_NOT_FOUND, "unknown_app", "no Meta source is registered for that app")

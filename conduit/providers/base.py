@@ -43,6 +43,11 @@ class SourceConfig:
     event_types: frozenset[str]
     contract_version: str
     canary: bool
+    # The token a reader presents to the platform, read from the environment variable the
+    # source names (never stored); empty where the platform needs none.
+    access_token: str = field(default="", repr=False)
+    # When the account was connected: what occurred before is history, not new work.
+    connected_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -95,9 +100,38 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class OwnItem:
+    """Something the account itself authored (its comment, the echo of its message).
+
+    Receipt evidence for replies Conduit sent, never an inbound event: nothing
+    is planned for it.
+    """
+
+    index: int
+    kind: str  # comment | message
+    provider_id: str
+    parent_ref: str  # the comment it answers, or the person a message went to
+    correlation: str  # what the platform echoed back for correlation (Messenger's metadata)
+    occurred_at: datetime
+
+
+@dataclass(frozen=True)
 class Parsed:
     observations: list[Observation]
     rejections: list[Rejection]
+    # Self-authored items, recorded as evidence.
+    own: list[OwnItem] = field(default_factory=list)
+    # Updates outside the source's allowlist (unsubscribed fields, other event types),
+    # counted by name and otherwise ignored.
+    ignored: Counter = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """An update outside the allowlist: counted under `name`, never quarantined."""
+
+    index: int
+    name: str
 
 
 @dataclass(frozen=True)
@@ -121,6 +155,8 @@ class SourcePage:
     complete: bool
     # The page's size as read off the wire, so a scan can bound what it stages (seed 004).
     size_bytes: int = 0
+    # Self-authored items the read showed (receipt evidence, never events).
+    own: list[OwnItem] = field(default_factory=list)
 
 
 class PageFailure(Exception):
@@ -130,9 +166,10 @@ class PageFailure(Exception):
     Conduit wrote itself. Provider text and credentials never enter any of them.
     """
 
-    CLASSES = ("timeout", "transport", "provider", "protocol", "unauthored")
+    # credentials: the source's token was refused; a person must re-authorise it.
+    CLASSES = ("timeout", "transport", "provider", "protocol", "unauthored", "credentials")
 
-    def __init__(self, error_class: str, code: str, message: str) -> None:
+    def __init__(self, error_class: str, code: str, message: str, *, retry_after: float | None = None) -> None:
         if error_class not in self.CLASSES:
             raise ValueError(f"unknown page error class {error_class!r}")
         message = " ".join(message.split())[:256]
@@ -140,6 +177,8 @@ class PageFailure(Exception):
         self.error_class = error_class
         self.code = code[:64]
         self.message = message
+        # Seconds the provider asked us to wait (a throttling answer), or None.
+        self.retry_after = retry_after
 
 
 def event_key(
@@ -236,6 +275,9 @@ class SourceAdapter:
 
     name: str = ""
     source_system: str = ""
+    # Whether a newly connected account's earlier events are history (recorded, never
+    # planned): true of platforms whose accounts arrive with years of comments.
+    backfills: bool = False
 
     def parse_delivery(self, *, body: bytes, config: SourceConfig) -> Parsed:
         """`parse` behind the boundary: an input error refuses the whole body, never raises."""
@@ -249,6 +291,8 @@ class SourceAdapter:
         """Map each event onto the contract: the one normalizer for webhooks and source reads."""
         observations: list[Observation] = []
         rejections: list[Rejection] = []
+        own: list[OwnItem] = []
+        ignored: Counter = Counter()
         for index, item in enumerate(events):
             try:
                 result = self.observe(index, item, account, config)
@@ -257,10 +301,17 @@ class SourceAdapter:
                                    f"the event holds a value Conduit cannot represent ({type(exc).__name__})")
             if isinstance(result, Observation):
                 result = contract_refusal(result) or result
-            (observations if isinstance(result, Observation) else rejections).append(result)
-        return Parsed(observations, rejections)
+            if isinstance(result, Ignored):
+                ignored[result.name] += 1
+            elif isinstance(result, OwnItem):
+                own.append(result)
+            else:
+                (observations if isinstance(result, Observation) else rejections).append(result)
+        return Parsed(observations, rejections, own, ignored)
 
-    def observe(self, index: int, item: Any, account: str, config: SourceConfig) -> Observation | Rejection:
+    def observe(
+        self, index: int, item: Any, account: str, config: SourceConfig
+    ) -> Observation | Rejection | OwnItem | Ignored:
         """One event of a body or page mapped onto the contract, or why it cannot be."""
         raise NotImplementedError(".observe() must be overridden.")
 

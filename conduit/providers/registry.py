@@ -9,10 +9,13 @@ from __future__ import annotations
 from functools import cache
 
 from conduit.providers.base import SourceAdapter, Transport
+from conduit.providers.meta.webhook import MetaInstagramWebhook, MetaPageWebhook
 from conduit.providers.sandbox.transport import SandboxTransport
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 
-ADAPTERS: dict[str, type[SourceAdapter]] = {cls.name: cls for cls in (SandboxSocialAdapter,)}
+ADAPTERS: dict[str, type[SourceAdapter]] = {
+    cls.name: cls for cls in (SandboxSocialAdapter, MetaInstagramWebhook, MetaPageWebhook)
+}
 TRANSPORTS: dict[str, type[Transport]] = {cls.name: cls for cls in (SandboxTransport,)}
 
 

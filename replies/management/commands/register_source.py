@@ -1,5 +1,6 @@
 """register_source: create a source with its reply routes and copy, or confirm identical ones."""
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
@@ -34,9 +35,20 @@ class Command(BaseCommand):
             help="a keyword whose presence plans replies (repeat for more)",
         )
         parser.add_argument(
-            "--secret-env", required=True,
-            help="NAME of the environment variable holding the whsec_ signing secret",
+            "--secret-env", required=True, action="append", dest="secret_envs",
+            help="NAME of the environment variable holding the signing secret (sandbox: whsec_...; "
+                 "Meta: the app secret). Meta sources may repeat it once: either secret is accepted "
+                 "while an app secret is being changed",
         )
+        meta = parser.add_argument_group("Meta sources (--adapter meta-instagram | meta-page)")
+        meta.add_argument("--meta-app-id", default="", help="the Meta app whose callback delivers this account")
+        meta.add_argument("--verify-token-env", default="",
+                          help="NAME of the variable holding the callback's verify token")
+        meta.add_argument("--token-env", default="",
+                          help="NAME of the variable holding the access token reads present")
+        meta.add_argument("--graph-url", default=None,
+                          help="Graph API base URL with version (default: the adapter's Meta host with "
+                               "CONDUIT_GRAPH_API_VERSION; a loopback URL points at the Graph simulator)")
         parser.add_argument("--contract-version", default="event-v1")
         parser.add_argument("--retention-days", type=int, default=30)
         parser.add_argument(
@@ -48,7 +60,7 @@ class Command(BaseCommand):
             help="destination channel for a purpose's copy (default: the purpose's name)",
         )
         parser.add_argument(
-            "--transport", default="sandbox",
+            "--transport", default=None,
             help="where approved replies of every purpose without a --route are sent",
         )
         parser.add_argument(
@@ -87,7 +99,8 @@ class Command(BaseCommand):
             problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
             raise CommandError(f"invalid source: {problems}") from None
         verb = "registered" if created else "unchanged, already registered with these values"
-        self.stdout.write(f"source {source.name}: {verb} (/webhooks/{source.name}/)")
+        where = f"/webhooks/meta/{source.meta_app_id}/" if source.meta_app_id else f"/webhooks/{source.name}/"
+        self.stdout.write(f"source {source.name}: {verb} ({where})")
         for note in notes:
             self.stdout.write(note)
 
@@ -104,13 +117,22 @@ class Command(BaseCommand):
     @classmethod
     def _routes(cls, options: dict) -> dict[str, tuple[str, str]]:
         """Every declared purpose -> (transport, URL): its --route, else --transport/--transport-url."""
-        routes = {p: (options["transport"], options["transport_url"]) for p in options["purposes"]}
+        routes = {}
         for purpose, spec in cls._pairs(options["routes"], "--route").items():
             transport, _, url = spec.partition(",")
             if not transport.strip():
                 raise CommandError(f"--route takes PURPOSE=TRANSPORT[,URL], got {purpose}={spec}")
             routes[purpose] = (transport.strip(), url.strip())
-        return routes
+        default = options["transport"]
+        if default is None:
+            if getattr(ADAPTERS[options["adapter"]], "object", ""):
+                unrouted = [p for p in options["purposes"] if p not in routes]
+                if unrouted:
+                    raise CommandError(
+                        f"route {', '.join(unrouted)} with --route PURPOSE=TRANSPORT[,URL] or --transport: "
+                        "Meta sources have no default reply transport yet")
+            default = "sandbox"
+        return {**{p: (default, options["transport_url"]) for p in options["purposes"]}, **routes}
 
     @staticmethod
     def _route(source, purpose: str, transport: str, url: str) -> str:
@@ -135,12 +157,27 @@ class Command(BaseCommand):
 
     @staticmethod
     def _register(options: dict):
+        adapter = ADAPTERS[options["adapter"]]
+        secrets = options["secret_envs"]
+        meta = bool(getattr(adapter, "object", ""))
+        if len(secrets) > (2 if meta else 1):
+            raise CommandError(f"--secret-env is given at most {2 if meta else 1} time(s) for {adapter.name}")
         source_url = options["source_url"]
+        if meta:
+            if options["graph_url"] is not None and source_url is not None:
+                raise CommandError("give --graph-url or --source-url, not both")
+            source_url = options["graph_url"] or source_url or \
+                f"{adapter.graph_host}/{settings.CONDUIT_GRAPH_API_VERSION}"
+        elif options["graph_url"] or options["meta_app_id"] or options["verify_token_env"]:
+            raise CommandError("--graph-url, --meta-app-id and --verify-token-env are for Meta sources")
         return source_register(
             name=options["name"], adapter=options["adapter"], account_ref=options["account_ref"],
             event_types=options["event_types"], purposes=options["purposes"],
-            trigger_keywords=options["trigger_keywords"], secret_env=options["secret_env"],
+            trigger_keywords=options["trigger_keywords"],
             contract_version=options["contract_version"],
             retention_days=options["retention_days"], canary=options["canary"],
             source_url=options["transport_url"] if source_url is None else source_url,
+            meta_app_id=options["meta_app_id"], verify_token_env=options["verify_token_env"],
+            token_env=options["token_env"], secret_env=secrets[0],
+            secret_env_next=secrets[1] if len(secrets) > 1 else "",
         )

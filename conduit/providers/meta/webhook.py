@@ -1,0 +1,385 @@
+"""Meta webhooks: the X-Hub-Signature-256 proof, the body's entries, and the frozen field maps.
+
+One Meta app posts every subscribed object (`instagram`, `page`) to one
+callback, so the body is split by entry here and each entry is routed to the
+source that owns its account (ingress.services.meta_webhook_receive). Each
+item of an entry (a change, a messaging event) is then mapped onto the event
+contract by `observe`, the one normalizer the webhook and the Graph read-back
+(conduit.providers.meta.reader) share.
+
+The field maps (contract version `meta-v1`, frozen: a change is a new version):
+
+| object.field | item | event type | key (`<adapter>:<account>:<type>:<id>`) | refs |
+| --- | --- | --- | --- | --- |
+| instagram.comments, instagram.live_comments | a comment | comment.created | comment id | conversation: media id; message: comment id; sender: from.id |
+| page.feed, item comment, verb add | a comment | comment.created | comment_id | conversation: post_id; message: comment_id; sender: from.id |
+| page.feed, verb edited | an edit | comment.edited | `<comment_id>@<sha256(message)[:16]>` | as above |
+| page.feed, verb remove | a removal | comment.removed | comment_id | as above |
+| page.feed, verb hide / unhide | a moderation | comment.hidden / comment.unhidden | `<comment_id>@<created_time or entry time>` | as above |
+| messaging, standby (both objects); instagram.messages changes | a message | message.created | mid | conversation: sender.id; message: mid; sender: sender.id |
+
+The payload hash covers only what the webhook and the read-back both carry
+(ids, author id, text), so the two paths agree on one comment; times are
+metadata. An Instagram comment notification carries no creation time: the
+entry's `time` stands in, marked approximate in `occurred_at_original`
+(`approx:entry.time=<seconds>`), and reconciliation corrects it from the
+comment's `timestamp` without a conflict.
+
+Self-authored items (the account's own comments, echoes of its messages) are
+returned as OwnItem, receipt evidence, never events. Anything else (another
+field, item or verb, an event type the source does not allowlist) is Ignored:
+counted per source, never quarantined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from conduit.canonical import payload_hash, sha256_hex
+from conduit.providers.base import (
+    Ignored,
+    Observation,
+    OwnItem,
+    Proof,
+    ProofError,
+    Rejection,
+    SecretUnavailable,
+    SourceAdapter,
+    SourceConfig,
+)
+
+SIGNATURE_HEADER = "x-hub-signature-256"
+SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
+# Meta's documented bound on one body.
+MAX_UPDATES_PER_BODY = 1000
+CONTRACT_VERSION = "meta-v1"
+APPROXIMATE = "approx:entry.time="
+# Entry times past this are milliseconds (messaging); before it, seconds (changes).
+_MILLISECONDS_FROM = 10**11
+
+COMMENT_VERBS = {
+    "add": "comment.created",
+    "edited": "comment.edited",
+    "remove": "comment.removed",
+    "hide": "comment.hidden",
+    "unhide": "comment.unhidden",
+}
+EVENT_TYPES = ("comment.created", "comment.edited", "comment.removed", "comment.hidden",
+               "comment.unhidden", "message.created")
+
+
+class MetaSecretInvalid(Exception):
+    pass
+
+
+def secret_bytes(secret: str) -> bytes:
+    """An app secret as HMAC key bytes: printable ASCII without spaces, at least 16 characters
+    (Meta's are 32 hex digits). Anything else is a configuration error, never a weak key."""
+    if len(secret) < 16 or not secret.isascii() or not secret.isprintable() or " " in secret:
+        raise MetaSecretInvalid("a Meta app secret is printable ASCII of at least 16 characters")
+    return secret.encode("ascii")
+
+
+def signature_header(*, body: bytes, secret: str) -> str:
+    """`sha256=<lowercase hex>` of the exact bytes: what Meta sends and the simulator signs."""
+    return "sha256=" + hmac.new(secret_bytes(secret), body, hashlib.sha256).hexdigest()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise ValueError("an object repeats a key")
+    return document
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a body: the account it is for and its items in the normalizer's shape."""
+
+    index: int
+    account: str
+    items: list[dict]
+
+
+@dataclass(frozen=True)
+class MetaBody:
+    object: str
+    entries: list[Entry]
+
+
+def body_split(body: bytes) -> MetaBody | Rejection:
+    """The body's object and entries, or why it cannot be read (a refusal of the whole body)."""
+    try:
+        document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant,
+                              object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError):
+        return Rejection(None, "unparsable_body", "the body is not UTF-8 JSON")
+    if not isinstance(document, dict) or not isinstance(document.get("object"), str) \
+            or not isinstance(document.get("entry"), list):
+        return Rejection(None, "invalid_body", "expected an object with `object` and an `entry` list")
+    entries: list[Entry] = []
+    updates = 0
+    for index, entry in enumerate(document["entry"]):
+        if not isinstance(entry, dict):
+            return Rejection(None, "invalid_body", "each entry must be an object")
+        account = entry.get("id")
+        if isinstance(account, int) and not isinstance(account, bool):
+            account = str(account)
+        if not isinstance(account, str) or not account.strip() or not account.isprintable() \
+                or len(account) > 200:
+            return Rejection(None, "missing_identity", "each entry needs its account id")
+        entry_time = entry.get("time")
+        if not isinstance(entry_time, int) or isinstance(entry_time, bool):
+            entry_time = None
+        items: list[dict] = []
+        for change in entry.get("changes") or []:
+            if not isinstance(change, dict):
+                return Rejection(None, "invalid_body", "each change must be an object")
+            field = change.get("field")
+            items.append({"object": document["object"], "field": field if isinstance(field, str) else "",
+                          "value": change.get("value"), "entry_time": entry_time, "read": False})
+        for field in ("messaging", "standby"):
+            events = entry.get(field) or []
+            if not isinstance(events, list):
+                return Rejection(None, "invalid_body", f"{field} must be a list")
+            items += [{"object": document["object"], "field": field, "value": event,
+                       "entry_time": entry_time, "read": False} for event in events]
+        updates += len(items)
+        entries.append(Entry(index, account, items))
+    if not entries or updates > MAX_UPDATES_PER_BODY:
+        return Rejection(None, "invalid_body", f"a body holds 1 to {MAX_UPDATES_PER_BODY} updates")
+    return MetaBody(document["object"], entries)
+
+
+def _ref(value: Any) -> str | None:
+    """An identifier as Meta sends it (a string, sometimes a number), or None when unusable."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip() or not value.isprintable() or len(value) > 200:
+        return None
+    return value
+
+
+def _time(value: Any) -> tuple[datetime, str] | None:
+    """Meta's times: unix seconds (changes), milliseconds (messaging) or ISO 8601 (`+0000`)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value / 1000 if value >= _MILLISECONDS_FROM else value
+        return datetime.fromtimestamp(seconds, tz=timezone.utc), str(value)
+    if isinstance(value, str) and value:
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            return None
+        return parsed.astimezone(timezone.utc), value[:64]
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else None
+
+
+class MetaWebhookAdapter(SourceAdapter):
+    """What Instagram and Page sources share: the proof, and the messaging map."""
+
+    object: str = ""
+    # A connected account's history is recorded, never planned (before_connection).
+    backfills = True
+
+    def verify(self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime) -> Proof:
+        try:
+            key = secret_bytes(secret)
+        except MetaSecretInvalid as exc:
+            raise SecretUnavailable(str(exc)) from None
+        header = headers.get(SIGNATURE_HEADER, "")
+        if not header:
+            raise ProofError("missing_proof_headers", "X-Hub-Signature-256 is required")
+        match = SIGNATURE.fullmatch(header.strip())
+        if match is None:
+            raise ProofError("malformed_proof_headers", "X-Hub-Signature-256 must be sha256=<64 hex digits>")
+        expected = hmac.new(key, body, hashlib.sha256).hexdigest()
+        # Constant time, over the bytes exactly as received.
+        if not hmac.compare_digest(expected, match.group(1).lower()):
+            raise ProofError("invalid_signature", "the signature does not match the body")
+        # Meta sends no delivery id: the body's hash is one. A re-batched retry is
+        # another delivery; the per-event keys keep one record per event.
+        return Proof(delivery_id="sha256:" + sha256_hex(body))
+
+    def sign(self, *, body: bytes, secret: str, delivery_id: str = "", at: datetime | None = None) -> dict[str, str]:
+        return {"X-Hub-Signature-256": signature_header(body=body, secret=secret)}
+
+    def parse(self, *, body: bytes, config: SourceConfig):
+        """One source's view of a body: its entries only (used by fixtures and tests)."""
+        from conduit.providers.base import Parsed
+
+        split = body_split(body)
+        if isinstance(split, Rejection):
+            return Parsed([], [split])
+        items = [item for entry in split.entries if entry.account == config.account_ref
+                 for item in entry.items]
+        return self.normalize(items, config.account_ref, config)
+
+    def observe(self, index: int, item: Any, account: str, config: SourceConfig):
+        if not isinstance(item, dict):
+            return Rejection(index, "invalid_body", "each update must be an object")
+        field, value = item.get("field", ""), item.get("value")
+        if field in ("messaging", "standby") or (field == "messages" and self.object == "instagram"):
+            return self._message(index, value, account, config, item.get("entry_time"))
+        return self.change(index, field, value, account, config, item)
+
+    def change(self, index: int, field: str, value: Any, account: str, config: SourceConfig, item: dict):
+        return Ignored(index, f"{self.object}.{field}"[:64])
+
+    def _observation(self, *, index: int, account: str, config: SourceConfig, event_type: str,
+                     event_id: str, conversation: str, message: str, sender: str,
+                     occurred: datetime, original: str, hashed: dict, text: str) -> Observation:
+        return Observation(
+            index=index, source_system=self.source_system, source_account_ref=account,
+            source_event_id=event_id, event_type=event_type, conversation_ref=conversation,
+            message_ref=message, sender_ref=sender, occurred_at=occurred,
+            occurred_at_original=original[:64], payload_hash=payload_hash(hashed),
+            contract_version=config.contract_version, canary=config.canary,
+            text=text.replace("\x00", "\ufffd"),
+        )
+
+    def _message(self, index: int, event: Any, account: str, config: SourceConfig, entry_time: Any):
+        if not isinstance(event, dict):
+            return Rejection(index, "invalid_body", "each messaging event must be an object")
+        message = event.get("message")
+        if not isinstance(message, dict):
+            # Reads, deliveries, reactions, postbacks: not messages.
+            kinds = [k for k in ("read", "delivery", "reaction", "postback", "referral", "optin") if k in event]
+            return Ignored(index, f"messaging.{kinds[0] if kinds else 'other'}")
+        sender = _ref((event.get("sender") or {}).get("id") if isinstance(event.get("sender"), dict) else None)
+        recipient = _ref((event.get("recipient") or {}).get("id")
+                         if isinstance(event.get("recipient"), dict) else None)
+        mid = _ref(message.get("mid"))
+        if sender is None or recipient is None or mid is None:
+            return Rejection(index, "missing_identity", "a message needs sender.id, recipient.id and mid")
+        when = _time(event.get("timestamp"))
+        if when is None:
+            return Rejection(index, "invalid_occurred_at", "a message needs its timestamp (milliseconds)")
+        text = _text(message.get("text"))
+        if text is None:
+            return Rejection(index, "invalid_body", "message.text must be a string")
+        if message.get("is_echo") is True or sender == account:
+            metadata = message.get("metadata")
+            return OwnItem(index, "message", mid, recipient,
+                           metadata[:1000] if isinstance(metadata, str) else "", when[0])
+        if message.get("is_deleted") is True:
+            return Ignored(index, "messaging.deleted")
+        if "message.created" not in config.event_types:
+            return Ignored(index, "message.created")
+        return self._observation(
+            index=index, account=account, config=config, event_type="message.created", event_id=mid,
+            conversation=sender, message=mid, sender=sender, occurred=when[0], original=when[1],
+            hashed={"mid": mid, "sender_id": sender, "recipient_id": recipient, "text": text}, text=text,
+        )
+
+
+class MetaInstagramWebhook(MetaWebhookAdapter):
+    name = "meta-instagram"
+    source_system = "meta-instagram"
+    object = "instagram"
+    # Instagram Login's host; an account connected through Facebook Login reads graph.facebook.com.
+    graph_host = "https://graph.instagram.com"
+
+    def change(self, index, field, value, account, config, item):
+        if field not in ("comments", "live_comments"):
+            return Ignored(index, f"instagram.{field}"[:64])
+        if not isinstance(value, dict):
+            return Rejection(index, "invalid_body", "a comment change needs a value object")
+        author = value.get("from") if isinstance(value.get("from"), dict) else {}
+        media = value.get("media") if isinstance(value.get("media"), dict) else {}
+        comment, sender, media_id = _ref(value.get("id")), _ref(author.get("id")), _ref(media.get("id"))
+        if comment is None or sender is None or media_id is None:
+            return Rejection(index, "missing_identity", "a comment needs id, from.id and media.id")
+        parent = _ref(value.get("parent_id")) if value.get("parent_id") is not None else ""
+        if parent is None:
+            return Rejection(index, "invalid_identity", "parent_id must be an identifier")
+        text = _text(value.get("text"))
+        if text is None:
+            return Rejection(index, "invalid_body", "text must be a string")
+        # The read-back carries the comment's own time; a notification only the entry's.
+        if value.get("timestamp") is not None:
+            when = _time(value.get("timestamp"))
+        elif isinstance(item.get("entry_time"), int):
+            at, seconds = _time(item["entry_time"])
+            when = (at, f"{APPROXIMATE}{seconds}")
+        else:
+            when = None
+        if when is None:
+            return Rejection(index, "invalid_occurred_at", "the comment's time is missing or not a time")
+        if sender == account:
+            return OwnItem(index, "comment", comment, parent or media_id, "", when[0])
+        if "comment.created" not in config.event_types:
+            return Ignored(index, "comment.created")
+        return self._observation(
+            index=index, account=account, config=config, event_type="comment.created", event_id=comment,
+            conversation=media_id, message=comment, sender=sender, occurred=when[0], original=when[1],
+            hashed={"id": comment, "from_id": sender, "media_id": media_id, "parent_id": parent, "text": text},
+            text=text,
+        )
+
+
+class MetaPageWebhook(MetaWebhookAdapter):
+    name = "meta-page"
+    source_system = "meta-page"
+    object = "page"
+    graph_host = "https://graph.facebook.com"
+
+    def change(self, index, field, value, account, config, item):
+        if field != "feed":
+            return Ignored(index, f"page.{field}"[:64])
+        if not isinstance(value, dict):
+            return Rejection(index, "invalid_body", "a feed change needs a value object")
+        if value.get("item") != "comment":
+            kind = value.get("item") if isinstance(value.get("item"), str) else "other"
+            return Ignored(index, f"page.feed.{kind}"[:64])
+        event_type = COMMENT_VERBS.get(value.get("verb"))
+        if event_type is None:
+            verb = value.get("verb") if isinstance(value.get("verb"), str) else "other"
+            return Ignored(index, f"page.feed.comment.{verb}"[:64])
+        author = value.get("from") if isinstance(value.get("from"), dict) else {}
+        comment, post, sender = _ref(value.get("comment_id")), _ref(value.get("post_id")), _ref(author.get("id"))
+        if comment is None or post is None or sender is None:
+            return Rejection(index, "missing_identity", "a comment needs comment_id, post_id and from.id")
+        parent = _ref(value.get("parent_id")) if value.get("parent_id") is not None else post
+        if parent is None:
+            return Rejection(index, "invalid_identity", "parent_id must be an identifier")
+        text = _text(value.get("message"))
+        if text is None:
+            return Rejection(index, "invalid_body", "message must be a string")
+        when = _time(value.get("created_time"))
+        if when is None and isinstance(item.get("entry_time"), int):
+            at, seconds = _time(item["entry_time"])
+            when = (at, f"{APPROXIMATE}{seconds}")
+        if when is None:
+            return Rejection(index, "invalid_occurred_at", "created_time is missing or not a time")
+        if sender == account:
+            return OwnItem(index, "comment", comment, parent, "", when[0]) \
+                if event_type == "comment.created" else Ignored(index, f"own.{event_type}")
+        if event_type not in config.event_types:
+            return Ignored(index, event_type)
+        event_id = comment
+        if event_type == "comment.edited":
+            event_id = f"{comment}@{sha256_hex(text)[:16]}"
+        elif event_type in ("comment.hidden", "comment.unhidden"):
+            event_id = f"{comment}@{when[1].removeprefix(APPROXIMATE)}"
+        return self._observation(
+            index=index, account=account, config=config, event_type=event_type, event_id=event_id,
+            conversation=post, message=comment, sender=sender, occurred=when[0], original=when[1],
+            hashed={"comment_id": comment, "post_id": post, "parent_id": parent, "from_id": sender,
+                    "message": text},
+            text=text,
+        )
