@@ -13,10 +13,12 @@ from ingress import services
 from ingress.models import (
     Delivery,
     EventTransition,
+    IgnoredUpdate,
     InboundEvent,
     QuarantineReceipt,
     QuarantineState,
     QuarantineTransition,
+    SelfAuthoredItem,
     Source,
 )
 from ingress.selectors import source_identity_holder
@@ -62,7 +64,7 @@ class SourceAdmin(admin.ModelAdmin):
     list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "updated_at")
     list_filter = ("adapter", "canary")
     search_fields = ("name", "account_ref")
-    readonly_fields = ("source_system", "trigger_rule_version", "created_at", "updated_at")
+    readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
         fields = self.readonly_fields
@@ -114,6 +116,23 @@ class DeliveryAdmin(LedgerAdmin):
     list_display = ("delivery_id", "source", "seen_count", "first_received_at", "last_received_at")
     list_filter = ("source",)
     search_fields = ("=delivery_id",)
+
+
+@admin.register(SelfAuthoredItem)
+class SelfAuthoredItemAdmin(LedgerAdmin):
+    """The account's own comments and message echoes: receipt evidence, never events."""
+
+    list_display = ("provider_id", "source", "kind", "parent_ref", "occurred_at", "seen_count")
+    list_filter = ("source", "kind")
+    search_fields = ("=provider_id", "=parent_ref", "=correlation")
+
+
+@admin.register(IgnoredUpdate)
+class IgnoredUpdateAdmin(LedgerAdmin):
+    """Updates outside a source's allowlist, counted by name."""
+
+    list_display = ("name", "source", "count", "last_seen_at")
+    list_filter = ("source",)
 
 
 class QuarantineTransitionInline(LedgerInline):

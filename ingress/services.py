@@ -15,6 +15,7 @@ from conduit.canonical import sha256_hex
 from conduit.logging import register_secret
 from conduit.process_secrets import secret_read
 from conduit.providers.base import (
+    APPROXIMATE,
     Observation,
     Parsed,
     ProofError,
@@ -459,6 +460,28 @@ def event_transition(
 
 
 MARK_CHUNK = 2000
+
+
+def events_occurred_at_correct(*, source: Source, observed, actor: str) -> int:
+    """Replace stand-in times (conduit.providers.base.APPROXIMATE) with the item's own time a
+    read of the source showed: a correction of metadata, never an identity conflict.
+
+    `observed` is a queryset of rows with event_key, payload_hash, occurred_at and
+    occurred_at_original (a scan's staging); only rows with the same key and
+    payload hash correct an event. Returns how many events were corrected.
+    """
+    from django.db.models import Exists, OuterRef, Subquery
+
+    shown = observed.filter(event_key=OuterRef("event_key"), payload_hash=OuterRef("payload_hash")) \
+        .exclude(occurred_at_original__startswith=APPROXIMATE)
+    corrected = InboundEvent.objects.filter(
+        source=source, occurred_at_original__startswith=APPROXIMATE).filter(Exists(shown)).update(
+        occurred_at=Subquery(shown.values("occurred_at")[:1]),
+        occurred_at_original=Subquery(shown.values("occurred_at_original")[:1]),
+    )
+    if corrected:
+        logger.info("occurred_at corrected source=%s events=%s actor=%s", source.name, corrected, actor)
+    return corrected
 
 
 def events_reconcile_mark(*, events, to: str, actor: str, reason_code: str, at: datetime) -> int:

@@ -14,6 +14,9 @@ from typing import Any, Mapping
 
 from conduit.canonical import sha256_hex
 
+# An occurred_at_original starting so is a stand-in time (the platform sent none with the
+# item); a read of the source that shows the item's own time corrects it, never conflicts.
+APPROXIMATE = "approx:"
 # Identifiers are preserved exactly but bounded, so keys stay indexable.
 MAX_REF_LENGTH = 200
 # Seed 004's default bound on one encoded page.

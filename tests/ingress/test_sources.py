@@ -65,8 +65,9 @@ def test_the_database_enforces_source_identity():
     ],
 )
 def test_invalid_registrations_are_refused_clearly(args, message):
+    base = ARGS[:-2] if args[0] == "--secret-env" else ARGS  # --secret-env repeats only for Meta's rotation
     with pytest.raises(CommandError, match=message):
-        call_command("register_source", *ARGS, *args)
+        call_command("register_source", *base, *args)
     assert Source.objects.count() == 0
 
 

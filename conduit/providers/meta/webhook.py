@@ -43,6 +43,7 @@ from typing import Any, Mapping
 
 from conduit.canonical import payload_hash, sha256_hex
 from conduit.providers.base import (
+    APPROXIMATE as APPROXIMATE_MARK,
     Ignored,
     Observation,
     OwnItem,
@@ -59,7 +60,7 @@ SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
 # Meta's documented bound on one body.
 MAX_UPDATES_PER_BODY = 1000
 CONTRACT_VERSION = "meta-v1"
-APPROXIMATE = "approx:entry.time="
+APPROXIMATE = APPROXIMATE_MARK + "entry.time="
 # Entry times past this are milliseconds (messaging); before it, seconds (changes).
 _MILLISECONDS_FROM = 10**11
 
