@@ -217,3 +217,27 @@ def _result_row(source: Source, r: EventResult) -> dict:
         **({"receipt_id": r.receipt_id} if r.receipt_id else {}),
         **({"reason_code": r.reason_code} if r.reason_code else {}),
     }
+
+
+def meta_subscriptions_check(*, timeout: float = 10.0, now: datetime | None = None) -> dict[str, str]:
+    """Read each Meta source's subscribed_apps and record what is wrong: {source name: problem or ""}.
+
+    Run by `doctor` and daily by the schedule (Meta unsubscribes silently).
+    Canary sources are left out (their Graph is the simulator a canary run starts).
+    """
+    from conduit.providers.meta.subscriptions import subscription_problem
+
+    now = now or timezone.now()
+    found: dict[str, str] = {}
+    for source in Source.objects.filter(adapter__in=META_ADAPTERS, canary=False).order_by("name"):
+        config = source_config(source, with_token=True)
+        problem = subscription_problem(
+            object_=ADAPTERS[source.adapter].object, account=source.account_ref, app_id=source.meta_app_id,
+            event_types=config.event_types, base_url=source.source_url, access_token=config.access_token,
+            timeout=timeout,
+        )
+        Source.objects.filter(pk=source.pk).update(subscription_checked_at=now, subscription_problem=problem)
+        if problem:
+            logger.warning("meta subscription source=%s problem=%s", source.name, problem)
+        found[source.name] = problem
+    return found

@@ -69,6 +69,12 @@ class Source(models.Model):
         null=True, blank=True,
         help_text="When the account was connected: events that occurred before are history, never planned.",
     )
+    # Meta unsubscribes an app silently: the last look at the account's subscribed_apps.
+    subscription_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    subscription_problem = models.CharField(
+        max_length=256, blank=True, editable=False,
+        help_text="What the last subscription check found wrong (Conduit's words), or blank.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

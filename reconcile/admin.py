@@ -10,18 +10,23 @@ from django.utils.html import format_html, format_html_join
 
 from conduit.admin import LedgerAdmin, confirmed_action
 from reconcile import services
+from reconcile.receipts import unexpected_receipt_acknowledge
 from reconcile.decisions.service import InvalidRequest, decision_make
-from reconcile.models import CanaryReport, Decision, ReconcileReport, RetryCandidateQueue, ScanState
+from reconcile.models import CanaryReport, Decision, Finding, ReconcileReport, RetryCandidateQueue, ScanState
 from reconcile.publication import REPORT_COUNTS
 from reconcile.selectors import (
+    RECEIPT_KINDS,
+    UNEXPECTED_RECEIPTS_QUEUE,
+    open_retry_candidates,
+    open_unexpected_receipts,
     reply_decision_request,
     reply_decision_request_declared,
     report_decisions,
     report_json_chunks,
     with_decision_inputs,
 )
-from replies.admin import UnknownSendQueueAdmin
-from replies.models import DeliveryState, ReplyAction, UnknownSendQueue
+from replies.admin import UnknownSendQueueAdmin, confirmed_each
+from replies.models import ReplyAction, UnknownSendQueue
 
 
 # Registered here, once: replies defines the queue's admin but registers it nowhere, since
@@ -50,11 +55,11 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
             result = services.unknown_send_decide(action_id=action.pk, how=how, note=note,
                                                   actor=request.user.get_username(),
                                                   close_reason=self.close_reason)
-            if result.ok and how == "authorize_retry":
-                self.message_user(request, f"{action}: {result.message}")
             return result.ok, result.message
 
-        return confirmed_action(self, request, queryset, title=title, action=how, apply=apply, **options)
+        # The lookup before a retry can end two ways: each row says which, and nothing else is said.
+        confirm = confirmed_each if how == "authorize_retry" else confirmed_action
+        return confirm(self, request, queryset, title=title, action=how, apply=apply, **options)
 
     @admin.action(permissions=["resolve"], description="Confirm sent (with the provider's receipt id)")
     def confirm_sent(self, request, queryset):
@@ -229,6 +234,9 @@ class ReconcileReportAdmin(ReportPageAdmin):
             "finding_count": findings.count(),
             "open_candidates": findings.filter(kind="RETRY_CANDIDATE", decision="").count(),
             "queue_url": reverse("admin:reconcile_retrycandidatequeue_changelist"),
+            # What waits for a person after this report (new, found again, open for the source).
+            "needs_a_person": summary.get("needs_a_person", {}),
+            "unexpected_url": unexpected_receipts_url(),
         }
 
     def export_body(self, report: ReconcileReport):
@@ -245,9 +253,8 @@ class RetryCandidateQueueAdmin(LedgerAdmin):
     actions = ["authorize_retry", "close_without_reply"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).filter(
-            kind="RETRY_CANDIDATE", decision="", action__delivery_state=DeliveryState.SEND_STATUS_UNKNOWN
-        )
+        # The same rows doctor counts.
+        return super().get_queryset(request).filter(pk__in=open_retry_candidates().values("pk"))
 
     @admin.display(description="reply key")
     def key(self, obj) -> str:
@@ -273,6 +280,76 @@ class RetryCandidateQueueAdmin(LedgerAdmin):
     @admin.action(description="Close without reply", permissions=["decide"])
     def close_without_reply(self, request, queryset):
         return self._decide(request, queryset, Decision.CLOSED, "Close without reply", "close_without_reply")
+
+
+def unexpected_receipts_url() -> str:
+    return f"{reverse('admin:reconcile_finding_changelist')}?queue={UNEXPECTED_RECEIPTS_QUEUE}"
+
+
+class QueueFilter(admin.SimpleListFilter):
+    """The findings that wait for a person, one queue at a time."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request, model_admin):
+        return [(UNEXPECTED_RECEIPTS_QUEUE, "unexpected receipts (open)"),
+                ("retry_candidates", "retry candidates (open)")]
+
+    def queryset(self, request, queryset):
+        if self.value() == UNEXPECTED_RECEIPTS_QUEUE:
+            return queryset.filter(pk__in=open_unexpected_receipts().values("pk"))
+        if self.value() == "retry_candidates":
+            return queryset.filter(pk__in=open_retry_candidates().values("pk"))
+        return queryset
+
+
+@admin.register(Finding)
+class FindingAdmin(LedgerAdmin):
+    """Every finding of every report, read-only, filterable by kind, source and queue.
+
+    `?queue=unexpected_receipts` is the unexpected-receipt queue (issue 15): receipts the provider
+    shows for a reply Conduit closed, has not sent or never planned, not yet acknowledged. The
+    same rows make `doctor` exit 1.
+    """
+
+    list_display = ("id", "kind", "source", "key", "action_state", "current_state", "report", "decision",
+                    "detail")
+    list_filter = (QueueFilter, "kind", "report__source", "decision")
+    list_select_related = ("report__source", "action")
+    search_fields = ("=reply_key", "=event_key")
+    ordering = ("-id",)
+    fields = readonly_fields = ("kind", "report", "event_key", "reply_key", "action", "action_state", "repair",
+                                "repair_outcome", "repair_code", "detail", "decision", "decided_by",
+                                "decided_at", "decision_reason", "decision_result")
+    actions = ["acknowledge"]
+
+    @admin.display(description="source", ordering="report__source__name")
+    def source(self, obj: Finding) -> str:
+        return obj.report.source.name
+
+    @admin.display(description="reply key")
+    def key(self, obj: Finding) -> str:
+        return f"{obj.reply_key[:12]}…" if obj.reply_key else "-"
+
+    @admin.display(description="action now")
+    def current_state(self, obj: Finding) -> str:
+        return obj.action.delivery_state if obj.action else "-"
+
+    def has_decide_permission(self, request) -> bool:
+        return request.user.has_perm("reconcile.decide_finding")
+
+    @admin.action(description="Acknowledge unexpected receipts (the provider holds the reply)",
+                  permissions=["decide"])
+    def acknowledge(self, request, queryset):
+        def apply(finding, note: str) -> tuple[bool, str]:
+            result = unexpected_receipt_acknowledge(finding_id=finding.pk, actor=request.user.get_username(),
+                                                    reason=note)
+            return result.ok, result.message
+
+        return confirmed_action(self, request, queryset.filter(kind__in=RECEIPT_KINDS),
+                                title="Acknowledge unexpected receipts", action="acknowledge", apply=apply,
+                                note_required=True, note_label="Reason (kept in the report)")
 
 
 @admin.register(CanaryReport)

@@ -247,6 +247,14 @@ class Finding(models.Model):
                 condition=Q(decision="") | Q(decided_at__isnull=False) & ~Q(decided_by="") & ~Q(decision_reason=""),
                 name="finding_decision_has_actor_time_reason",
             ),
+            # A finding a person closes is recorded once while open: a scan that finds it
+            # again counts it in its report, and the database refuses a second open row.
+            models.UniqueConstraint(
+                fields=["reply_key", "kind"],
+                condition=Q(decision="") & ~Q(reply_key="")
+                & Q(kind__in=["RETRY_CANDIDATE", "UNEXPECTED_RECEIPT", "UNKNOWN_RECEIPT"]),
+                name="finding_one_open_per_reply_kind",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 
-from conduit.providers.registry import get_adapter
+from conduit.providers.registry import reads_off_host
 from conduit.statemachine import transition
 from conduit.timefmt import iso_z
 from ingress.models import InboundEvent, QuarantineReceipt, QuarantineState, Source
@@ -40,6 +40,7 @@ from reconcile.models import (
 )
 from reconcile.repairs import CHUNK, RECONCILE_ACTOR, repairs_apply
 from reconcile.schedule import schedule_after_publication
+from reconcile.selectors import PERSON_KINDS, RECEIPT_KINDS, open_retry_candidates, open_unexpected_receipts
 from reconcile.staging import staging_drop
 from replies.models import DeliveryState as S
 from replies.models import ReplyAction
@@ -160,7 +161,7 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison) -> 
         "invalid_source_items": run.rejection_count,
         "quarantined_inputs": quarantined.count(),
         "page_calls": run.page_calls,
-        "external_calls": run.page_calls if get_adapter(source.adapter).live else 0,
+        "external_calls": run.page_calls if reads_off_host(source.adapter, source.source_url) else 0,
     }
 
 
@@ -187,10 +188,35 @@ def report_summary(source: Source, run: ReconcileRun, counts: dict[str, int], no
 # (event_key, reply_key, action_id, action_state) for a finding whose row does not carry them.
 FINDING_DEFAULTS = ("", "", None, "")
 
+# Findings a person closes (decides or acknowledges). While one is open for a reply, a scan
+# that finds the same thing again counts it in the report but adds no second row, so the
+# queues and doctor agree (issue 15); the database refuses a second open row
+# (reconcile migration 0006, `finding_one_open_per_reply_kind`).
+# A receipt a person acknowledged stays acknowledged while the action stays in the state seen.
+
+
+def already_recorded(kind: str, *, actions: bool) -> Q:
+    """Rows (reply actions, or staged receipts) whose finding of `kind` is already open, or,
+    for a receipt kind, already acknowledged for the action state this row shows."""
+    same = Finding.objects.filter(kind=kind, reply_key=OuterRef("reply_key"))
+    recorded = Exists(same.filter(decision=""))
+    if kind in RECEIPT_KINDS:
+        state = OuterRef("delivery_state") if actions else ""
+        recorded |= Exists(same.filter(action_state=state))
+    return recorded
+
 
 def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: str = Repair.NONE,
-                    detail: str = "", *, actions: bool = False, receipts: bool = False) -> None:
-    """Write one finding per row, streamed in chunks (no table is held in memory)."""
+                    detail: str = "", *, actions: bool = False, receipts: bool = False) -> int:
+    """Write one finding per row, streamed in chunks (no table is held in memory).
+
+    A kind a person closes gets no second row for a reply while one is open (PERSON_KINDS).
+    Returns how many rows were left out for that reason."""
+    carried = 0
+    if kind in PERSON_KINDS:
+        recorded = already_recorded(kind, actions=actions)
+        carried = rows.filter(recorded).count()
+        rows = rows.filter(~recorded)
     if actions:
         rows = rows.values_list("event_id", "reply_key", "id", "delivery_state")
     elif receipts:
@@ -208,11 +234,16 @@ def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: 
             Finding.objects.bulk_create(batch)
             batch = []
     Finding.objects.bulk_create(batch)
+    return carried
 
 
-def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison) -> None:
-    """Every finding of the report, each kind with the repair it plans (seed 000's repair table)."""
+def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison) -> dict[str, int]:
+    """Every finding of the report, each kind with the repair it plans (seed 000's repair table).
+
+    Returns, per kind a person closes, how many this scan found again while already open
+    (counted in the report, recorded once)."""
     c = comparison
+    carried = {}
     _findings_write(report, FindingKind.MISSING_LOCAL, c.missing, Repair.REPLAYED,
                     "the source has it and Conduit did not: replayed through ingest, replies held for review")
     _findings_write(report, FindingKind.IDENTITY_CONFLICT, c.conflicting, Repair.NONE,
@@ -229,14 +260,29 @@ def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Compa
         (FindingKind.UNEXPECTED_RECEIPT, c.unexpected, Repair.NONE,
          "the provider shows a reply for an action Conduit did not send"),
     ):
-        _findings_write(report, kind, rows, repair, detail, actions=True)
-    _findings_write(report, FindingKind.UNKNOWN_RECEIPT, c.unknown_receipts, Repair.NONE,
-                    "the provider shows a reply under a key Conduit never planned", receipts=True)
+        carried[kind] = _findings_write(report, kind, rows, repair, detail, actions=True)
+    carried[FindingKind.UNKNOWN_RECEIPT] = _findings_write(
+        report, FindingKind.UNKNOWN_RECEIPT, c.unknown_receipts, Repair.NONE,
+        "the provider shows a reply under a key Conduit never planned", receipts=True)
     Finding.objects.bulk_create([
         Finding(report=report, kind=FindingKind.INVALID_SOURCE_ITEM,
                 detail=f"page {r['page']} item {r['index']}: {r['code']}")
         for r in run.rejections
     ])
+    return {kind: carried[kind] for kind in PERSON_KINDS}
+
+
+def attention_summary(report: ReconcileReport, carried: dict[str, int]) -> dict:
+    """What of this report waits for a person: per kind a person closes, the findings this report
+    added, those it found again while already open, and all still open for the source."""
+    mine = Q(report__source_id=report.source_id)
+    open_now = dict(open_unexpected_receipts().filter(mine).order_by().values("kind")
+                    .annotate(n=Count("id")).values_list("kind", "n"))
+    open_now["RETRY_CANDIDATE"] = open_retry_candidates().filter(mine).count()
+    added = dict(report.findings.filter(kind__in=PERSON_KINDS).order_by().values("kind")
+                 .annotate(n=Count("id")).values_list("kind", "n"))
+    return {kind: {"new": added.get(kind, 0), "already_open": carried.get(kind, 0),
+                   "open": open_now.get(kind, 0)} for kind in PERSON_KINDS}
 
 
 def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
@@ -256,7 +302,10 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
     # The report and its findings are written before any repair touches a ledger.
     report = ReconcileReport.objects.create(run=run, source=source, created_at=now,
                                             summary=report_summary(source, run, counts, now))
-    findings_write(report, run, comparison)
+    carried = findings_write(report, run, comparison)
+    # Unexpected receipts and open decisions are named in the summary, not only counted (issue 15).
+    report.summary["needs_a_person"] = attention_summary(report, carried)
+    report.save(update_fields=["summary"])
     logger.info("reconcile report source=%s run=%s report=%s report_ms=%s %s", source.name, run.pk, report.pk,
                 _elapsed_ms(timer), " ".join(f"{k}={v}" for k, v in counts.items()))
     return report

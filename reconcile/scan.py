@@ -23,7 +23,7 @@ from conduit.providers.base import PageFailure, SourcePage
 from conduit.providers.registry import get_adapter
 from conduit.statemachine import record_created, transition
 from ingress.models import Source
-from ingress.services import source_config
+from ingress.services import events_occurred_at_correct, source_config
 from reconcile import clock
 from reconcile.lease import LeaseBusy, LeaseLost, lease_acquire, lease_check, lease_release
 from reconcile.models import (
@@ -33,6 +33,7 @@ from reconcile.models import (
     ReconcileRunTransition,
     RunState,
     ScanState,
+    StagedEvent,
 )
 from reconcile.publication import report_write, run_publish
 from reconcile.repairs import RECONCILE_ACTOR
@@ -113,7 +114,7 @@ def _page_read(source: Source, run: ReconcileRun, base_url: str | None) -> Sourc
     """The one external call: the next page of the run's window. Raises PageFailure."""
     adapter = get_adapter(source.adapter)
     kwargs = dict(
-        config=source_config(source), base_url=base_url or source.source_url, since=run.since,
+        config=source_config(source, with_token=True), base_url=base_url or source.source_url, since=run.since,
         until=run.until, cursor=run.cursor or None, limit=settings.CONDUIT_RECONCILE_PAGE_SIZE,
         timeout=settings.CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS,
     )
@@ -204,6 +205,9 @@ def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage
             logger.warning("reconcile scan source=%s run=%s discarded code=%s", source.name, run.pk, limit.code)
             return PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events, error=failure)
         if page.complete:
+            # Stand-in times (a notification without the item's own) take the time the read showed.
+            events_occurred_at_correct(source=source, observed=StagedEvent.objects.filter(run=run),
+                                       actor=RECONCILE_ACTOR)
             report = report_write(source, run)
             transition(table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run",
                        pk=run.pk, to=RunState.REPAIRING, actor=RECONCILE_ACTOR, reason_code="report_written",
@@ -232,7 +236,7 @@ def _page_failed(source: Source, token: str, run: ReconcileRun, failure: PageFai
             return PageOutcome(source.name, run.pk, "lease_lost", error=failure)
         ReconcileRun.objects.filter(pk=run.pk).update(page_calls=F("page_calls") + 1)
         error_record(state, failure)
-        schedule_after_failure(state)
+        schedule_after_failure(state, failure)
     logger.warning("reconcile page source=%s run=%s failed class=%s code=%s",
                    source.name, run.pk, failure.error_class, failure.code)
     return PageOutcome(source.name, run.pk, "failed", run.pages, run.staged_events, error=failure)

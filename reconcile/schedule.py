@@ -22,10 +22,16 @@ def error_clear(state: ScanState) -> None:
     state.last_error_at = None
 
 
-def schedule_after_failure(state: ScanState) -> None:
-    """Deterministic exponential backoff from 5 s, capped by the source's interval; saved."""
+def schedule_after_failure(state: ScanState, failure: PageFailure | None = None) -> None:
+    """Deterministic exponential backoff from 5 s, capped by the source's interval; saved.
+
+    A provider that said how long to wait (a throttling answer's
+    `retry_after`) is not called again before then.
+    """
     state.failures += 1
     delay = backoff_delay(failures=state.failures, cap=state.interval_seconds)
+    if failure is not None and failure.retry_after:
+        delay = max(delay, failure.retry_after)
     state.next_due_at = clock.now() + timedelta(seconds=delay)
     state.save()
 

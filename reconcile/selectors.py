@@ -15,6 +15,27 @@ from replies.transports import transport_for
 
 MAX_REQUEST_ATTEMPTS = 50
 
+# Findings a person closes: one open row per reply and kind (reconcile migration 0006).
+RECEIPT_KINDS = ("UNEXPECTED_RECEIPT", "UNKNOWN_RECEIPT")
+PERSON_KINDS = ("RETRY_CANDIDATE", *RECEIPT_KINDS)
+UNEXPECTED_RECEIPTS_QUEUE = "unexpected_receipts"
+
+
+def open_retry_candidates() -> QuerySet:
+    """Undecided RETRY_CANDIDATE findings whose action still waits in SEND_STATUS_UNKNOWN:
+    the retry-candidate queue, doctor and the report's summary count the same rows."""
+    from reconcile.models import Finding
+
+    return Finding.objects.filter(kind="RETRY_CANDIDATE", decision="", action__delivery_state="SEND_STATUS_UNKNOWN")
+
+
+def open_unexpected_receipts() -> QuerySet:
+    """Unacknowledged receipts the provider shows for a reply Conduit closed, has not sent, or
+    never planned (UNEXPECTED_RECEIPT, UNKNOWN_RECEIPT): the admin queue and doctor read these."""
+    from reconcile.models import Finding
+
+    return Finding.objects.filter(kind__in=RECEIPT_KINDS, decision="")
+
 
 def reply_digest(action: ReplyAction) -> str:
     """SHA-256 of the planned reply: copy version, channel and target."""
@@ -105,7 +126,7 @@ def source_health() -> list[dict[str, Any]]:
     from django.db.models import Max
 
     from ingress.models import QuarantineReceipt, QuarantineState, Source
-    from reconcile.models import Finding, FindingKind, ReconcileReport, RepairOutcome, ScanState
+    from reconcile.models import Finding, ReconcileReport, RepairOutcome, ScanState
     from replies.models import DeliveryState
     from replies.selectors import sends_stranded
 
@@ -116,10 +137,8 @@ def source_health() -> list[dict[str, Any]]:
     unknown = per_source(ReplyAction.objects.filter(
         delivery_state=DeliveryState.SEND_STATUS_UNKNOWN), "event__source")
     quarantine = per_source(QuarantineReceipt.objects.filter(state=QuarantineState.QUARANTINED), "source")
-    candidates = per_source(Finding.objects.filter(
-        kind=FindingKind.RETRY_CANDIDATE, decision="",
-        action__delivery_state=DeliveryState.SEND_STATUS_UNKNOWN,
-    ), "report__source", counted="action")
+    candidates = per_source(open_retry_candidates(), "report__source", counted="action")
+    unexpected = per_source(open_unexpected_receipts(), "report__source")
     stranded = per_source(sends_stranded(), "event__source")
     latest = ReconcileReport.objects.order_by().values("source").annotate(last=Max("id")).values("last")
     repairs_failed = per_source(Finding.objects.filter(
@@ -150,6 +169,9 @@ def source_health() -> list[dict[str, Any]]:
             "retry_candidates": candidates.get(source.pk, 0),
             "stranded_sends": stranded.get(source.pk, 0),
             "repairs_failed": repairs_failed.get(source.pk, 0),
+            "unexpected_receipts": unexpected.get(source.pk, 0),
+            # Meta sources: what the last read of subscribed_apps found wrong ("" when nothing).
+            "subscription_problem": source.subscription_problem,
         })
     return rows
 
@@ -157,15 +179,22 @@ def source_health() -> list[dict[str, Any]]:
 def needs_a_person(row: dict[str, Any]) -> list[str]:
     """Why a source's health row needs a person (empty when it does not)."""
     reasons = []
-    if row["last_error_code"]:
+    if row["last_error_class"] == "credentials":
+        reasons.append(f"its access token was refused ({row['last_error_code']}): a person must "
+                       "re-authorise the source and set the new token in its variable")
+    elif row["last_error_code"]:
         streak = f", {row['failures']} failure(s) in a row" if row["failures"] > 1 else ""
         reasons.append(f"last page failed ({row['last_error_class']}/{row['last_error_code']}{streak})")
+    if row.get("subscription_problem"):
+        reasons.append(f"Meta subscription: {row['subscription_problem']}")
     for key, words in (("stranded_sends", "stranded send(s): failed before send, no longer retried "
                                           "automatically or exhausted"),
                        ("repairs_failed", "repair(s) failed in the last report"),
                        ("unknown_sends", "unknown send(s) waiting"),
                        ("quarantine_waiting", "quarantined input(s) waiting"),
-                       ("retry_candidates", "retry candidate(s) undecided")):
+                       ("retry_candidates", "retry candidate(s) undecided"),
+                       ("unexpected_receipts", "unexpected receipt(s): the provider shows a reply Conduit "
+                                               "closed, has not sent or never planned")):
         if row[key]:
             reasons.append(f"{row[key]} {words}")
     return reasons

@@ -16,3 +16,10 @@ def purge_retained() -> int:
     from reconcile.retention import staging_purge
 
     return sum(retention_purge().values()) + staging_purge()
+
+
+def meta_subscriptions_check() -> int:
+    """The daily schedule: read each Meta source's subscribed_apps; returns how many have a problem."""
+    from ingress.meta import meta_subscriptions_check as check
+
+    return sum(1 for problem in check().values() if problem)

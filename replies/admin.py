@@ -7,9 +7,9 @@ registers its subclass (with the replay verdict column), once, in its own app.
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html_join
 
 from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
@@ -27,6 +27,26 @@ from replies.models import (
     SendAttempt,
     StrandedSendQueue,
 )
+
+
+def confirmed_each(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, *, title: str,
+                   action: str, apply, note_required: bool = False, **options) -> HttpResponse | None:
+    """`confirmed_action`, except that on confirm each row's outcome is its own message and
+    nothing else is said.
+
+    For an action whose rows can end differently (the lookup before a retry marks one SENT and
+    authorizes another), a count of "<title>: N done" beside each outcome claims what did not
+    happen (issue 15: "marked SENT, nothing resent" beside "Authorize a retry ...: 1 done").
+    The confirmation page is confirmed_action's own.
+    """
+    note = request.POST.get("note", "").strip()
+    if request.POST.get("confirm") == "yes" and (note or not note_required):
+        for obj in queryset:
+            ok, message = apply(obj, note)
+            modeladmin.message_user(request, f"{obj}: {message}", messages.SUCCESS if ok else messages.ERROR)
+        return None
+    return confirmed_action(modeladmin, request, queryset, title=title, action=action, apply=apply,
+                            note_required=note_required, **options)
 
 
 class EventReplyActionInline(LedgerInline):
@@ -192,11 +212,10 @@ class UnknownSendQueueAdmin(QueueAdmin):
     def authorize_retry(self, request: HttpRequest, queryset: QuerySet):
         def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
             result = services.unknown_authorize_retry(action_id=action.pk, actor=request.user.get_username())
-            if result.ok:
-                self.message_user(request, f"{action}: {result.message}")
             return result.ok, result.message
 
-        return confirmed_action(
+        # Each row says what the lookup led to (marked SENT, or retry authorized), and only that.
+        return confirmed_each(
             self, request, queryset, title="Authorize a retry under the same reply key",
             action="authorize_retry", apply=apply,
         )

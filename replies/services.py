@@ -213,7 +213,23 @@ def reply_close(
     """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT).
 
     `expected`: close only from that state (a queue closes only what it shows).
+
+    An unknown send may have been applied: where its transport can look the receipt up, it
+    is looked up first, and a receipt found refuses the close (the reply went out: mark it
+    SENT instead); a lookup that cannot answer refuses it too, since closing would bury a
+    reply the provider may hold. A transport without a lookup closes as before: the person
+    verified the conversation by hand (seed 000's recovery table).
     """
+    action = ReplyAction.objects.select_related("event__source").filter(pk=action_id).first()
+    if action is not None and action.delivery_state == S.SEND_STATUS_UNKNOWN and expected in (
+            None, S.SEND_STATUS_UNKNOWN):
+        lookup = _receipt_lookup(action)
+        if lookup.receipt is not None:
+            return Result(False, f"not closed: the provider holds this reply (receipt {lookup.receipt}), so "
+                                 "it was delivered. Use \"Look up the receipt, then authorize a retry\" to "
+                                 "mark it SENT (nothing is resent)")
+        if lookup.refusal and lookup.can_look_up is not False:
+            return Result(False, f"not closed: {lookup.refusal}")
     with transaction.atomic():
         outcome = reply_action_transition(
             action_id=action_id, to=S.CLOSED_NO_REPLY, actor=actor, reason_code=reason_code,
@@ -223,6 +239,44 @@ def reply_close(
 
 
 # --- a person resolves stranded and unknown sends ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A receipt lookup for an unknown send: the receipt id found, or why there is no answer.
+
+    `can_look_up` is False when the action's transport cannot look receipts up at all (no
+    route, a transport that cannot be built, or one without the capability), None when its
+    capabilities could not be discovered, True when it looked.
+    """
+
+    receipt: str | None = None
+    refusal: str = ""
+    can_look_up: bool | None = True
+
+
+def _receipt_lookup(action: ReplyAction) -> Lookup:
+    """Ask the transport of the action's own route for its receipt (seed 000: reconcile first)."""
+    route = action_route(action)
+    if route is None:
+        return Lookup(refusal=f"the transport is unavailable: {no_route_reason(action)}", can_look_up=False)
+    try:
+        transport = transport_for(route)
+    except (LiveSendDisabled, KeyError, ValueError) as exc:
+        return Lookup(refusal=f"the transport is unavailable: {exc}", can_look_up=False)
+    if not transport.discovered:
+        return Lookup(refusal="the provider's capabilities could not be discovered (is it running?): "
+                              "try again when it answers", can_look_up=None)
+    if not transport.capabilities.receipt_lookup:
+        return Lookup(refusal="this transport has no receipt lookup, so nothing can show the reply "
+                              "was not applied: verify the conversation by hand, then confirm sent or close",
+                      can_look_up=False)
+    try:
+        receipt = transport.lookup(action.reply_key)
+    except (Ambiguous, OSError) as exc:
+        return Lookup(refusal=f"the receipt lookup failed ({getattr(exc, 'code', type(exc).__name__)}); "
+                              "try again")
+    return Lookup(receipt=receipt.provider_reply_id if receipt is not None else None)
 
 
 def stranded_retry_now(*, action_id: int, actor: str) -> Result:
@@ -265,29 +319,16 @@ def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
     action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
     if action.delivery_state != S.SEND_STATUS_UNKNOWN:
         return Result(False, f"only SEND_STATUS_UNKNOWN can be retried; this one is {action.delivery_state}")
-    route = action_route(action)
-    if route is None:
-        return Result(False, f"the transport is unavailable: {no_route_reason(action)}")
-    try:
-        transport = transport_for(route)
-    except (LiveSendDisabled, KeyError, ValueError) as exc:
-        return Result(False, f"the transport is unavailable: {exc}")
-    if not transport.discovered:
-        return Result(False, "the provider's capabilities could not be discovered (is it running?): "
-                             "try again when it answers")
-    if not transport.capabilities.receipt_lookup:
-        return Result(False, "this transport has no receipt lookup, so nothing can show the reply "
-                             "was not applied: verify the conversation by hand, then confirm sent or close")
-    try:
-        receipt = transport.lookup(action.reply_key)
-    except (Ambiguous, OSError) as exc:
-        return Result(False, f"the receipt lookup failed ({getattr(exc, 'code', type(exc).__name__)}); try again")
+    lookup = _receipt_lookup(action)
+    if lookup.refusal:
+        return Result(False, lookup.refusal)
+    receipt = lookup.receipt
     with transaction.atomic():
         if receipt is not None:
             outcome = reply_action_transition(
                 action_id=action_id, to=S.SENT, actor=actor, reason_code="receipt_found_on_lookup",
                 expected=S.SEND_STATUS_UNKNOWN,
-                extra={"provider_reply_id": receipt.provider_reply_id, "last_error_code": ""},
+                extra={"provider_reply_id": receipt, "last_error_code": ""},
             )
             message = "the lookup found the provider's receipt: marked SENT, nothing resent"
         else:

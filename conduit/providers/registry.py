@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from functools import cache
 
+from conduit.loopback import loopback_address
 from conduit.providers.base import SourceAdapter, Transport
-from conduit.providers.meta.webhook import MetaInstagramWebhook, MetaPageWebhook
+from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapter
 from conduit.providers.sandbox.transport import SandboxTransport
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 
 ADAPTERS: dict[str, type[SourceAdapter]] = {
-    cls.name: cls for cls in (SandboxSocialAdapter, MetaInstagramWebhook, MetaPageWebhook)
+    cls.name: cls for cls in (SandboxSocialAdapter, MetaInstagramAdapter, MetaPageAdapter)
 }
 TRANSPORTS: dict[str, type[Transport]] = {cls.name: cls for cls in (SandboxTransport,)}
 
@@ -30,6 +31,12 @@ def get_adapter(name: str) -> SourceAdapter:
         return ADAPTERS[name]()
     except KeyError:
         raise _unknown("adapter", name, ADAPTERS) from None
+
+
+def reads_off_host(adapter: str, source_url: str) -> bool:
+    """Whether reading a source calls a system outside this host: a live reader at a URL that is
+    not loopback (a Meta source pointed at the Graph simulator reads on this host)."""
+    return get_adapter(adapter).live and loopback_address(source_url) is None
 
 
 def transport_class(name: str) -> type[Transport]:

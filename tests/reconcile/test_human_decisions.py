@@ -61,12 +61,15 @@ def test_finding_decide_commits_the_reply_move_and_the_finding_together(candidat
 
 
 def test_a_candidate_found_by_two_scans_is_one_decision(candidate, source_side, scan):  # noqa: F811
+    """Found again while open, a candidate is counted in the second report, not recorded twice."""
     finding, action, _ = candidate
     _, source = source_side
     second = scan(source)
-    again = Finding.objects.get(report_id=second.report_id, kind="RETRY_CANDIDATE")
+    assert not Finding.objects.filter(report_id=second.report_id, kind="RETRY_CANDIDATE").exists()
+    assert ReconcileReport.objects.get(pk=second.report_id).summary["needs_a_person"]["RETRY_CANDIDATE"] == {
+        "new": 0, "already_open": 1, "open": 1}
     result = services.finding_decide(finding_id=finding.pk, decision="CLOSED", actor="operator_test",
                                      reason="customer already answered")
     assert result.ok
-    again.refresh_from_db()
-    assert (again.decision, again.decision_reason) == ("CLOSED", "customer already answered")
+    finding.refresh_from_db()
+    assert (finding.decision, finding.decision_reason) == ("CLOSED", "customer already answered")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+import sqlite3
 import threading
 import time
 import uuid
@@ -97,8 +98,60 @@ class SourceEvents:
         return True
 
 
+STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS applied (reply_key TEXT PRIMARY KEY, times INTEGER NOT NULL, receipt TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS targets (message_ref TEXT NOT NULL, reply_key TEXT NOT NULL,
+                                    position INTEGER NOT NULL, PRIMARY KEY (message_ref, reply_key));
+CREATE TABLE IF NOT EXISTS events (account TEXT NOT NULL, event_id TEXT NOT NULL, item TEXT NOT NULL,
+                                   PRIMARY KEY (account, event_id));
+"""
+
+
+class StateFile:
+    """The provider's durable state in one SQLite file: written through on every change.
+
+    Every call is made under ProviderState.lock, so one connection shared by the
+    server's threads is safe; each change is its own committed transaction, so a
+    provider killed at any moment reopens with every reply it acknowledged.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")  # a receipt the provider answered survives a crash
+        self.db.executescript(STATE_SCHEMA)
+
+    def load(self, state: "ProviderState") -> None:
+        for key, times, receipt in self.db.execute("SELECT reply_key, times, receipt FROM applied"):
+            state.applied[key], state.receipts[key] = times, receipt
+        for ref, key in self.db.execute("SELECT message_ref, reply_key FROM targets ORDER BY position"):
+            state.targets.setdefault(ref, []).append(key)
+        for account, item in self.db.execute("SELECT account, item FROM events ORDER BY rowid"):
+            state.sources.setdefault(account, SourceEvents()).add(json.loads(item))
+
+    def applied(self, reply_key: str, times: int, receipt: str, message_ref: str) -> None:
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO applied VALUES (?, ?, ?)", (reply_key, times, receipt))
+            if message_ref:
+                self.db.execute("INSERT OR IGNORE INTO targets VALUES (?, ?, (SELECT COUNT(*) FROM targets))",
+                                (message_ref, reply_key))
+
+    def held(self, account: str, items: list[dict]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?)",
+                                [(account, _event_id(item), json.dumps(item)) for item in items])
+
+    def removed(self, account: str, event_id: str) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM events WHERE account = ? AND event_id = ?", (account, event_id))
+
+    def close(self) -> None:
+        self.db.close()
+
+
 class ProviderState:
-    def __init__(self, *, idempotency_key: bool, receipt_lookup: bool, hang_seconds: float) -> None:
+    def __init__(self, *, idempotency_key: bool, receipt_lookup: bool, hang_seconds: float,
+                 state_path: str | None = None) -> None:
         self.idempotency_key = idempotency_key
         self.receipt_lookup = receipt_lookup
         self.hang_seconds = hang_seconds
@@ -110,6 +163,10 @@ class ProviderState:
         self.sources: dict[str, SourceEvents] = {}
         self.mode, self.remaining, self.latency = "ok", 0, 0.0
         self.page_mode, self.page_remaining, self.page_calls = "ok", 0, 0
+        # In memory unless a file is given: then what was applied outlives the process.
+        self.store = StateFile(state_path) if state_path else None
+        if self.store is not None:
+            self.store.load(self)
 
     def next_mode(self) -> str:
         with self.lock:
@@ -147,6 +204,9 @@ class ProviderState:
             if self.idempotency_key and idempotency_key and idempotency_key in self.receipts:
                 return self.receipts[idempotency_key], False
             receipt = f"rcpt_test_{uuid.uuid4().hex[:16]}"
+            # Durable first: a receipt the provider answers with is one it still shows after a restart.
+            if self.store is not None:
+                self.store.applied(reply_key, self.applied.get(reply_key, 0) + 1, receipt, message_ref)
             self.applied[reply_key] = self.applied.get(reply_key, 0) + 1
             self.receipts[reply_key] = receipt
             if message_ref and reply_key not in self.targets.get(message_ref, ()):
@@ -156,9 +216,19 @@ class ProviderState:
     def hold(self, account: str, events: list[dict]) -> None:
         """Hold events as the account's own: the synthetic source reconciliation reads."""
         with self.lock:
+            if self.store is not None:
+                self.store.held(account, events)
             store = self.sources.setdefault(account, SourceEvents())
             for item in events:
                 store.add(dict(item))
+
+    def unhold(self, account: str, event_id: str) -> bool:
+        """Remove one of the account's events; False when it holds none under the id."""
+        with self.lock:
+            removed = self.sources.setdefault(account, SourceEvents()).remove(event_id)
+            if removed and self.store is not None:
+                self.store.removed(account, event_id)
+            return removed
 
     def page(self, account: str, *, since: float | None, until: float | None,
              cursor: str | None, limit: int) -> dict:
@@ -260,8 +330,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
         def do_DELETE(self) -> None:
             segments = _segments(self.path)
             if len(segments) == 4 and segments[0] == "sources" and segments[2] == "events":
-                with state.lock:
-                    removed = state.sources.setdefault(segments[1], SourceEvents()).remove(segments[3])
+                removed = state.unhold(segments[1], segments[3])
                 return self._json(200 if removed else 404, {"removed": removed})
             self._json(404, {})
 
@@ -311,10 +380,13 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
 
 
 def serve(*, port: int, idempotency_key: bool = True, receipt_lookup: bool = True,
-          hang_seconds: float = 15.0) -> tuple[ThreadingHTTPServer, ProviderState]:
-    """Start the provider on 127.0.0.1:port in a background thread (port 0: any free port)."""
+          hang_seconds: float = 15.0, state_path: str | None = None) -> tuple[ThreadingHTTPServer, ProviderState]:
+    """Start the provider on 127.0.0.1:port in a background thread (port 0: any free port).
+
+    `state_path`: a SQLite file that keeps what was applied and held across restarts.
+    """
     state = ProviderState(idempotency_key=idempotency_key, receipt_lookup=receipt_lookup,
-                          hang_seconds=hang_seconds)
+                          hang_seconds=hang_seconds, state_path=state_path)
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

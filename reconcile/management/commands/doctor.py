@@ -7,18 +7,26 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ingress.meta import meta_subscriptions_check
 from reconcile.selectors import needs_a_person, source_health
 
 
 class Command(BaseCommand):
     help = ("Print each source's health: checkpoint, active scan, due time, last error and its streak, "
-            "stranded and unknown sends, failed repairs, quarantine waiting and retry candidates. "
+            "stranded and unknown sends, failed repairs, quarantine waiting, retry candidates and "
+            "unexpected receipts (a reply the provider shows that Conduit closed or never planned), and for "
+            "Meta sources whether the app is still subscribed (read from Meta's subscribed_apps now). "
             "Exits 1 when something needs a person.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the rows as JSON")
+        parser.add_argument("--no-meta-check", action="store_false", dest="meta_check",
+                            help="do not read Meta sources' subscribed_apps (show the last check's result)")
 
-    def handle(self, *args, as_json: bool = False, **options) -> None:
+    def handle(self, *args, as_json: bool = False, meta_check: bool = True, **options) -> None:
+        if meta_check:
+            # Meta unsubscribes an app silently: read each Meta source's subscription now.
+            meta_subscriptions_check(timeout=10.0)
         rows = source_health()
         attention = {row["source"]: needs_a_person(row) for row in rows}
         if as_json:
@@ -50,6 +58,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"  unknown sends     {row['unknown_sends']}")
                 self.stdout.write(f"  quarantine        {row['quarantine_waiting']}")
                 self.stdout.write(f"  retry candidates  {row['retry_candidates']}")
+                self.stdout.write(f"  unexpected receipts {row['unexpected_receipts']}"
+                                  f"{' (Reconciliation > Findings, queue: unexpected receipts)' if row['unexpected_receipts'] else ''}")
+                if row["source_system"].startswith("meta-"):
+                    self.stdout.write(f"  subscription      {row['subscription_problem'] or 'ok'}")
                 reasons = attention[row["source"]]
                 self.stdout.write(f"  needs a person    {'; '.join(reasons) if reasons else 'no'}")
         if any(attention.values()):

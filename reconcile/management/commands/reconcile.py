@@ -12,7 +12,28 @@ from django.utils.dateparse import parse_datetime
 
 from ingress.selectors import source_by_name
 from reconcile.lease import LeaseBusy
+from reconcile.models import ReconcileReport
 from reconcile.scan import PageOutcome, RestartRefused, ScanConflict, scan_restart, scan_until_done
+
+
+ATTENTION_WORDS = {
+    "UNEXPECTED_RECEIPT": ("unexpected receipt(s): the provider shows a reply for an action Conduit closed or "
+                           "has not sent", "admin:reconcile_finding_changelist", "?queue=unexpected_receipts"),
+    "UNKNOWN_RECEIPT": ("receipt(s) under a key Conduit never planned",
+                        "admin:reconcile_finding_changelist", "?queue=unexpected_receipts"),
+    "RETRY_CANDIDATE": ("retry candidate(s) undecided", "admin:reconcile_retrycandidatequeue_changelist", ""),
+}
+
+
+def attention_lines(summary: dict) -> list[str]:
+    """One line per kind of finding still open for a person after this scan (new and carried)."""
+    lines = []
+    for kind, (words, url_name, query) in ATTENTION_WORDS.items():
+        counts = summary.get("needs_a_person", {}).get(kind)
+        if counts and counts["open"]:
+            lines.append(f"{counts['open']} {words} ({counts['new']} new in this report, "
+                         f"{counts['already_open']} found again): {reverse(url_name)}{query}")
+    return lines
 
 
 def _when(value: str) -> datetime:
@@ -76,6 +97,10 @@ class Command(BaseCommand):
             ))
             export = reverse("admin:reconcile_reconcilereport_export", args=[outcome.report_id])
             self.stdout.write(f"report {outcome.report_id}: {path} (JSON: {export})")
+            # A scan that completed exits 0 (the demo and schedulers read a non-zero exit as a failed
+            # scan); what waits for a person is said here and makes `doctor` exit 1.
+            for line in attention_lines(ReconcileReport.objects.get(pk=outcome.report_id).summary):
+                self.stdout.write(self.style.WARNING(f"needs a person: {line}"))
             return
         if outcome.state == "failed":
             error = outcome.error

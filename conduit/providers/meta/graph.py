@@ -1,0 +1,229 @@
+"""A small Graph API client: one bounded HTTP call, Meta's error envelope, and what its codes mean.
+
+Used by the Meta reader (conduit.providers.meta.reader) and, later, the Meta
+transports. Plain http.client: `https://` for Meta itself, `http://` only on
+this host (the Graph simulator), so a token never crosses a network in the clear.
+
+Nothing Meta writes in an error's `message`, `error_user_title` or
+`error_user_msg` is kept (it may carry anything, the request included): a
+failure keeps the HTTP status, the numeric code and subcode, `is_transient`,
+a token-shaped `fbtrace_id`, and the wait Meta announced.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+import ssl
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urlencode, urlsplit
+
+from conduit.loopback import loopback_address
+
+# Error meanings are data (STYLE habit 14): code -> outcome, with where each row comes from.
+# Throttled, not applied: graph-api/guides/error-handling and the rate-limiting BUC table.
+THROTTLING_CODES = frozenset({
+    4,      # application request limit
+    17,     # user request limit
+    32,     # Page request limit (Page calls with a user token)
+    613,    # calls within one hour exceeded (613/2534040 included)
+    80001,  # business use case: Pages
+    80002,  # business use case: Instagram
+    80006,  # business use case: Messenger
+})
+# Token invalid or expired, any subcode (458, 459, 460, 463, 464, 467...): error-handling guide.
+TOKEN_INVALID_CODE = 190
+# Meta documents only that cursors "must not be stored or assumed valid later"; this
+# project assumes an expired one answers 400 code 100 (GraphMethodException) to a
+# request that carried `after` (META_CONTRACT.md).
+INVALID_PARAMETER_CODE = 100
+
+THROTTLED = "throttled"
+TOKEN_INVALID = "token_invalid"
+EXPIRED_CURSOR = "expired_cursor"
+TRANSIENT = "transient"
+FAILED = "failed"
+
+USAGE_HEADER = "X-Business-Use-Case-Usage"
+# A wait longer than a day is not a wait a scan should honour literally.
+MAX_RETRY_AFTER_SECONDS = 24 * 3600
+_TRACE_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+
+
+class GraphCallFailed(Exception):
+    """A Graph call that gave no usable answer. `kind` is Conduit's own token, safe to keep.
+
+    kinds: url_refused (not https, nor http on this host), timeout, transport
+    (no answer: `sent` says whether the request left the process), too_large,
+    malformed (the answer is not JSON of the expected shape), graph (GraphError).
+    """
+
+    def __init__(self, kind: str, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.sent = sent
+
+
+class GraphError(GraphCallFailed):
+    """Meta answered with an error. Only numbers and a token-shaped trace id are kept."""
+
+    def __init__(self, *, status: int, code: int | None, subcode: int | None, is_transient: bool,
+                 fbtrace_id: str, retry_after: float | None, had_cursor: bool = False) -> None:
+        detail = f"HTTP {status}" + (f", code {code}" if code is not None else "") + (
+            f"/{subcode}" if subcode is not None else "")
+        super().__init__("graph", f"Meta answered {detail}")
+        self.status = status
+        self.code = code
+        self.subcode = subcode
+        self.is_transient = is_transient
+        self.fbtrace_id = fbtrace_id
+        # Seconds Meta announced before access returns (estimated_time_to_regain_access), or None.
+        self.retry_after = retry_after
+        # Whether the failed request carried an `after` cursor (an expired cursor's sign).
+        self.had_cursor = had_cursor
+
+    @property
+    def meaning(self) -> str:
+        return graph_error_meaning(self)
+
+
+def graph_error_meaning(error: GraphError) -> str:
+    """What a Graph error means for the caller: throttled, token_invalid, expired_cursor,
+    transient or failed. Unknown codes take the conservative `failed`."""
+    if error.code in THROTTLING_CODES:
+        return THROTTLED
+    if error.code == TOKEN_INVALID_CODE:
+        return TOKEN_INVALID
+    if error.code == INVALID_PARAMETER_CODE and error.had_cursor:
+        return EXPIRED_CURSOR
+    if error.status >= 500 or error.is_transient:
+        return TRANSIENT
+    return FAILED
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and 0 <= value < 10**12:
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) <= 12:
+        return int(value)
+    return None
+
+
+def retry_after_seconds(header: str | None) -> float | None:
+    """The longest `estimated_time_to_regain_access` (minutes) in X-Business-Use-Case-Usage, in seconds.
+
+    The header maps account ids to lists of usage objects; a zero wait, or a
+    header that is not that shape, announces nothing.
+    """
+    if not header or len(header) > 65536:
+        return None
+    try:
+        usage = json.loads(header)
+    except (ValueError, RecursionError):
+        return None
+    minutes = [
+        _int(entry.get("estimated_time_to_regain_access"))
+        for entries in (usage.values() if isinstance(usage, dict) else [])
+        if isinstance(entries, list)
+        for entry in entries if isinstance(entry, dict)
+    ]
+    longest = max((m for m in minutes if m), default=0)
+    return float(min(longest * 60, MAX_RETRY_AFTER_SECONDS)) if longest else None
+
+
+def graph_error(status: int, payload: bytes, headers: Mapping[str, str] | http.client.HTTPMessage,
+                *, had_cursor: bool) -> GraphError:
+    """Meta's error envelope as a GraphError; any shape it may take, never its text."""
+    try:
+        envelope = json.loads(payload)
+        error = envelope.get("error") if isinstance(envelope, dict) else None
+    except (ValueError, RecursionError):
+        error = None
+    error = error if isinstance(error, dict) else {}
+    trace = error.get("fbtrace_id")
+    return GraphError(
+        status=status, code=_int(error.get("code")), subcode=_int(error.get("error_subcode")),
+        is_transient=error.get("is_transient") is True,
+        fbtrace_id=trace if isinstance(trace, str) and _TRACE_ID.fullmatch(trace) else "",
+        retry_after=retry_after_seconds(headers.get(USAGE_HEADER)), had_cursor=had_cursor,
+    )
+
+
+@dataclass(frozen=True)
+class GraphResponse:
+    document: dict
+    size_bytes: int
+
+
+def _connection(base_url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    """A connection to the base URL's host and the URL's path prefix; refuses plain http off this host."""
+    parts = urlsplit(base_url)
+    prefix = parts.path.rstrip("/")
+    if parts.scheme == "https" and parts.hostname:
+        context = ssl.create_default_context()
+        return http.client.HTTPSConnection(parts.hostname, parts.port or 443, timeout=timeout,
+                                           context=context), prefix
+    address = loopback_address(base_url)
+    if address is None:
+        raise GraphCallFailed("url_refused", "the Graph URL must be https://, or http:// on this host",
+                              sent=False)
+    return http.client.HTTPConnection(*address, timeout=timeout), prefix
+
+
+def graph_request(
+    *, method: str = "GET", base_url: str, path: str, params: Mapping[str, str], access_token: str,
+    timeout: float, max_bytes: int = DEFAULT_MAX_BYTES,
+) -> GraphResponse:
+    """One Graph call: `<base_url>/<path>?<params>&access_token=...`, its JSON object back.
+
+    Raises GraphError when Meta answers an error, GraphCallFailed otherwise. The
+    answer is read to at most `max_bytes` + 1 bytes: one byte past the limit
+    proves it too large without buffering it. The token goes in the query, as
+    Meta documents; it is never part of any failure.
+    """
+    query = urlencode({**params, "access_token": access_token})
+    conn, prefix = _connection(base_url, timeout)
+    sent = False
+    try:
+        conn.connect()
+        # Connected: from here the request may reach Meta, whatever fails next.
+        sent = True
+        conn.request(method, f"{prefix}/{path.lstrip('/')}?{query}",
+                     headers={"Accept": "application/json"})
+        response = conn.getresponse()
+        payload = response.read(max_bytes + 1)
+    except (socket.timeout, TimeoutError):
+        raise GraphCallFailed("timeout", f"no Graph answer within {timeout:g} s", sent=sent) from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise GraphCallFailed("transport", f"the Graph connection failed ({type(exc).__name__})",
+                              sent=sent) from None
+    finally:
+        conn.close()
+    if len(payload) > max_bytes:
+        raise GraphCallFailed("too_large", f"the Graph answer exceeds {max_bytes} bytes")
+    had_cursor = "after" in params
+    if response.status != 200:
+        raise graph_error(response.status, payload, response.headers, had_cursor=had_cursor)
+    try:
+        document = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise GraphCallFailed("malformed", "the Graph answer is not JSON") from None
+    if not isinstance(document, dict):
+        raise GraphCallFailed("malformed", "the Graph answer is not an object")
+    if "error" in document:
+        raise graph_error(response.status, payload, response.headers, had_cursor=had_cursor)
+    return GraphResponse(document, len(payload))
+
+
+def graph_get(*, base_url: str, path: str, params: Mapping[str, str], access_token: str,
+              timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> GraphResponse:
+    """`graph_request` with GET: a read."""
+    return graph_request(method="GET", base_url=base_url, path=path, params=params,
+                         access_token=access_token, timeout=timeout, max_bytes=max_bytes)

@@ -1,0 +1,458 @@
+"""The Meta source readers: Instagram media comments and Page feed comments, read back from the Graph API.
+
+A scan fans out (Instagram: `/{ig-user-id}/media`, then each media's
+`/comments` with nested replies; Page: `/{page-id}/feed`, then each post's
+`/comments?filter=stream`), and the whole fan-out is ONE resumable Conduit
+cursor: `m1.` + urlsafe base64 (no padding) of compact JSON holding
+
+| key | meaning |
+| --- | --- |
+| `s` | the scan id, minted on the generation's first page and returned on every page |
+| `n` | the page counter: every cursor of a generation differs (staging refuses a cycle) |
+| `m`, `e`, `u` | the media/feed list's `after`, whether the list is exhausted, the list's `until` after a restart |
+| `q` | media/posts listed but not yet read: `[id, unix seconds or null]` |
+| `c`, `a`, `d` | the media/post being read, its comments' `after`, whether its comments are exhausted |
+| `r`, `b` | Instagram comments whose replies overflowed the inline list, and the `after` of the first one's `/replies` |
+| `k`, `w` | the last media/posts finished (skipped when the list is re-read) and the oldest finished time |
+| `x` | how many expired cursors this generation has recovered from |
+
+Each page makes at most MAX_CALLS_PER_PAGE Graph calls, all within the page's
+`timeout` and `max_bytes`, and stops once it holds `limit` items; an empty
+page with a next cursor is normal. An edge is exhausted only when its answer
+has no `paging.next`, never because a page came back short.
+
+A stored Graph cursor that no longer works (400, code 100, on a request that
+carried `after`; Meta warns cursors must not be kept) is recovered here: the
+comments (or replies) of that media/post are re-read from their start, and an
+expired list cursor re-lists from the start, bounded by `until` at the oldest
+finished media and skipping the ones just finished. Staging deduplicates what
+is read twice by key.
+
+`since`/`until` bound the list (Graph `since`/`until`, unix seconds) and are
+applied here to each comment's own time, as [since, until). The last complete
+checkpoint is not used: a complete generation reads everything the source holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import binascii
+import json
+import secrets
+import time
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from conduit.providers.base import (
+    MAX_PAGE_BYTES,
+    PageFailure,
+    SourceConfig,
+    SourcePage,
+    SourceReader,
+)
+from conduit.providers.meta.graph import (
+    EXPIRED_CURSOR,
+    THROTTLED,
+    TOKEN_INVALID,
+    TRANSIENT,
+    GraphCallFailed,
+    GraphError,
+    graph_get,
+)
+
+CURSOR_PREFIX = "m1."
+MAX_CURSOR_BYTES = 4096  # seed 004's token bound
+MAX_CALLS_PER_PAGE = 8
+LIST_PAGE_SIZE = 20  # media/posts per list call: their ids ride in the cursor
+COMMENTS_PAGE_MAX = 50  # Instagram's maximum for comment edges
+# Inline replies kept per Instagram comment; a comment with more is queued for `/replies`,
+# so one comment page yields at most (1 + INLINE_REPLIES) items per comment.
+INLINE_REPLIES = 25
+MAX_ID_LENGTH = 64
+RECENT_FINISHED = 20
+MAX_CURSOR_RECOVERIES = 50
+# A page stops calling once less than this share of its time is left, rather than miss its deadline.
+RESERVE_TIME_SHARE = 0.25
+
+_SOURCE_PAGE_FIELDS = {f.name for f in fields(SourcePage)}
+
+
+@dataclass
+class _Scan:
+    """The fan-out's position: what the Conduit cursor carries (see the module docstring)."""
+
+    s: str
+    n: int = 0
+    m: str | None = None
+    e: bool = False
+    u: int | None = None
+    q: list = field(default_factory=list)
+    c: list | None = None
+    a: str | None = None
+    d: bool = False
+    r: list = field(default_factory=list)
+    b: str | None = None
+    k: list = field(default_factory=list)
+    w: int | None = None
+    x: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.e and not self.q and self.c is None and not self.r
+
+    def encode(self) -> str:
+        for _ in range(2):
+            text = json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True)
+            cursor = CURSOR_PREFIX + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+            if len(cursor) <= MAX_CURSOR_BYTES:
+                return cursor
+            # The skip list is an optimisation: without it a list restart re-reads a little more.
+            self.k = []
+        raise PageFailure("protocol", "graph_cursor_too_long",
+                          f"the scan position exceeds {MAX_CURSOR_BYTES} bytes")
+
+    @classmethod
+    def decode(cls, cursor: str) -> _Scan:
+        refused = PageFailure("protocol", "cursor_unreadable", "the scan cursor is not one this reader wrote")
+        if not cursor.startswith(CURSOR_PREFIX) or len(cursor) > MAX_CURSOR_BYTES:
+            raise refused
+        body = cursor[len(CURSOR_PREFIX):]
+        try:
+            state = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            scan = cls(**state)
+        except (ValueError, TypeError, binascii.Error, RecursionError):
+            raise refused from None
+        def parent(entry: Any) -> bool:
+            return (isinstance(entry, list) and len(entry) == 2 and _id(entry[0]) is not None
+                    and (entry[1] is None or isinstance(entry[1], int)))
+
+        if not (isinstance(scan.s, str) and scan.s and isinstance(scan.n, int) and isinstance(scan.x, int)
+                and all(v is None or isinstance(v, str) for v in (scan.m, scan.a, scan.b))
+                and all(v is None or isinstance(v, int) for v in (scan.u, scan.w))
+                and isinstance(scan.q, list) and all(parent(entry) for entry in scan.q)
+                and (scan.c is None or parent(scan.c))
+                and all(isinstance(v, list) and all(_id(i) for i in v) for v in (scan.r, scan.k))):
+            raise refused
+        return scan
+
+
+def _id(value: Any) -> str | None:
+    """A Graph id fit for a path and the cursor, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable() and "/" not in value:
+        return value
+    return None
+
+
+def _when(value: Any) -> datetime | None:
+    """Meta's ISO time (`2026-11-30T10:00:00+0000`) as an aware datetime, or None."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _malformed(what: str) -> PageFailure:
+    return PageFailure("protocol", "malformed_page", f"the Graph answer for {what} is not a list page")
+
+
+def _edge(document: dict, what: str) -> tuple[list, str | None]:
+    """An edge's items and the `after` to continue with, or None when `paging.next` is absent."""
+    data = document.get("data")
+    paging = document.get("paging", {})
+    if not isinstance(data, list) or not isinstance(paging, dict):
+        raise _malformed(what)
+    if not paging.get("next"):
+        return data, None
+    cursors = paging.get("cursors") if isinstance(paging.get("cursors"), dict) else {}
+    after = cursors.get("after")
+    if not after and isinstance(paging["next"], str):
+        after = (parse_qs(urlsplit(paging["next"]).query).get("after") or [None])[0]
+    if not isinstance(after, str) or not after or len(after) > 1024:
+        raise _malformed(what)
+    return data, after
+
+
+def _failure(error: GraphCallFailed, timeout: float, what: str) -> PageFailure:
+    """A Graph failure as a page failure: Conduit's words, Meta's numbers, never its text."""
+    if isinstance(error, GraphError):
+        detail = f"{error.message.removeprefix('Meta answered ')} reading {what}" + (
+            f" (fbtrace_id {error.fbtrace_id})" if error.fbtrace_id else "")
+        meaning = error.meaning
+        if meaning == THROTTLED:
+            return PageFailure("provider", "graph_throttled", f"Meta throttled the read: {detail}",
+                               retry_after=error.retry_after)
+        if meaning == TOKEN_INVALID:
+            return PageFailure("credentials", "graph_token_invalid",
+                               f"Meta refused the source's access token: {detail}; re-authorise the source")
+        if meaning == TRANSIENT:
+            return PageFailure("provider", "graph_unavailable", f"Meta was unavailable: {detail}")
+        return PageFailure("provider", "graph_error", f"Meta refused the read: {detail}")
+    if error.kind == "timeout":
+        return PageFailure("timeout", "page_timeout", f"no page within {timeout:g} s")
+    if error.kind == "transport":
+        return PageFailure("transport", "connection_failed", error.message)
+    if error.kind == "too_large":
+        return PageFailure("protocol", "page_too_large", "the page exceeds its byte limit")
+    if error.kind == "url_refused":
+        return PageFailure("protocol", "graph_url_refused", error.message)
+    return PageFailure("protocol", "malformed_page", f"the Graph answer for {what} is not JSON")
+
+
+class _GraphFanOutReader(SourceReader):
+    """The fan-out both Meta readers share: a list of parents, then each parent's comments."""
+
+    live = True  # it reads Meta (tests point it at the loopback simulator)
+
+    object: str = ""
+    field: str = ""
+    list_edge: str = ""
+    list_fields: str = ""
+    list_time: str = ""
+    comment_fields: str = ""
+    comment_params: dict[str, str] = {}
+
+    # -- per platform --------------------------------------------------------
+
+    def comments_limit(self, room: int) -> int:
+        return max(1, min(COMMENTS_PAGE_MAX, room))
+
+    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
+        raise NotImplementedError(".comment_items() must be overridden.")
+
+    def reply_items(self, reply: dict, comment_id: str, parent: list) -> list[dict]:
+        return []
+
+    # -- the page --------------------------------------------------------------
+
+    def read_page(
+        self, *, config: SourceConfig, base_url: str, since: datetime | None,
+        until: datetime | None, cursor: str | None, limit: int, timeout: float,
+        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
+    ) -> SourcePage:
+        token = getattr(config, "access_token", "")
+        if not token:
+            raise PageFailure("credentials", "graph_token_unavailable",
+                              f"source {config.name} has no access token in its environment variable")
+        account = _id(config.account_ref)
+        if account is None:
+            raise PageFailure("protocol", "graph_account_invalid", "the source's account ref is not a Graph id")
+        scan = _Scan.decode(cursor) if cursor else _Scan(s="meta-" + secrets.token_hex(12))
+        scan.n += 1
+        deadline = time.monotonic() + timeout
+        items: list[dict] = []
+        size = calls = 0
+        while True:
+            self._settle(scan)
+            if scan.finished or calls >= MAX_CALLS_PER_PAGE or len(items) >= limit:
+                break
+            left = deadline - time.monotonic()
+            if calls and (left < timeout * RESERVE_TIME_SHARE or size > max_bytes // 2):
+                break  # what was read is kept; the next page continues
+            path, params, what = self._next_call(account, scan, since, until, limit - len(items))
+            try:
+                response = graph_get(base_url=base_url, path=path, params=params, access_token=token,
+                                     timeout=max(left, 0.001), max_bytes=max_bytes - size)
+            except GraphError as error:
+                calls += 1
+                if error.meaning != EXPIRED_CURSOR:
+                    raise _failure(error, timeout, what) from None
+                self._recover(scan)
+                continue
+            except GraphCallFailed as error:
+                raise _failure(error, timeout, what) from None
+            calls += 1
+            size += response.size_bytes
+            items.extend(self._apply(scan, response.document, what, since, until))
+        parsed = self.normalize(items, config.account_ref, config)
+        extra = {"own": parsed.own} if "own" in _SOURCE_PAGE_FIELDS else {}
+        complete = scan.finished
+        return SourcePage(scan_id=scan.s, observations=parsed.observations, rejections=parsed.rejections,
+                          receipts=[], next_cursor=None if complete else scan.encode(), complete=complete,
+                          size_bytes=size, **extra)
+
+    def _next_call(self, account: str, scan: _Scan, since: datetime | None, until: datetime | None,
+                   room: int) -> tuple[str, dict[str, str], str]:
+        """The one Graph call the scan's position asks for next: (path, params, what it reads)."""
+        if scan.r:
+            params = {"fields": self.reply_fields, "limit": str(max(1, min(COMMENTS_PAGE_MAX, room)))}
+            if scan.b:
+                params["after"] = scan.b
+            return f"{quote(scan.r[0], safe='')}/replies", params, "a comment's replies"
+        if scan.c is not None:
+            params = {**self.comment_params, "fields": self.comment_fields,
+                      "limit": str(self.comments_limit(room))}
+            if scan.a:
+                params["after"] = scan.a
+            return f"{quote(scan.c[0], safe='')}/comments", params, f"a {self.parent_name}'s comments"
+        params = {"fields": self.list_fields, "limit": str(LIST_PAGE_SIZE)}
+        # Graph bounds are whole seconds: round up, so the second `until` falls in is listed
+        # (each comment is then held to the exact window here).
+        bound = [math.ceil(until.timestamp())] if until else []
+        if scan.u is not None:
+            bound.append(scan.u)
+        if bound:
+            params["until"] = str(min(bound))
+        if since:
+            params["since"] = str(int(since.timestamp()))
+        if scan.m:
+            params["after"] = scan.m
+        return f"{account}/{self.list_edge}", params, f"the {self.parent_name} list"
+
+    def _recover(self, scan: _Scan) -> None:
+        """An expired Graph cursor: re-read that edge from its start (staging deduplicates)."""
+        scan.x += 1
+        if scan.x > MAX_CURSOR_RECOVERIES:
+            raise PageFailure("provider", "graph_cursor_expired",
+                              f"Meta's cursors expired more than {MAX_CURSOR_RECOVERIES} times in one scan")
+        if scan.r:
+            scan.b = None
+        elif scan.c is not None:
+            scan.a = None
+        else:
+            # Everything listed before was finished: re-list up to the oldest of it.
+            scan.m, scan.u = None, (scan.w + 1 if scan.w is not None else None)
+
+    def _settle(self, scan: _Scan) -> None:
+        """Moves that need no call: finish a media/post whose reads are done, start the next listed one."""
+        if not scan.r and scan.c is not None and scan.d:
+            parent_id, seconds = scan.c
+            scan.k = (scan.k + [parent_id])[-RECENT_FINISHED:]
+            if isinstance(seconds, int):
+                scan.w = seconds if scan.w is None else min(scan.w, seconds)
+            scan.c, scan.a, scan.d = None, None, False
+        if not scan.r and scan.c is None and scan.q:
+            scan.c, scan.a, scan.d = scan.q.pop(0), None, False
+
+    def _apply(self, scan: _Scan, document: dict, what: str, since: datetime | None,
+               until: datetime | None) -> list[dict]:
+        """Move the position past one answer; the items it read, in the window."""
+        data, after = _edge(document, what)
+        if any(not isinstance(entry, dict) or _id(entry.get("id")) is None for entry in data):
+            raise _malformed(what)
+        if scan.r:
+            comment_id = scan.r[0]
+            items = [item for reply in data for item in self.reply_items(reply, comment_id, scan.c)]
+            if after:
+                scan.b = after
+            else:
+                scan.r.pop(0)
+                scan.b = None
+        elif scan.c is not None:
+            items = [item for comment in data for item in self.comment_items(comment, scan.c, scan)]
+            scan.a, scan.d = after, after is None
+        else:
+            listed = {entry[0] for entry in scan.q} | set(scan.k)
+            for entry in data:
+                parent_id = _id(entry["id"])
+                if parent_id in listed:
+                    continue
+                at = _when(entry.get(self.list_time))
+                scan.q.append([parent_id, int(at.timestamp()) if at else None])
+                listed.add(parent_id)
+            scan.m, scan.e = after, after is None
+            return []
+        return [item for item in items if self._in_window(item, since, until)]
+
+    def _in_window(self, item: dict, since: datetime | None, until: datetime | None) -> bool:
+        """[since, until) on the comment's own time; an unreadable time is the normalizer's to refuse."""
+        at = _when(item["value"].get(self.item_time))
+        if at is None:
+            return True
+        return (since is None or at >= since) and (until is None or at < until)
+
+
+def _item(obj: str, field_name: str, value: dict) -> dict:
+    return {"object": obj, "field": field_name, "value": value, "entry_time": None, "read": True}
+
+
+def _author(comment: dict, keys: tuple[str, ...]) -> dict:
+    author = comment.get("from") if isinstance(comment.get("from"), dict) else {}
+    return {key: author[key] for key in keys if key in author}
+
+
+class MetaInstagramReader(_GraphFanOutReader):
+    """Instagram: `/{ig-user-id}/media`, then each media's `/comments` with nested replies."""
+
+    object = "instagram"
+    field = "comments"
+    parent_name = "media"
+    list_edge = "media"
+    list_fields = "id,timestamp,media_product_type"
+    list_time = "timestamp"
+    item_time = "timestamp"
+    reply_fields = "id,text,timestamp,username,from{id,username},parent_id"
+    comment_fields = ("id,text,timestamp,username,from{id,username},media{id,media_product_type},parent_id,"
+                      "replies{id,text,timestamp,username,from{id,username},parent_id}")
+    comment_params: dict[str, str] = {}
+
+    def comments_limit(self, room: int) -> int:
+        # Each comment may bring INLINE_REPLIES replies: keep the page within `limit`.
+        return max(1, min(COMMENTS_PAGE_MAX, room // (1 + INLINE_REPLIES)))
+
+    def _value(self, comment: dict, media: dict, parent_id: str | None) -> dict:
+        author = _author(comment, ("id", "username"))
+        if "username" not in author and isinstance(comment.get("username"), str):
+            author["username"] = comment["username"]
+        value = {"id": _id(comment["id"]), "text": comment.get("text"), "timestamp": comment.get("timestamp"),
+                 "from": author, "media": media}
+        if parent_id:
+            value["parent_id"] = parent_id
+        return value
+
+    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
+        read_media = comment.get("media") if isinstance(comment.get("media"), dict) else {}
+        media = {"id": parent[0]}
+        if "media_product_type" in read_media:
+            media["media_product_type"] = read_media["media_product_type"]
+        parent_id = comment.get("parent_id") if _id(comment.get("parent_id")) else None
+        items = [_item(self.object, self.field, self._value(comment, media, parent_id))]
+        replies = comment.get("replies")
+        if isinstance(replies, dict):
+            data = replies.get("data") if isinstance(replies.get("data"), list) else []
+            paging = replies.get("paging") if isinstance(replies.get("paging"), dict) else {}
+            comment_id = _id(comment["id"])
+            if len(data) > INLINE_REPLIES or paging.get("next"):
+                # Too many to keep inline: all of them come from /{comment-id}/replies instead.
+                if comment_id not in scan.r:
+                    scan.r.append(comment_id)
+            elif any(not isinstance(reply, dict) or _id(reply.get("id")) is None for reply in data):
+                raise _malformed("a comment's replies")
+            else:
+                items.extend(_item(self.object, self.field, self._value(reply, media, comment_id))
+                             for reply in data)
+        return items
+
+    def reply_items(self, reply: dict, comment_id: str, parent: list) -> list[dict]:
+        return [_item(self.object, self.field, self._value(reply, {"id": parent[0]}, comment_id))]
+
+
+class MetaPageReader(_GraphFanOutReader):
+    """Facebook Page: `/{page-id}/feed` (visitor posts included), then each post's `/comments?filter=stream`."""
+
+    object = "page"
+    field = "feed"
+    parent_name = "post"
+    list_edge = "feed"
+    list_fields = "id,created_time"
+    list_time = "created_time"
+    item_time = "created_time"
+    reply_fields = ""
+    comment_fields = "id,message,created_time,from{id,name},parent{id}"
+    # filter=stream: every comment of the post, replies included, flat and chronological.
+    comment_params = {"filter": "stream"}
+
+    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
+        post_id = parent[0]
+        reply_to = comment.get("parent") if isinstance(comment.get("parent"), dict) else {}
+        value = {"item": "comment", "verb": "add", "comment_id": _id(comment["id"]), "post_id": post_id,
+                 "parent_id": _id(reply_to.get("id")) or post_id, "from": _author(comment, ("id", "name")),
+                 "message": comment.get("message"), "created_time": comment.get("created_time")}
+        return [_item(self.object, self.field, value)]

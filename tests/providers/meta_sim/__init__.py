@@ -1,0 +1,1 @@
+"""Tests of the Graph API simulator Conduit ships."""
