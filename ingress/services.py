@@ -179,7 +179,9 @@ def _event_upsert(
     """
     key = observation.event_key
     # What occurred before the account was connected is history: recorded, never planned.
-    history = source.connected_at is not None and observation.occurred_at < source.connected_at
+    # Platform times are whole seconds: the second of connection counts as after it.
+    history = source.connected_at is not None and \
+        observation.occurred_at < source.connected_at.replace(microsecond=0)
     trigger = trigger_matches(observation.text, source.trigger_keywords)
     final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
     closed_because = "before_connection" if history else "trigger_not_matched"

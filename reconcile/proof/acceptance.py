@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from django.conf import settings
 from django.utils import timezone as dj_timezone
@@ -31,6 +31,7 @@ from reconcile.proof import testkit
 from reconcile.proof.testkit import (
     approval_check_bypassed,
     canary_aimed_at_live_transport,
+    meta_signature_bypassed,
     reconcile_minting_reply_keys,
     without_event_uniqueness,
 )
@@ -474,6 +475,167 @@ def _admin_pages() -> list[str]:
     return urls
 
 
+# -- Meta: the same promises through Meta's proof, field maps and Graph read-back --------
+
+META_APP_ID = "900000000000001"
+META_ACCOUNT = "17841400000000001"
+META_MEDIA = "18000000000000001"
+META_BUYER = "17841400000000901"
+
+
+class MetaHarness:
+    """An Instagram source of a synthetic Meta app, read back from the loopback Graph simulator.
+
+    Its app secret, verify token and access token are made for this harness only
+    and live in the variables the source names, as real ones would.
+    """
+
+    def __init__(self) -> None:
+        from conduit.providers.meta.simulator import serve as graph_serve
+        from ingress.models import Source
+        from replies.services import reply_copy_create, reply_route_declare
+
+        self.secret = secrets.token_hex(16)
+        self._restore = [testkit.environ_set(name, value) for name, value in (
+            ("CONDUIT_ACCEPTANCE_META_SECRET", self.secret),
+            ("CONDUIT_ACCEPTANCE_META_VERIFY", secrets.token_hex(8)),
+            ("CONDUIT_ACCEPTANCE_META_TOKEN", secrets.token_hex(16)),
+        )]
+        self.graph = graph_serve(port=0)
+        self._sim("/_sim/accounts", {"id": META_ACCOUNT, "object": "instagram", "app_id": META_APP_ID})
+        self.source, _ = source_register(
+            name="meta-acceptance", adapter="meta-instagram", account_ref=META_ACCOUNT,
+            event_types=["comment.created"], purposes=list(PURPOSES), trigger_keywords=["CHECKLIST"],
+            secret_env="CONDUIT_ACCEPTANCE_META_SECRET", meta_app_id=META_APP_ID,
+            verify_token_env="CONDUIT_ACCEPTANCE_META_VERIFY", token_env="CONDUIT_ACCEPTANCE_META_TOKEN",
+            source_url=self.graph.instagram_url,
+        )
+        # Connected a day ago: the comments below are new work, not history.
+        Source.objects.filter(pk=self.source.pk).update(
+            connected_at=dj_timezone.now() - timedelta(days=1))
+        self.source.refresh_from_db()
+        for purpose in PURPOSES:
+            # Never called by these rows: they check ingest and reconciliation only.
+            reply_route_declare(source_id=self.source.pk, purpose=purpose, transport_name="sandbox",
+                                target_url="http://127.0.0.1:9")
+            reply_copy_create(source_id=self.source.pk, purpose=purpose, channel=purpose,
+                              text="Synthetic copy for the acceptance checks.", actor="system:acceptance")
+        self.client = testkit.test_client()
+
+    def close(self) -> None:
+        self.graph.close()
+        for restore in self._restore:
+            restore()
+
+    def _sim(self, path: str, body: dict) -> dict:
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.graph.root}{path}", data=json.dumps(body).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"{}")
+
+    def comment(self, text: str) -> str:
+        """A comment the platform holds, with no webhook sent (the caller delivers one, or not)."""
+        return self._sim("/_sim/comments", {"account": META_ACCOUNT, "media_id": META_MEDIA, "text": text,
+                                            "from_id": META_BUYER, "notify": False})["id"]
+
+    @staticmethod
+    def body(*comments: tuple[str, str]) -> bytes:
+        """Meta's notification of (comment id, text) pairs, in one entry."""
+        changes = [{"field": "comments", "value": {
+            "id": cid, "text": text, "from": {"id": META_BUYER, "username": "buyer_test"},
+            "media": {"id": META_MEDIA, "media_product_type": "FEED"}}} for cid, text in comments]
+        return json.dumps({"object": "instagram", "entry": [
+            {"id": META_ACCOUNT, "time": int(datetime.now(timezone.utc).timestamp()), "changes": changes}]}).encode()
+
+    def deliver(self, body: bytes, *, secret: str | None = None):
+        from conduit.providers.meta.webhook import signature_header
+
+        return self.client.post(
+            f"/webhooks/meta/{META_APP_ID}/", data=body, content_type="application/json",
+            headers={"X-Hub-Signature-256": signature_header(body=body, secret=secret or self.secret)},
+        )
+
+    def key(self, comment_id: str) -> str:
+        return f"meta-instagram:{META_ACCOUNT}:comment.created:{comment_id}"
+
+    def scan(self):
+        return scan_until_done(source=self.source, trigger="command", actor="system:acceptance")
+
+
+def meta_source_proof(h: MetaHarness) -> list[str]:
+    """A Meta body signed with another secret is 401, quarantined, and plans nothing."""
+    body = h.body((h.comment("CHECKLIST please"), "CHECKLIST please"))
+    response = h.deliver(body, secret=secrets.token_hex(16))
+    failures = []
+    if response.status_code != 401:
+        failures.append(f"invalid proof answered {response.status_code}, expected 401")
+    if not QuarantineReceipt.objects.filter(reason_code="invalid_signature", state="QUARANTINED",
+                                            authenticated=False).exists():
+        failures.append("no unauthenticated QUARANTINED receipt for the invalid proof")
+    if ReplyAction.objects.exists() or InboundEvent.objects.exists():
+        failures.append("invalid proof created an event or reply actions")
+    return failures
+
+
+def meta_event_identity(h: MetaHarness) -> list[str]:
+    """The same body twice is one delivery seen twice; a retry batched with another comment adds
+    only that comment: one row per comment, keyed `meta-instagram:<account>:comment.created:<id>`."""
+    first, second = h.comment("CHECKLIST please"), h.comment("CHECKLIST for two")
+    single = h.body((first, "CHECKLIST please"))
+    statuses = [h.deliver(single).status_code, h.deliver(single).status_code,
+                h.deliver(h.body((first, "CHECKLIST please"), (second, "CHECKLIST for two"))).status_code]
+    failures = []
+    if statuses != [200, 200, 200]:
+        failures.append(f"deliveries answered {statuses}, expected [200, 200, 200]")
+    for comment, seen in ((first, 3), (second, 1)):
+        rows = list(InboundEvent.objects.filter(event_key=h.key(comment)))
+        if len(rows) != 1:
+            failures.append(f"comment {comment}: expected exactly one event row, found {len(rows)}")
+        elif rows[0].seen_count != seen:
+            failures.append(f"comment {comment}: expected seen_count {seen}, found {rows[0].seen_count}")
+    if InboundEvent.objects.count() != 2:
+        failures.append(f"expected 2 event rows in all, found {InboundEvent.objects.count()}")
+    return failures
+
+
+def meta_reconciliation(h: MetaHarness) -> list[str]:
+    """The simulator holds a delivered comment and one whose webhook never came; after two
+    complete scans each has one row and one action per purpose under the derived keys, both
+    MATCHED, no identity conflict, and the Graph calls stayed on this host."""
+    delivered, missed = h.comment("CHECKLIST please"), h.comment("CHECKLIST for two")
+    h.deliver(h.body((delivered, "CHECKLIST please")))
+    failures = []
+    for attempt in ("first", "second"):
+        outcome = h.scan()
+        if outcome.state != "published":
+            return failures + [f"{attempt} scan ended {outcome.state}, expected published"]
+        for comment in (delivered, missed):
+            key = h.key(comment)
+            if InboundEvent.objects.filter(event_key=key).count() != 1:
+                failures.append(f"{attempt} scan: not exactly one row for comment {comment}")
+            for purpose in PURPOSES:
+                keys = list(ReplyAction.objects.filter(event_id=key, purpose=purpose)
+                            .values_list("reply_key", flat=True))
+                if keys != [reply_key(key, purpose)]:
+                    failures.append(f"{attempt} scan: {purpose} of comment {comment} has keys {keys}")
+    statuses = set(InboundEvent.objects.values_list("reconcile_status", flat=True))
+    if statuses != {"MATCHED"}:
+        failures.append(f"the events are {sorted(statuses)}, expected all MATCHED")
+    if QuarantineReceipt.objects.filter(reason_code="identity_conflict").exists():
+        failures.append("the webhook and the read-back disagreed on a payload (identity_conflict)")
+    from reconcile.models import ReconcileReport
+
+    report = ReconcileReport.objects.order_by("-pk").first()
+    counts = report.summary["counts"] if report else {}
+    if not counts.get("page_calls"):
+        failures.append("the scans made no page call: nothing was read back")
+    if counts.get("external_calls") != 0:
+        failures.append(f"the scans called off this host: external_calls {counts.get('external_calls')}")
+    return failures
+
+
 # -- the table and its controls: (row, the fault, a context manager planting it) ----
 
 @dataclass(frozen=True)
@@ -481,7 +643,12 @@ class Row:
     name: str
     evidence: str
     check: Callable[..., list[str]]
-    needs_harness: bool = True
+    # What the check acts through (built per run and closed after), or None.
+    harness: Callable[[], Any] | None = Harness
+
+    @property
+    def needs_harness(self) -> bool:
+        return self.harness is not None
 
 
 @dataclass(frozen=True)
@@ -506,10 +673,18 @@ ROWS = [
     Row("Reconciliation", "A missing local event re-enters through normal ingest and creates no duplicate action",
         reconciliation),
     Row("Canary", "Two canary deliveries produce the exact expected rows and zero external calls", canary,
-        needs_harness=False),
+        harness=None),
     Row("State model", "An undeclared transition is rejected and recorded in its owning ledger", state_model),
     Row("Data boundary", "Logs and reports contain no credential, real buyer payload, or actual field value",
-        data_boundary, needs_harness=False),
+        data_boundary, harness=None),
+    # The same promises for Meta's platforms, through Meta's proof, field maps and Graph read-back.
+    Row("Meta source proof", "A Meta body with an invalid X-Hub-Signature-256 enters QUARANTINED and creates "
+        "zero reply actions", meta_source_proof, harness=MetaHarness),
+    Row("Meta event identity", "The same Meta body twice, and a retry batched differently, leave one event row "
+        "per comment", meta_event_identity, harness=MetaHarness),
+    Row("Meta reconciliation", "A comment whose webhook never came is recovered from the Graph API with one "
+        "action per purpose, no identity conflict and no call off this host", meta_reconciliation,
+        harness=MetaHarness),
 ]
 # Instrument integrity: seed 000's four named controls.
 CONTROLS = [
@@ -517,6 +692,9 @@ CONTROLS = [
     Control("Reconciliation", "reconciliation changed to mint a new reply key", reconcile_minting_reply_keys),
     Control("Canary", "the canary action pointed at a live transport", canary_aimed_at_live_transport),
     Control("Approval gate", "the approval check bypassed", approval_check_bypassed),
+    Control("Meta source proof", "Meta's signature check bypassed", meta_signature_bypassed),
+    Control("Meta event identity", "the event uniqueness rule disabled", without_event_uniqueness),
+    Control("Meta reconciliation", "reconciliation changed to mint a new reply key", reconcile_minting_reply_keys),
 ]
 
 

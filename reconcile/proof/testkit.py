@@ -160,3 +160,15 @@ def approval_check_bypassed() -> Iterator[None]:
         lambda self, p, n: allows(self, p, n) or (p, n) == ("REVIEW_PENDING", "SENDING"),
     ):
         yield
+
+
+@contextlib.contextmanager
+def meta_signature_bypassed() -> Iterator[None]:
+    """Meta's signature check bypassed: every body passes as authentic."""
+    from conduit.canonical import sha256_hex
+    from conduit.providers.base import Proof
+    from conduit.providers.meta.webhook import MetaWebhookAdapter
+
+    with patched(MetaWebhookAdapter, "verify",
+                 lambda self, *, body, **kw: Proof(delivery_id="sha256:" + sha256_hex(body))):
+        yield

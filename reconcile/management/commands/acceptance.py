@@ -59,7 +59,7 @@ class Command(BaseCommand):
     def _check(self, row: acceptance.Row) -> list[str]:
         if not row.needs_harness:
             return row.check()
-        harness = acceptance.Harness()
+        harness = row.harness()
         try:
             return row.check(harness)
         finally:
