@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from django.conf import settings
@@ -32,7 +32,7 @@ from django.utils import timezone as dj_timezone
 
 from conduit.process_secrets import secret_held
 from conduit.providers.base import CALLS
-from conduit.providers.registry import TRANSPORTS, get_adapter
+from conduit.providers.registry import TRANSPORTS, get_adapter, reads_off_host
 from conduit.providers.sandbox.simulator import serve
 from ingress.models import InboundEvent, Source
 from ingress.selectors import source_identity_holder
@@ -49,7 +49,8 @@ from replies.transports import is_live
 
 logger = logging.getLogger("conduit.canary")
 
-FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "sandbox_social" / "comment__northstar.json"
+FIXTURES = Path(settings.BASE_DIR) / "fixtures"
+FIXTURE = FIXTURES / "sandbox_social" / "comment__northstar.json"
 # The reserved synthetic source: trusted configuration, never read from a payload.
 CANARY = {
     "name": "canary",
@@ -59,6 +60,22 @@ CANARY = {
     "purposes": ["public_ack", "private_delivery"],
     "trigger_keywords": ["CHECKLIST"],
     "secret_env": "CONDUIT_CANARY_SECRET",
+    "canary": True,
+}
+# The Meta-shaped one: an Instagram source of a reserved app id (no Meta app has id 0), whose
+# Graph is the simulator a run starts on this host (its registered URL is a loopback one).
+META_CANARY = {
+    "name": "canary-meta",
+    "adapter": "meta-instagram",
+    "account_ref": "acct_test_ig_01",
+    "event_types": ["comment.created"],
+    "purposes": ["public_ack", "private_delivery"],
+    "trigger_keywords": ["CHECKLIST"],
+    "secret_env": "CONDUIT_CANARY_META_SECRET",
+    "meta_app_id": "0",
+    "verify_token_env": "CONDUIT_CANARY_META_VERIFY",
+    "token_env": "CONDUIT_CANARY_META_TOKEN",
+    "source_url": "http://127.0.0.1/instagram/v26.0",
     "canary": True,
 }
 # Every purpose's replies are routed to the sandbox transport (never live); the guard
@@ -92,41 +109,132 @@ class CanaryResult:
     expectations: list[Expectation] = field(default_factory=list)
 
 
-def _fixture() -> tuple[bytes, dict]:
-    body = FIXTURE.read_bytes()
+@dataclass(frozen=True)
+class Platform:
+    """What differs between canaries: the reserved source, its fixture, how a delivery is made,
+    and the loopback copy of the source that reconciliation reads."""
+
+    name: str
+    registration: dict
+    fixture: Path
+
+    def identifiers(self, document: dict) -> list[str]:
+        values = [document.get("account", "")]
+        for item in document.get("events", []):
+            values += [item.get(k, "") for k in ("id", "post_id", "comment_id", "from_id")]
+        return values
+
+    def path(self, source: Source) -> str:
+        return f"/webhooks/{source.name}/"
+
+    def headers(self, source: Source, body: bytes, secret: str) -> dict[str, str]:
+        return get_adapter(source.adapter).sign(
+            body=body, secret=secret, delivery_id=f"msg_test_canary_{uuid.uuid4().hex}",
+            at=datetime.now(timezone.utc),
+        )
+
+    def new_secret(self) -> str:
+        return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+    @contextlib.contextmanager
+    def held_source(self, source: Source, document: dict) -> Iterator[tuple[str, Callable[[], int]]]:
+        """A loopback copy of the source holding the fixture's events: (its URL, replies it applied)."""
+        server, state = serve(port=0)
+        state.hold(source.account_ref, document["events"])
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}", state.applied_count
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+class MetaPlatform(Platform):
+    def identifiers(self, document: dict) -> list[str]:
+        values = []
+        for entry in document.get("entry", []):
+            values.append(entry.get("id", ""))
+            for change in entry.get("changes", []):
+                value = change.get("value", {})
+                values += [value.get("id", ""), value.get("from", {}).get("id", ""),
+                           value.get("media", {}).get("id", "")]
+        return values
+
+    def path(self, source: Source) -> str:
+        return f"/webhooks/meta/{source.meta_app_id}/"
+
+    def headers(self, source: Source, body: bytes, secret: str) -> dict[str, str]:
+        return get_adapter(source.adapter).sign(body=body, secret=secret)
+
+    def new_secret(self) -> str:
+        return secrets.token_hex(16)
+
+    @contextlib.contextmanager
+    def held_source(self, source: Source, document: dict) -> Iterator[tuple[str, Callable[[], int]]]:
+        from conduit.providers.meta.simulator import serve as graph_serve
+
+        graph = graph_serve(port=0)
+        try:
+            graph.state.account_upsert(id=source.account_ref, object="instagram")
+            for entry in document["entry"]:
+                for change in entry["changes"]:
+                    value = change["value"]
+                    graph.state.comment_create({
+                        "account": source.account_ref, "media_id": value["media"]["id"], "id": value["id"],
+                        "text": value["text"], "from_id": value["from"]["id"], "notify": False,
+                    })
+
+            def applied() -> int:
+                return sum(sum(kind.values()) for kind in graph.state.applied().values())
+
+            yield graph.instagram_url, applied
+        finally:
+            graph.close()
+
+
+PLATFORMS = {
+    "sandbox": Platform("sandbox", CANARY, FIXTURE),
+    "meta": MetaPlatform("meta", META_CANARY, FIXTURES / "meta_instagram" / "canary__comment.json"),
+}
+
+
+def _fixture(platform: Platform = PLATFORMS["sandbox"]) -> tuple[bytes, dict]:
+    body = platform.fixture.read_bytes()
     return body, json.loads(body)
 
 
-def _reserved(document: dict) -> list[str]:
+def _reserved(document: dict, platform: Platform = PLATFORMS["sandbox"]) -> list[str]:
     """Identifiers in the fixture that are not reserved synthetic ones."""
-    values = [document.get("account", "")]
-    for item in document.get("events", []):
-        values += [item.get(k, "") for k in ("id", "post_id", "comment_id", "from_id")]
-    return [v for v in values if not str(v).startswith(RESERVED_PREFIXES)]
+    return [v for v in platform.identifiers(document) if not str(v).startswith(RESERVED_PREFIXES)]
 
 
-def canary_source() -> Source:
+def canary_source(platform: Platform = PLATFORMS["sandbox"]) -> Source:
     """The canary source, created if missing; refused unless it is safe to run against.
 
     Fails closed, before anything touches the network, when the source is
     configured with a route to a live transport, live sending, other
     identifiers, or without the canary flag.
     """
-    _, document = _fixture()
-    if _reserved(document):
-        raise CanaryRefused(f"the fixture holds identifiers that are not reserved synthetic ones: {_reserved(document)}")
-    source = Source.objects.filter(name=CANARY["name"]).first()
+    registration = platform.registration
+    _, document = _fixture(platform)
+    if _reserved(document, platform):
+        raise CanaryRefused("the fixture holds identifiers that are not reserved synthetic ones: "
+                            f"{_reserved(document, platform)}")
+    source = Source.objects.filter(name=registration["name"]).first()
     if source is None:
-        owner = source_identity_holder(adapter=CANARY["adapter"], account_ref=CANARY["account_ref"])
+        owner = source_identity_holder(adapter=registration["adapter"], account_ref=registration["account_ref"])
         if owner is not None:
             raise CanaryRefused(
-                f"the reserved canary account {CANARY['account_ref']} is registered as source "
-                f"{owner.name!r}; the canary needs it as its own source named 'canary'"
+                f"the reserved canary account {registration['account_ref']} is registered as source "
+                f"{owner.name!r}; the canary needs it as its own source named {registration['name']!r}"
             )
         try:
-            source, _ = source_register(**CANARY)
+            source, _ = source_register(**registration)
         except SourceConflict as exc:
             raise CanaryRefused(str(exc)) from None
+        # The fixture is fixed (its comment's time is in the past): the canary source proves the
+        # path for new work, so no connection time makes its fixture history.
+        Source.objects.filter(pk=source.pk).update(connected_at=None)
+        source.connected_at = None
         for purpose in source.purposes:
             reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=CANARY_TRANSPORT)
             reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY,
@@ -134,9 +242,12 @@ def canary_source() -> Source:
     problems = []
     if not source.canary:
         problems.append("the canary flag is off")
-    if (source.source_system, source.account_ref) != ("sandbox-social", CANARY["account_ref"]):
+    reserved = (get_adapter(registration["adapter"]).source_system, registration["account_ref"])
+    if (source.source_system, source.account_ref) != reserved:
         problems.append(f"its identifiers are {source.source_system}/{source.account_ref}, "
-                        f"not the reserved sandbox-social/{CANARY['account_ref']}")
+                        f"not the reserved {reserved[0]}/{reserved[1]}")
+    if reads_off_host(source.adapter, source.source_url) and source.source_url:
+        problems.append("it reads its source off this host")
     routes = list(ReplyRoute.objects.filter(source=source).order_by("purpose"))
     for route in routes:
         if route.transport_name not in TRANSPORTS or is_live(route.transport_name):
@@ -159,13 +270,11 @@ class _Handler(WSGIRequestHandler):
             connections.close_all()  # this server thread's own connection ends with the request
 
 
-def _post(port: int, source: Source, body: bytes, secret: str) -> int:
-    headers = get_adapter(source.adapter).sign(
-        body=body, secret=secret, delivery_id=f"msg_test_canary_{uuid.uuid4().hex}", at=datetime.now(timezone.utc),
-    )
+def _post(port: int, source: Source, body: bytes, secret: str, platform: Platform) -> int:
+    headers = platform.headers(source, body, secret)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("POST", f"/webhooks/{source.name}/", body=body,
+        conn.request("POST", platform.path(source), body=body,
                      headers={**headers, "Content-Type": "application/json", "Host": "127.0.0.1"})
         response = conn.getresponse()
         response.read()
@@ -175,28 +284,33 @@ def _post(port: int, source: Source, body: bytes, secret: str) -> int:
 
 
 @contextlib.contextmanager
-def _signing_secret(source: Source) -> Iterator[str]:
+def _signing_secret(source: Source, platform: Platform = PLATFORMS["sandbox"]) -> Iterator[str]:
     """The secret the fixture is signed with: the environment's, or one made for this run only.
 
     A made one is held by this process for the run (conduit.process_secrets),
-    not left in the environment that child processes inherit.
+    not left in the environment that child processes inherit; so is the access
+    token a Meta-shaped canary's read presents to the simulator.
     """
-    secret = os.environ.get(source.secret_env)
-    if secret:
-        yield secret
-        return
-    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    with secret_held(source.secret_env, secret):
+    with contextlib.ExitStack() as stack:
+        if source.token_env and not os.environ.get(source.token_env):
+            stack.enter_context(secret_held(source.token_env, secrets.token_hex(16)))
+        secret = os.environ.get(source.secret_env)
+        if not secret:
+            secret = platform.new_secret()
+            stack.enter_context(secret_held(source.secret_env, secret))
         yield secret
 
 
-def canary_run(*, actor: str) -> CanaryResult:
-    """Run the canary once; the report is saved whether it passes or fails."""
+def canary_run(*, actor: str, platform: str = "sandbox") -> CanaryResult:
+    """Run the canary once on a platform's reserved source; the report is saved whether it passes or fails."""
     actor = actor.strip()
     if not actor:
         raise ValueError("the canary records approvals for a person: give --actor")
-    source = canary_source()  # may raise CanaryRefused: nothing has been called yet
-    body, document = _fixture()
+    if platform not in PLATFORMS:
+        raise ValueError(f"unknown canary platform {platform!r}; known: {', '.join(PLATFORMS)}")
+    shape = PLATFORMS[platform]
+    source = canary_source(shape)  # may raise CanaryRefused: nothing has been called yet
+    body, document = _fixture(shape)
     # The key comes from the adapter's own normalizer, as ingest derives it.
     parsed = get_adapter(source.adapter).parse(body=body, config=source_config(source))
     if len(parsed.observations) != 1 or parsed.rejections:
@@ -211,29 +325,27 @@ def canary_run(*, actor: str) -> CanaryResult:
 
     server = make_server("127.0.0.1", 0, get_wsgi_application(), handler_class=_Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    fixture_source, fixture_state = serve(port=0)
-    fixture_state.hold(source.account_ref, document["events"])
-    statuses, outcome = [], None
+    statuses, outcome, provider_applied = [], None, 0
     try:
-        with _signing_secret(source) as secret:
-            statuses = [_post(server.server_address[1], source, body, secret) for _ in range(2)]
-        for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.REVIEW_PENDING).order_by("id"):
-            reply_approve(action_id=action.pk, actor=actor, reason_code="approved_for_canary")
-        for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.APPROVED).order_by("id"):
-            reply_send(action_id=action.pk)
-        try:
-            # Another canary run may hold the lease: wait for its page, as long as before (100 x 0.1 s).
-            outcome = scan_until_done(
-                source=source, trigger="canary", actor=actor, wait_seconds=10.0, retry_every=0.1, max_pages=100,
-                base_url=f"http://127.0.0.1:{fixture_source.server_address[1]}",
-            )
-        except (LeaseBusy, RuntimeError):
-            outcome = None  # the expectation "reconciliation published" names it
+        with shape.held_source(source, document) as (fixture_url, applied), \
+                _signing_secret(source, shape) as secret:
+            statuses = [_post(server.server_address[1], source, body, secret, shape) for _ in range(2)]
+            for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.REVIEW_PENDING).order_by("id"):
+                reply_approve(action_id=action.pk, actor=actor, reason_code="approved_for_canary")
+            for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.APPROVED).order_by("id"):
+                reply_send(action_id=action.pk)
+            try:
+                # Another canary run may hold the lease: wait for its page, as long as before (100 x 0.1 s).
+                outcome = scan_until_done(
+                    source=source, trigger="canary", actor=actor, wait_seconds=10.0, retry_every=0.1,
+                    max_pages=100, base_url=fixture_url,
+                )
+            except (LeaseBusy, RuntimeError):
+                outcome = None  # the expectation "reconciliation published" names it
+            provider_applied = applied()
     finally:
         server.shutdown()
         server.server_close()
-        fixture_source.shutdown()
-        fixture_source.server_close()
 
     event_rows = InboundEvent.objects.filter(event_key=key).count()
     event = InboundEvent.objects.filter(event_key=key).first()
@@ -241,7 +353,6 @@ def canary_run(*, actor: str) -> CanaryResult:
     report = ReconcileReport.objects.filter(pk=outcome.report_id).first() if outcome else None
     counts = report.summary["counts"] if report else {}
     seen = event.seen_count if event else 0
-    provider_applied = fixture_state.applied_count()
     expectations = [
         Expectation("both deliveries accepted (HTTP 200)", [200, 200], statuses),
         Expectation("one event row", 1, event_rows),

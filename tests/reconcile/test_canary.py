@@ -113,3 +113,45 @@ def test_a_failed_expectation_is_named_and_exits_non_zero(monkeypatch):
     assert "FAIL every reply action SUPPRESSED_TEST" in out
     assert "canary FAILED: every reply action SUPPRESSED_TEST" in err
     assert not CanaryReport.objects.get().ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_canary_proves_a_meta_shaped_source_without_an_external_call(monkeypatch):
+    """`--platform meta`: Meta's signed notification twice through /webhooks/meta/0/, replies into
+    the sink, a read-back from a Graph simulator on this host; no connection leaves the host."""
+    import socket
+
+    attempted = []
+    real = socket.create_connection
+
+    def guarded(address, *args, **kwargs):
+        attempted.append(address[0])
+        return real(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", guarded)
+    code, out, err = run("--actor", "operator_test", "--platform", "meta")
+    assert code == 0, out + err
+    assert "canary passed" in out
+    event = InboundEvent.objects.get(source__name="canary-meta")
+    assert event.event_key == "meta-instagram:acct_test_ig_01:comment.created:evt_test_ig_0042"
+    assert attempted and set(attempted) <= {"127.0.0.1"}
+    # A second run finds its records and changes nothing else; the sandbox canary still runs beside it.
+    assert run("--actor", "operator_test", "--platform", "meta")[0] == 0
+    assert run("--actor", "operator_test")[0] == 0
+    assert InboundEvent.objects.get(source__name="canary-meta").seen_count == 4
+
+
+def test_a_meta_canary_source_reading_off_this_host_fails_closed(monkeypatch):
+    """Break the guard's premise: the Meta-shaped canary source pointed at Meta itself is refused
+    before any call, and nothing connects anywhere."""
+    import socket
+
+    from ingress.models import Source
+
+    assert run("--actor", "operator_test", "--platform", "meta")[0] == 0
+    Source.objects.filter(name="canary-meta").update(source_url="https://graph.instagram.com/v26.0")
+    attempted = []
+    monkeypatch.setattr(socket, "create_connection", lambda address, *a, **k: attempted.append(address))
+    code, out, err = run("--actor", "operator_test", "--platform", "meta")
+    assert code == 2 and "it reads its source off this host" in err
+    assert attempted == []

@@ -7,7 +7,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 from django.urls import reverse
 
-from reconcile.proof.canary import CanaryRefused, canary_run
+from reconcile.proof.canary import PLATFORMS, CanaryRefused, canary_run
 
 
 class Command(BaseCommand):
@@ -17,10 +17,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--actor", required=True, help="the person running it; approvals are recorded for them")
+        parser.add_argument("--platform", choices=sorted(PLATFORMS), default="sandbox",
+                            help="which reserved source to prove: the sandbox one (default), or a Meta-shaped "
+                                 "Instagram source read back from a Graph simulator started for the run")
 
-    def handle(self, *args, actor: str, **options) -> None:
+    def handle(self, *args, actor: str, platform: str = "sandbox", **options) -> None:
         try:
-            result = canary_run(actor=actor)
+            result = canary_run(actor=actor, platform=platform)
         except CanaryRefused as exc:
             self.stderr.write(f"canary refused before any network call: {exc}")
             sys.exit(2)
