@@ -1,5 +1,6 @@
 """`scripts/demo` stops cleanly: a Ctrl-C or SIGTERM to its process group leaves nothing running."""
 
+import contextlib
 import os
 import re
 import signal
@@ -40,11 +41,12 @@ class Demo:
     """scripts/demo in its own session, as a terminal would run it, on SQLite and free ports."""
 
     def __init__(self, tmp_path: Path, *, web_port: int | None = None) -> None:
+        self.tmp_path = tmp_path
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
         env.update(
             DEMO_ENV_FILE=str(tmp_path / "demo.env"),
             DEMO_DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-            DEMO_PORT=str(web_port or free_port()), DEMO_PROVIDER_PORT=str(free_port()),
+            DEMO_PORT=str(web_port or free_port()), DEMO_PROVIDER_PORT=str(free_port()), DEMO_GRAPH_PORT=str(free_port()),
             DEMO_STOP_GRACE_SECONDS="20", PYTHONUNBUFFERED="1", CONDUIT_Q_WORKERS="2",
         )
         self.proc = subprocess.Popen(
@@ -148,6 +150,15 @@ def test_stopping_the_running_demo_leaves_nothing_running(demo, signum, status):
     while len(qcluster_processes(run)) < 3 and time.monotonic() < deadline:  # the cluster and its sentinel, workers
         time.sleep(0.2)
     assert len(qcluster_processes(run)) >= 3, run.seen
+    # Issue 13: the demo's synthetic Instagram source holds the notified comment and the one
+    # reconciliation recovered from the Graph simulator.
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(run.tmp_path / "demo.sqlite3")) as db:
+        statuses = db.execute(
+            "SELECT e.reconcile_status FROM inbound_events e JOIN ingress_source s ON s.id = e.source_id "
+            "WHERE s.name = 'instagram'").fetchall()
+    assert sorted(statuses) == [("MATCHED",), ("MATCHED",)], run.output[-3000:]
     assert run.stop(signum) == status, run.output[-3000:]
     assert run.survivors() == []
     assert "nothing is left running" in run.output
