@@ -7,6 +7,7 @@ Plain dataclasses in and out; no ORM and no app: apps import providers, never th
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -21,6 +22,28 @@ APPROXIMATE = "approx:"
 MAX_REF_LENGTH = 200
 # Seed 004's default bound on one encoded page.
 MAX_PAGE_BYTES = 8 * 1024 * 1024
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object naming one key twice has no single meaning (parsers keep the first or the last)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise ValueError("an object repeats a key")
+    return document
+
+
+def strict_json(body: bytes) -> Any:
+    """A webhook body as JSON, strictly: UTF-8 only (json.loads(bytes) would also guess UTF-16
+    and UTF-32), no NaN or Infinity, no object repeating a key.
+
+    Raises ValueError (which covers UnicodeDecodeError and integers past the
+    interpreter's digit limit) or RecursionError (nesting past its depth).
+    """
+    return json.loads(body.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 
 
 class ProofError(Exception):

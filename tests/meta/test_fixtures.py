@@ -184,3 +184,16 @@ def test_before_connection_is_history_not_work(post_meta, meta_sources):
     event = InboundEvent.objects.get()
     assert event.event_state == "CLOSED_NO_REPLY" and not ReplyAction.objects.exists()
     assert EventTransition.objects.filter(event=event, reason_code="before_connection").exists()
+
+
+def test_every_meta_fixture_has_its_test():
+    """Zulip's habit: a fixture nobody tests is a shape nobody checks."""
+    from pathlib import Path
+
+    from tests.conftest import FIXTURES
+
+    here = Path(__file__).read_text() + (Path(__file__).parents[1] / "reconcile" / "test_canary.py").read_text()
+    for folder in ("meta_instagram", "meta_page"):
+        for path in sorted((FIXTURES / folder).glob("*.json")):
+            name = f"{folder}/{path.stem}"
+            assert name in here or path.stem in here, f"{name} has no test"

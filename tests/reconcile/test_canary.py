@@ -117,8 +117,9 @@ def test_a_failed_expectation_is_named_and_exits_non_zero(monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_canary_proves_a_meta_shaped_source_without_an_external_call(monkeypatch):
-    """`--platform meta`: Meta's signed notification twice through /webhooks/meta/0/, replies into
-    the sink, a read-back from a Graph simulator on this host; no connection leaves the host."""
+    """`--platform meta`: Meta's signed notification (meta_instagram/canary__comment) twice through
+    /webhooks/meta/0/, replies into the sink, a read-back from a Graph simulator on this host; no
+    connection leaves the host."""
     import socket
 
     attempted = []

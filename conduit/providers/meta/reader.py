@@ -42,7 +42,7 @@ import json
 import secrets
 import time
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -47,12 +46,14 @@ from conduit.providers.base import (
     Ignored,
     Observation,
     OwnItem,
+    Parsed,
     Proof,
     ProofError,
     Rejection,
     SecretUnavailable,
     SourceAdapter,
     SourceConfig,
+    strict_json,
 )
 
 SIGNATURE_HEADER = "x-hub-signature-256"
@@ -92,15 +93,6 @@ def signature_header(*, body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret_bytes(secret), body, hashlib.sha256).hexdigest()
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        raise ValueError("an object repeats a key")
-    return document
 
 
 @dataclass(frozen=True)
@@ -121,8 +113,7 @@ class MetaBody:
 def body_split(body: bytes) -> MetaBody | Rejection:
     """The body's object and entries, or why it cannot be read (a refusal of the whole body)."""
     try:
-        document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant,
-                              object_pairs_hook=_unique_keys)
+        document = strict_json(body)
     except (ValueError, RecursionError):
         return Rejection(None, "unparsable_body", "the body is not UTF-8 JSON")
     if not isinstance(document, dict) or not isinstance(document.get("object"), str) \
@@ -219,10 +210,8 @@ class MetaWebhookAdapter(SourceAdapter):
     def sign(self, *, body: bytes, secret: str, delivery_id: str = "", at: datetime | None = None) -> dict[str, str]:
         return {"X-Hub-Signature-256": signature_header(body=body, secret=secret)}
 
-    def parse(self, *, body: bytes, config: SourceConfig):
+    def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
         """One source's view of a body: its entries only (used by fixtures and tests)."""
-        from conduit.providers.base import Parsed
-
         split = body_split(body)
         if isinstance(split, Rejection):
             return Parsed([], [split])

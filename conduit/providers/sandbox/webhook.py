@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -18,6 +17,7 @@ from conduit.providers.base import (
     SecretUnavailable,
     SourceAdapter,
     SourceConfig,
+    strict_json,
 )
 from conduit.providers.sandbox import standard_webhooks
 from conduit.providers.sandbox.reader import SandboxReader
@@ -42,16 +42,6 @@ REQUIRED = ("type", "post_id", "comment_id", "from_id", "created_at")
 OPTIONAL = ("id",)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object naming one key twice has no single meaning (parsers keep the first or the last)."""
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        raise ValueError("an object repeats a key")
-    return document
 
 
 class SandboxSocialAdapter(SandboxReader, SourceAdapter):
@@ -109,10 +99,7 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
 
     def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
         try:
-            # UTF-8 only: json.loads(bytes) would also guess UTF-16 and UTF-32.
-            document = json.loads(
-                body.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys
-            )
+            document = strict_json(body)
         except (ValueError, RecursionError):
             # ValueError covers UnicodeDecodeError, duplicate keys and integers past
             # the interpreter's digit limit; RecursionError, nesting past its depth.
