@@ -30,7 +30,7 @@ from conduit.providers.base import OwnItem, ProofError, Rejection, SecretUnavail
 from conduit.providers.meta.webhook import MetaBody, body_split
 from conduit.providers.registry import ADAPTERS, get_adapter
 from conduit.sql import insert_rows, update_rows
-from ingress.models import IgnoredUpdate, SelfAuthoredItem, Source
+from ingress.models import IgnoredUpdate, QuarantineReceipt, SelfAuthoredItem, Source
 from ingress.services import (
     EventResult,
     ProofRefused,
@@ -104,6 +104,21 @@ def ignored_count(source: Source, names: Counter, at: datetime) -> None:
                         assign={"count": F("count") + count, "last_seen_at": at})
 
 
+def _receipt_once(*, source: Source, reason_code: str, detail: str, event_index: int | None,
+                  quarantine: dict) -> str:
+    """One authenticated receipt per body and finding: Meta retries a body for up to 36 hours, and
+    each retry (the same bytes, so the same delivery id) meets the first receipt, not a new one."""
+    earlier = QuarantineReceipt.objects.filter(
+        source=source, delivery_id=quarantine["delivery_id"], authenticated=True, reason_code=reason_code,
+        event_index=event_index,
+    ).values_list("receipt_id", flat=True).first()
+    if earlier is not None:
+        return str(earlier)
+    receipt = _quarantine(source=source, reason_code=reason_code, detail=detail, event_index=event_index,
+                          **quarantine)
+    return str(receipt.receipt_id)
+
+
 def _route(split: MetaBody, sources: list[Source]) -> tuple[dict[int, list], list[int]]:
     """Entries by owning source pk (items in body order), and the indexes of unowned entries."""
     owners = {s.account_ref: s for s in sources if getattr(ADAPTERS[s.adapter], "object", "") == split.object}
@@ -153,11 +168,11 @@ def meta_webhook_receive(
     try:
         with transaction.atomic(durable=True):
             if isinstance(split, Rejection):  # the whole body
-                receipt = _quarantine(source=anchor, reason_code=split.reason_code, detail=split.detail,
-                                      **quarantine)
-                result.receipt_ids.append(str(receipt.receipt_id))
+                receipt_id = _receipt_once(source=anchor, reason_code=split.reason_code, detail=split.detail,
+                                           event_index=None, quarantine=quarantine)
+                result.receipt_ids.append(receipt_id)
                 result.results.append({"index": None, "result": "quarantined",
-                                       "reason_code": split.reason_code, "receipt_id": str(receipt.receipt_id)})
+                                       "reason_code": split.reason_code, "receipt_id": receipt_id})
                 return result
             served = [s for s in sources if getattr(ADAPTERS[s.adapter], "object", "") == split.object]
             if not served:
@@ -167,13 +182,13 @@ def meta_webhook_receive(
                 return result
             routed, unowned = _route(split, sources)
             for index in unowned:
-                receipt = _quarantine(
+                receipt_id = _receipt_once(
                     source=served[0], reason_code="unknown_account", event_index=index,
                     detail=f"entry {index} is for an account no {split.object} source of this app owns",
-                    **quarantine)
-                result.receipt_ids.append(str(receipt.receipt_id))
+                    quarantine=quarantine)
+                result.receipt_ids.append(receipt_id)
                 result.results.append({"index": index, "result": "quarantined",
-                                       "reason_code": "unknown_account", "receipt_id": str(receipt.receipt_id)})
+                                       "reason_code": "unknown_account", "receipt_id": receipt_id})
             for source in sorted((s for s in sources if s.pk in routed), key=lambda s: s.pk):
                 accepted = _source_accept(source, routed[source.pk], proof.delivery_id, quarantine, now)
                 result.ignored += accepted[1]

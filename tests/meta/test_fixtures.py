@@ -197,3 +197,22 @@ def test_every_meta_fixture_has_its_test():
         for path in sorted((FIXTURES / folder).glob("*.json")):
             name = f"{folder}/{path.stem}"
             assert name in here or path.stem in here, f"{name} has no test"
+
+
+@pytest.mark.parametrize("fixture, reason", [
+    ("meta_instagram/comment__unknown_account", "unknown_account"),
+    ("meta_instagram/comment__missing_from", "missing_identity"),
+])
+def test_a_retried_body_meets_its_first_receipt(post_meta, meta_sources, fixture, reason):
+    """Meta retries a body for up to 36 hours: the same bytes add no second receipt."""
+    first = post_meta(meta_body(fixture)).json()["receipt_ids"]
+    again = post_meta(meta_body(fixture)).json()["receipt_ids"]
+    assert first == again
+    assert QuarantineReceipt.objects.filter(reason_code=reason).count() == 1
+
+
+def test_a_body_that_is_not_json_is_one_receipt_however_often_it_comes(post_meta, meta_sources):
+    for _ in range(3):
+        response = post_meta(b"{not json")
+        assert response.status_code == 200
+    assert QuarantineReceipt.objects.filter(reason_code="unparsable_body", authenticated=True).count() == 1
