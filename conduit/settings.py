@@ -37,7 +37,14 @@ INSTALLED_APPS = [
     "reconcile",
 ]
 
+# /readyz: ready only if a django-q2 worker finished a task within this many seconds.
+CONDUIT_READY_WORKER_SECONDS = env.int("CONDUIT_READY_WORKER_SECONDS", default=120)
+# /metrics: bearer token Prometheus presents; unset, only unproxied loopback requests are answered.
+CONDUIT_METRICS_TOKEN = env.str("CONDUIT_METRICS_TOKEN", default="")
+
 MIDDLEWARE = [
+    # Outermost: counts every webhook request by source and status, refusals included.
+    "conduit.metrics.WebhookMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -1,8 +1,9 @@
-"""URL map: the webhook endpoint, the read API and the admin."""
+"""URL map: the webhook endpoint, the read API, the admin, and health and metrics."""
 
 from django.contrib import admin
 from django.urls import path, re_path
 
+from conduit import health, metrics
 from conduit.api import api_not_found
 from ingress.api import QuarantineList
 from ingress.views import MetaWebhookView, WebhookView
@@ -23,6 +24,9 @@ urlpatterns = [
     # Last of the API: every other path under /api/ is a JSON 404 (any method, DEBUG or not).
     re_path(r"^api/", api_not_found, name="api-not-found"),
     path("admin/", admin.site.urls),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
 ]
 
 # JSON under /api/, Django's HTML pages elsewhere (conduit/api.py).

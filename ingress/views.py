@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conduit.api import error
+from conduit.metrics import SOURCE_ATTRIBUTE
 from conduit.providers.base import SecretUnavailable
 from ingress.meta import app_sources, meta_webhook_receive, verification_answer
 from ingress.selectors import source_by_name
@@ -143,6 +144,7 @@ class WebhookView(APIView):
             source = source_by_name(source_name)
             if source is None:
                 return self._unknown_source()
+            setattr(request._request, SOURCE_ATTRIBUTE, source.name)  # a registered name: a metrics label
             return webhook_receive(source=source, body=body, headers=headers)
 
         result = _stored(receive, source_name)
@@ -210,6 +212,7 @@ class MetaWebhookView(APIView):
             sources = app_sources(app_id)
             if not sources:
                 return self._unknown_app()
+            setattr(request._request, SOURCE_ATTRIBUTE, f"meta:{app_id}")
             return meta_webhook_receive(app_id=app_id, sources=sources, body=body, headers=headers)
 
         result = _stored(receive, f"meta-app-{app_id}")

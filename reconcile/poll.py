@@ -71,5 +71,5 @@ def _source_failed(source: Source, exc: Exception) -> PageOutcome:
     with transaction.atomic():
         state = ScanState.objects.select_for_update(no_key=True).get(source_id=source.pk)
         error_record(state, failure)
-        schedule_after_failure(state)
+        schedule_after_failure(state, failure)
     return PageOutcome(source.name, 0, "failed", error=failure, called=False)

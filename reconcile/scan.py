@@ -201,7 +201,7 @@ def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage
             failure = limit.failure()
             generation_discard(state, run, limit.code, RECONCILE_ACTOR)
             error_record(state, failure)
-            schedule_after_failure(state)
+            schedule_after_failure(state, failure)
             logger.warning("reconcile scan source=%s run=%s discarded code=%s", source.name, run.pk, limit.code)
             return PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events, error=failure)
         if page.complete:

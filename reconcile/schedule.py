@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from conduit.backoff import backoff_delay
+from conduit.metrics import page_failure_counted
 from conduit.providers.base import PageFailure
 from reconcile import clock
 from reconcile.models import ReconcileRun, ScanState
@@ -29,6 +30,7 @@ def schedule_after_failure(state: ScanState, failure: PageFailure | None = None)
     `retry_after`) is not called again before then.
     """
     state.failures += 1
+    page_failure_counted(source=state.source.name, error_class=failure.error_class if failure else "unknown")
     delay = backoff_delay(failures=state.failures, cap=state.interval_seconds)
     if failure is not None and failure.retry_after:
         delay = max(delay, failure.retry_after)

@@ -6,6 +6,7 @@ from functools import lru_cache
 
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
+from conduit.providers.base import OutboundReply
 from ingress.models import InboundEvent
 from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
 from replies.models import (
@@ -21,6 +22,15 @@ from replies.models import (
 def approved_copy(*, source_id: int, purpose: str, copy_version: str) -> ReplyCopy:
     """One approved copy version. Versions are never edited, so caching one is exact."""
     return ReplyCopy.objects.get(source_id=source_id, purpose=purpose, copy_version=copy_version)
+
+
+def outbound_reply(action: ReplyAction, copy: ReplyCopy) -> OutboundReply:
+    """What a transport is handed for an action: its keys, destination and approved copy."""
+    return OutboundReply(
+        reply_key=action.reply_key, event_key=action.event_id, purpose=action.purpose,
+        channel=action.channel, copy_version=action.copy_version, text=copy.text,
+        conversation_ref=action.event.conversation_ref, message_ref=action.event.message_ref,
+    )
 
 
 def copy_current(*, source_id: int, purpose: str) -> ReplyCopy | None:

@@ -18,7 +18,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from conduit.providers.base import Ambiguous, NotSent, OutboundReply
+from conduit.metrics import observe_send
+from conduit.providers.base import Ambiguous, NotSent
 from conduit.sql import from_row, insert_rows, select_list, update_rows
 from ingress.models import InboundEvent, Source
 from replies.contract import backoff_seconds, failure_is_incurable
@@ -34,7 +35,7 @@ from replies.models import (
 from replies.models import (
     DeliveryState as S,
 )
-from replies.selectors import action_route, approved_copy
+from replies.selectors import action_route, approved_copy, outbound_reply
 from replies.transports import LiveSendDisabled, is_live, transport_for
 
 logger = logging.getLogger("conduit.replies")
@@ -198,6 +199,7 @@ def _lock_next(now: datetime) -> ReplyAction | None:
     return action
 
 
+@observe_send(transport_of=_transport_name)
 def _deliver(action: ReplyAction, now: datetime) -> str:
     """The transport boundary for a claimed action (state SENDING), through the action's route."""
     source = action.event.source
@@ -218,11 +220,13 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
             )
             return _finish(action, to=S.SUPPRESSED_TEST, reason="canary_suppressed", attempt={}, extra={})
 
-    def not_sent(code: str, *, http_status: int | None = None, reached: bool = False) -> str:
+    def not_sent(code: str, *, http_status: int | None = None, reached: bool = False,
+                 retryable: bool = True) -> str:
         # Seed 000: FAILED_BEFORE_SEND -> "Retry under the same keys". Past
         # MAX_AUTOMATIC_ATTEMPTS the backoff stays at its cap; only a failure
-        # retrying cannot cure stops the automatic attempts (a person decides).
-        automatic = not failure_is_incurable(code)
+        # retrying cannot cure (the contract's, or the transport's own word) stops
+        # the automatic attempts (a person decides).
+        automatic = retryable and not failure_is_incurable(code)
         return _finish(
             action, to=S.FAILED_BEFORE_SEND, reason=code,
             attempt={"transport": AttemptTransport.RESPONSE_RECEIVED if reached else AttemptTransport.NOT_SENT,
@@ -247,15 +251,11 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
     except Exception:  # building a transport or reading copy never sends a reply
         logger.exception("send action=%s: transport or copy unavailable", action.pk)
         return not_sent("transport_or_copy_unavailable")
-    reply = OutboundReply(
-        reply_key=action.reply_key, event_key=action.event_id, purpose=action.purpose,
-        channel=action.channel, copy_version=action.copy_version, text=copy.text,
-        conversation_ref=action.event.conversation_ref, message_ref=action.event.message_ref,
-    )
+    reply = outbound_reply(action, copy)
     try:
         receipt = transport.send(reply)
     except NotSent as exc:
-        return not_sent(exc.code, http_status=exc.http_status, reached=exc.reached)
+        return not_sent(exc.code, http_status=exc.http_status, reached=exc.reached, retryable=exc.retryable)
     except Ambiguous as exc:
         return _finish(
             action, to=S.SEND_STATUS_UNKNOWN, reason=exc.code,

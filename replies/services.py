@@ -28,9 +28,11 @@ from replies.models import (
 from replies.models import DeliveryState as S
 from replies.selectors import (
     action_route,
+    approved_copy,
     copy_current,
     no_copy_reason,
     no_route_reason,
+    outbound_reply,
 )
 from replies.transports import LiveSendDisabled, transport_for
 
@@ -272,7 +274,13 @@ def _receipt_lookup(action: ReplyAction) -> Lookup:
                               "was not applied: verify the conversation by hand, then confirm sent or close",
                       can_look_up=False)
     try:
-        receipt = transport.lookup(action.reply_key)
+        # What was sent under the key: a platform without keys finds a reply by target and text.
+        reply = outbound_reply(action, approved_copy(
+            source_id=action.event.source_id, purpose=action.purpose, copy_version=action.copy_version))
+    except ReplyCopy.DoesNotExist:
+        reply = None
+    try:
+        receipt = transport.lookup(action.reply_key, reply)
     except (Ambiguous, OSError) as exc:
         return Lookup(refusal=f"the receipt lookup failed ({getattr(exc, 'code', type(exc).__name__)}); "
                               "try again")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from conduit.providers.base import Transport
-from conduit.providers.registry import transport_class
+from conduit.providers.registry import get_adapter, transport_class
 from replies.models import ReplyRoute
 
 
@@ -23,16 +23,36 @@ def live_send_allowed(route: ReplyRoute) -> bool:
 
 
 def is_live(name: str) -> bool:
-    """Whether a transport name is live, read off its class (no network). KeyError if unknown."""
+    """Whether a transport name is live, read off its class (no network). KeyError if unknown.
+
+    Conservative: a Meta transport is live whatever its URL (route_is_live knows the route)."""
     return transport_class(name).live
+
+
+def route_is_live(route: ReplyRoute) -> bool:
+    """Whether the route's transport calls a system off this host: a Meta transport at the
+    loopback Graph simulator does not."""
+    cls = transport_class(route.transport_name)
+    live_for = getattr(cls, "live_for", None)
+    return live_for(route.target_url) if live_for is not None else cls.live
 
 
 def transport_for(route: ReplyRoute) -> Transport:
     """Build the route's transport; a live one only when both switches say on."""
     cls = transport_class(route.transport_name)
-    if cls.live and not live_send_allowed(route):
+    if route_is_live(route) and not live_send_allowed(route):
         raise LiveSendDisabled(
             f"transport {route.transport_name!r} is live: set CONDUIT_LIVE_SEND=on and have an owner "
             "enable live sending for the reply route"
         )
-    return cls(route.target_url, timeout=settings.CONDUIT_TRANSPORT_TIMEOUT_SECONDS)
+    options = {"timeout": settings.CONDUIT_TRANSPORT_TIMEOUT_SECONDS}
+    if getattr(cls, "source_bound", False):
+        # A platform transport acts as the source's account, with its token (from the variable
+        # the source names, never stored).
+        from ingress.services import source_config
+
+        source = route.source
+        adapter_object = getattr(get_adapter(source.adapter), "object", None)
+        options.update(token=source_config(source, with_token=True).access_token,
+                       account_ref=source.account_ref, object=adapter_object)
+    return cls(route.target_url, **options)

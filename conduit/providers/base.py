@@ -413,10 +413,13 @@ class SendFailure(Exception):
 class NotSent(SendFailure):
     """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
 
-    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False) -> None:
+    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False,
+                 retryable: bool = True) -> None:
         super().__init__(code, http_status=http_status)
         # reached: the provider answered (a definitive refusal), versus nothing left the process.
         self.reached = reached
+        # Whether trying again can help (a refusal by a closed window or a dead token cannot).
+        self.retryable = retryable
 
 
 class Ambiguous(SendFailure):
@@ -450,6 +453,10 @@ class Transport:
         """Deliver once; pass reply.reply_key as the idempotency key when there is one."""
         raise NotImplementedError(".send() must be overridden.")
 
-    def lookup(self, reply_key: str) -> Receipt | None:
-        """The provider's receipt for this reply key, or None if it has none."""
+    def lookup(self, reply_key: str, reply: OutboundReply | None = None) -> Receipt | None:
+        """The provider's receipt for this reply key, or None if it has none.
+
+        `reply` is what was sent under the key, for a platform without one (Meta),
+        where only the target and the text can find the reply again.
+        """
         raise NotImplementedError(".lookup() must be overridden.")

@@ -11,13 +11,16 @@ from functools import cache
 from conduit.loopback import loopback_address
 from conduit.providers.base import SourceAdapter, Transport
 from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapter
+from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
 from conduit.providers.sandbox.transport import SandboxTransport
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
 
 ADAPTERS: dict[str, type[SourceAdapter]] = {
     cls.name: cls for cls in (SandboxSocialAdapter, MetaInstagramAdapter, MetaPageAdapter)
 }
-TRANSPORTS: dict[str, type[Transport]] = {cls.name: cls for cls in (SandboxTransport,)}
+TRANSPORTS: dict[str, type[Transport]] = {
+    cls.name: cls for cls in (SandboxTransport, MetaCommentReplyTransport, MetaPrivateReplyTransport)
+}
 
 
 def _unknown(kind: str, name: str, known: dict) -> KeyError:

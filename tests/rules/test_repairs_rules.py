@@ -529,8 +529,6 @@ def test_without_a_window_every_local_event_is_compared_and_an_empty_comparison_
     still QUARANTINED, and with nothing matched folds no duplicates (0, not a missing value). A
     live source's page calls are its external calls (README: "external_calls (page calls to a
     live source)"); the sandbox's are not."""
-    from types import SimpleNamespace
-
     from ingress.models import QuarantineReceipt
     from reconcile import publication
     from reconcile.publication import generation_compare, report_counts
@@ -543,7 +541,7 @@ def test_without_a_window_every_local_event_is_compared_and_an_empty_comparison_
     counts = report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))
     assert {k: v for k, v in counts.items() if v} == {
         "events_local": 2, "source_unverified": 2, "quarantined_inputs": 1, "page_calls": 2}
-    monkeypatch.setattr(publication, "get_adapter", lambda name: SimpleNamespace(live=True))
+    monkeypatch.setattr(publication, "reads_off_host", lambda adapter, url: True)
     assert report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))["external_calls"] == 2
 
 

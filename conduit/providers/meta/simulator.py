@@ -401,10 +401,14 @@ class SimulatorState:
         return {"id": row["id"], **({"delivery": delivery} if delivery else {})}
 
     def _new_id(self, object: str, media_id: str) -> str:
-        n = self._next("id")
-        if object == "instagram":
-            return f"179{n:014d}"
-        return f"{media_id.split('_')[-1]}_{n:015d}"
+        """A fresh comment id: the next one no comment (nor a media or post) holds yet, since a
+        caller may have chosen ids in the same space."""
+        while True:
+            n = self._next("id")
+            new = f"179{n:014d}" if object == "instagram" else f"{media_id.split('_')[-1]}_{n:015d}"
+            if self._one("SELECT id FROM comments WHERE id = ?", new) is None \
+                    and self._one("SELECT id FROM media WHERE id = ?", new) is None:
+                return new
 
     def message_create(self, data: dict) -> dict:
         account, sender = str(data["account"]), str(data["from_id"])

@@ -160,7 +160,7 @@ class SandboxTransport(Transport):
             raise Ambiguous(f"provider_undeclared_{status}", http_status=status, response=True)
         raise Ambiguous(f"provider_error_{status}", http_status=status, response=True)
 
-    def lookup(self, reply_key: str) -> Receipt | None:
+    def lookup(self, reply_key: str, reply: OutboundReply | None = None) -> Receipt | None:
         if not self._rediscover():
             raise Ambiguous("capability_discovery_failed")  # no answer either way: try again
         if not self.capabilities.receipt_lookup:

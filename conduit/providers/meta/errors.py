@@ -1,0 +1,214 @@
+"""What a Graph error answer to a reply write means for that reply, as one table of data.
+
+Seed 000 gives a send three outcomes: FAILED_BEFORE_SEND (nothing was applied),
+SENT (the provider holds the reply) and SEND_STATUS_UNKNOWN (it may). Meta's
+answers map onto them through `ROWS`, conservative by default: only a row that
+says "not applied" makes a send safe to try again, only throttling is retried
+automatically, and every answer no row claims (an unknown code on a 4xx above
+all) is ambiguous, never retried.
+
+This is the one table of Meta's error meanings: the Meta transports read it,
+and so do the `http-semantics` evidence model and the unknown-send view (the
+lead wires those), so a code means one thing everywhere.
+
+How a row is chosen, most specific first:
+  1. HTTP 5xx is ambiguous whatever the body says (the server failed mid-way);
+  2. a row whose message pattern matches the answer's text (any case);
+  3. a row for (code, subcode);
+  4. a row for (code, any subcode);
+  5. otherwise ambiguous (`graph_unknown_code`).
+
+`message_text` is only ever matched here, never stored or logged: Meta's text
+may carry anything. `message_hint` turns it into this module's own constant
+(or ""), which a caller may keep where it must not keep Meta's words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The outcomes, and the seed 000 state each one leads to.
+NOT_APPLIED_RETRYABLE = "not_applied_retryable"
+NOT_APPLIED_FINAL = "not_applied_final"
+ALREADY_REPLIED = "already_replied"
+AMBIGUOUS = "ambiguous"
+
+SEND_STATES = {
+    NOT_APPLIED_RETRYABLE: "FAILED_BEFORE_SEND",
+    NOT_APPLIED_FINAL: "FAILED_BEFORE_SEND",
+    ALREADY_REPLIED: "SENT",
+    AMBIGUOUS: "SEND_STATUS_UNKNOWN",
+}
+
+META_MD = "/work/shared/META.md"  # short name for the citations below
+ISSUE_14 = "issue 14, Platform facts: Error meanings"
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """What one Graph answer means for a reply write.
+
+    `reason` is a stable snake_case token (safe to store as last_error_code);
+    `sentence` is what a person reads; `stop_source` says the source's sends
+    must stop until a person acts (a dead token).
+    """
+
+    outcome: str
+    reason: str
+    sentence: str
+    stop_source: bool = False
+    source: str = ""
+
+    @property
+    def applied_nothing(self) -> bool:
+        return self.outcome in (NOT_APPLIED_RETRYABLE, NOT_APPLIED_FINAL)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether retrying automatically can help: throttling only (issue 14)."""
+        return self.outcome == NOT_APPLIED_RETRYABLE
+
+    @property
+    def send_state(self) -> str:
+        return SEND_STATES[self.outcome]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: (code, subcode or None = any, message pattern or None) -> meaning."""
+
+    code: int | None
+    subcode: int | None
+    pattern: str | None
+    meaning: Meaning
+
+
+def _throttled(code: int, subcode: int | None, what: str) -> Row:
+    return Row(code, subcode, None, Meaning(
+        NOT_APPLIED_RETRYABLE, "throttled",
+        f"Meta refused the call for now ({what}); nothing was sent, and the send is retried once "
+        "the account's limit allows it.",
+        source=f"{META_MD} Error meanings (graph-api/guides/error-handling; rate-limiting BUC table); {ISSUE_14}"))
+
+
+def _final(code: int, subcode: int | None, reason: str, sentence: str, source: str, *,
+           stop_source: bool = False) -> Row:
+    return Row(code, subcode, None, Meaning(NOT_APPLIED_FINAL, reason, sentence, stop_source, source))
+
+
+def _ambiguous(code: int | None, subcode: int | None, reason: str, sentence: str, source: str) -> Row:
+    return Row(code, subcode, None, Meaning(AMBIGUOUS, reason, sentence, source=source))
+
+
+ALREADY_REPLIED_PATTERN = r"already\s+replied"
+_ALREADY_REPLIED_MEANING = Meaning(
+    ALREADY_REPLIED, "already_replied",
+    "Meta answered that this comment already holds a reply: the reply exists, so it is recorded as sent "
+    "with that answer as the evidence, and nothing is sent again.",
+    source=f"{META_MD} Error meanings: '(#10900) Activity already replied to' (unverified, seen in "
+           f"open-source integrations, not in Meta's list); {ISSUE_14}: match the message text as well")
+
+ROWS: tuple[Row, ...] = (
+    # -- throttled, not applied: retried automatically, after the announced wait --------------
+    _throttled(4, None, "application request limit"),
+    _throttled(17, None, "user request limit"),
+    _throttled(32, None, "Page request limit"),
+    _throttled(613, None, "calls within one hour exceeded"),
+    _throttled(613, 2534040, "private replies per hour exceeded"),
+    _throttled(80001, None, "business use case limit: Pages"),
+    _throttled(80002, None, "business use case limit: Instagram"),
+    _throttled(80006, None, "business use case limit: Messenger"),
+    # -- not applied, final: never retried; a person reads the sentence ------------------------
+    # 190, any subcode (458, 459, 460, 463, 464, 467): META.md Error meanings (error-handling guide).
+    _final(190, None, "token_invalid",
+           "Meta refused the source's access token (invalid or expired): nothing was sent. A person must "
+           "re-authorise the account and replace the token; the source's sends stop until then.",
+           f"{META_MD} Error meanings: token invalid or expired (error-handling guide); {ISSUE_14}",
+           stop_source=True),
+    _final(10, 2534022, "window_expired",
+           "The comment is older than the 7 days in which Instagram allows a private reply: nothing was sent.",
+           f"{META_MD} Error meanings: outside the private-reply window (Messenger Platform error codes)"),
+    _final(10, 2018278, "window_expired",
+           "The comment is older than the 7 days in which Messenger allows a private reply: nothing was sent.",
+           f"{META_MD} Error meanings: outside the private-reply window (Messenger Platform error codes)"),
+    _final(100, 2534025, "not_private_replyable",
+           "Meta does not allow a private reply to this comment (the account's own comment, or one Meta "
+           "marks as not valid for a private reply): nothing was sent.",
+           f"{META_MD} Error meanings: not valid for a private reply (Messenger Platform error codes)"),
+    _final(100, 33, "object_gone",
+           "The comment no longer exists (deleted), or Conduit's token cannot see it: nothing was sent.",
+           f"{META_MD} Error meanings: object gone (Messenger Platform error codes)"),
+    _final(10, 1893063, "page_restricted",
+           "Meta has restricted the Page from sending this: nothing was sent. The Page's owner must resolve "
+           "the restriction in Meta's Business tools.",
+           f"{META_MD} Error meanings: restricted (Messenger Platform error codes)"),
+    _final(200, 2534041, "messages_disabled",
+           "The account's owner has not allowed access to messages (Instagram's \"Allow access to "
+           "messages\"): nothing was sent.",
+           f"{META_MD} Error meanings: DM access off (Messenger Platform error codes)"),
+    _final(200, 1545041, "person_unavailable",
+           "The person cannot be messaged right now (unavailable, or they blocked the account): nothing "
+           "was sent.",
+           f"{META_MD} Error meanings: person unavailable (Messenger Platform error codes)"),
+    _final(551, None, "person_unavailable",
+           "The person cannot be messaged right now (unavailable, or they blocked the account): nothing "
+           "was sent.",
+           f"{META_MD} Error meanings: person unavailable (Messenger Platform error codes)"),
+    # -- already replied: the reply exists -> SENT with that answer as evidence -----------------
+    Row(10900, None, None, _ALREADY_REPLIED_MEANING),
+    Row(None, None, ALREADY_REPLIED_PATTERN, _ALREADY_REPLIED_MEANING),
+    # -- ambiguous: the reply may have been applied; never retried automatically ---------------
+    _ambiguous(1, None, "graph_unknown_error",
+               "Meta answered with an unknown error: the reply may or may not have been posted. Check the "
+               "conversation before anything is sent again.",
+               f"{META_MD} Error meanings: ambiguous 1 (Meta error pages)"),
+    _ambiguous(2, None, "graph_unexpected_error",
+               "Meta answered with an unexpected error (it also does so when the person blocked the "
+               "account): the reply may or may not have been posted. Check the conversation before "
+               "anything is sent again.",
+               f"{META_MD} Error meanings: ambiguous 2 (Meta error pages)"),
+    _ambiguous(20, 1772107, "graph_refused_after_apply",
+               "Meta answered with an error that has been seen after the reply had in fact been posted: "
+               "check the conversation before anything is sent again.",
+               f"{META_MD} Error meanings: 20/1772107 seen after the Instagram comment had been created "
+               f"(brightbean-studio PR #140); {ISSUE_14}: a 4xx is not always 'not applied'"),
+)
+
+SERVER_ERROR = Meaning(
+    AMBIGUOUS, "graph_server_error",
+    "Meta's server failed while handling the reply (HTTP 5xx): it may or may not have been posted. Check the "
+    "conversation before anything is sent again.",
+    source=f"{META_MD} Error meanings: ambiguous 5xx; {ISSUE_14}")
+UNKNOWN = Meaning(
+    AMBIGUOUS, "graph_unknown_code",
+    "Meta refused the reply with an error Conduit does not know: it may or may not have been posted. Check "
+    "the conversation before anything is sent again.",
+    source=f"{ISSUE_14}: everything else, including an unknown code on a 4xx -> SEND_STATUS_UNKNOWN")
+
+_PATTERNS = [(re.compile(row.pattern, re.IGNORECASE), row) for row in ROWS if row.pattern]
+_BY_CODE = {(row.code, row.subcode): row for row in ROWS if row.pattern is None}
+
+
+def meaning(status: int | None, code: int | None, subcode: int | None, message_text: str | None = "") -> Meaning:
+    """The meaning of one Graph error answer to a reply write (see the module docstring for the order)."""
+    if status is not None and status >= 500:
+        return SERVER_ERROR
+    text = (message_text or "")[:2000]
+    for pattern, row in _PATTERNS:
+        if pattern.search(text):
+            return row.meaning
+    row = _BY_CODE.get((code, subcode)) or _BY_CODE.get((code, None))
+    return row.meaning if row is not None else UNKNOWN
+
+
+def message_hint(message_text: str | None) -> str:
+    """This table's own phrase for what Meta's text says ("already replied"), or "".
+
+    Keep this, never Meta's text: `meaning(..., message_hint(text))` equals `meaning(..., text)`.
+    """
+    text = (message_text or "")[:2000]
+    for pattern, row in _PATTERNS:
+        if pattern.search(text):
+            return row.meaning.reason.replace("_", " ")
+    return ""
