@@ -16,6 +16,12 @@ env = environ.Env(
     CONDUIT_LOG_LEVEL=(str, "INFO"),
 )
 
+# A local env file (the one `make demo` writes) fills what the environment does not set, so a
+# command pasted from the demo's banner runs as printed. The environment always wins.
+ENV_FILE = Path(env.str("CONDUIT_ENV_FILE", default=str(BASE_DIR / ".demo.env")))
+if ENV_FILE.is_file():
+    environ.Env.read_env(ENV_FILE, overwrite=False)
+
 # Nothing secret has a default: a missing SECRET_KEY stops the process with
 # django-environ's ImproperlyConfigured naming the variable.
 SECRET_KEY = env("SECRET_KEY")
@@ -97,7 +103,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+# The operator's time zone: the admin and reports show times in it (storage stays UTC).
+TIME_ZONE = env.str("CONDUIT_TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
 

@@ -58,11 +58,25 @@ class SourceForm(forms.ModelForm):
                 self.add_error("account_ref", f"This account is already registered as {clash.name}.")
 
 
+class AttentionFilter(admin.SimpleListFilter):
+    """Sources a person must look at: Meta no longer delivers their notifications."""
+
+    title = "needs attention"
+    parameter_name = "attention"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "subscription problem")]
+
+    def queryset(self, request, queryset):
+        return queryset.exclude(subscription_problem="") if self.value() == "yes" else queryset
+
+
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
     form = SourceForm
-    list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "updated_at")
-    list_filter = ("adapter", "canary")
+    list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "subscription_problem",
+                    "updated_at")
+    list_filter = (AttentionFilter, "adapter", "canary")
     search_fields = ("name", "account_ref")
     readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "created_at", "updated_at")
 

@@ -8,7 +8,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from conduit.admin import LedgerAdmin, confirmed_action
+from conduit.admin import LedgerAdmin, confirmed_action, short_key, site_configure
+from reconcile.dashboard import WorkRow, work_counts
 from reconcile import services
 from reconcile.receipts import unexpected_receipt_acknowledge
 from reconcile.decisions.service import InvalidRequest, decision_make
@@ -29,6 +30,13 @@ from replies.admin import UnknownSendQueueAdmin, confirmed_each
 from replies.models import ReplyAction, UnknownSendQueue
 
 
+CONFIRM_SENT_HELP = (
+    "The platform's id for the reply you found in the conversation (in the reply's link or details on the "
+    "platform). Don't have one? Cancel and use \"Look up the receipt, then authorize a retry\": where the "
+    "platform can be asked, Conduit finds the receipt itself and marks the reply sent without resending."
+)
+
+
 # Registered here, once: replies defines the queue's admin but registers it nowhere, since
 # its changelist shows reconciliation's replay decision.
 @admin.register(UnknownSendQueue)
@@ -41,8 +49,59 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
     the decision with the capabilities the provider reports.
     """
 
-    fields = readonly_fields = (*UnknownSendQueueAdmin.fields, "replay_decision")
+    fields = readonly_fields = ("in_plain_words", *UnknownSendQueueAdmin.fields, "replay_decision")
     list_display = (*UnknownSendQueueAdmin.list_display, "verdict")
+    change_form_template = "admin/replies/unknownsendqueue/change_form.html"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        action = ReplyAction.objects.filter(pk=object_id).only("delivery_state").first()
+        context = {
+            "decide_buttons": action is not None and action.delivery_state == self.state
+            and self.has_resolve_permission(request),
+            "changelist_url": reverse("admin:replies_unknownsendqueue_changelist"),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, context)
+
+    @admin.display(description="in plain words")
+    def in_plain_words(self, obj: ReplyAction):
+        """What is known, what the platform can prove, and what each button does: no seed terms."""
+        from replies.selectors import action_route
+        from replies.transports import transport_for
+
+        route = action_route(obj)
+        try:
+            caps = transport_for(route).capabilities
+            can_look_up, dedupes = caps.receipt_lookup, caps.idempotency_key
+        except Exception:  # no route, live sending off, platform unreachable: claim nothing
+            can_look_up = dedupes = False
+        platform = route.transport_name if route else "the platform"
+        tries = "once" if obj.attempt_count == 1 else f"{obj.attempt_count} times"
+        known = (f"Conduit tried {tries} to send this reply through {platform} and never got a clear answer "
+                 f"(last: {obj.last_error_code or 'no answer'}). The reply may have reached the customer, or not. "
+                 "Nothing is sent again until a person decides.")
+        if can_look_up:
+            proof = (f"{platform} can be asked whether it holds this reply (by its reply key). "
+                     + ("It also ignores a second send under the same key, so a retry cannot post twice."
+                        if dedupes else "It does not ignore a second send, so look before any retry."))
+        else:
+            proof = (f"{platform} cannot be asked whether it holds this reply. Open the conversation on the "
+                     "platform and look for the reply yourself before you decide.")
+        confirm = ("You have seen the reply on the platform. Paste the platform's id for that reply (open it "
+                   "on the platform: its id is in its link or details"
+                   + ("; or use the lookup button, which finds it for you" if can_look_up else "")
+                   + "). Conduit records it and marks the reply sent. Nothing is sent.")
+        retry = ("Conduit first asks the platform for the reply: if it is there, the reply is marked sent and "
+                 "nothing goes out; if it is not, the same reply is sent again under the same key."
+                 if can_look_up else
+                 "The platform cannot be asked, so this is refused: check by hand, then Confirm sent or Close.")
+        close = ("Nothing is sent and the reply is closed." + (
+            " Conduit asks the platform first and refuses to close a reply the platform already holds."
+            if can_look_up else " Only do this after checking the conversation by hand."))
+        rows = [("What is known", known), ("What the platform can prove", proof),
+                ("Confirm sent", confirm), ("Look up, then retry", retry), ("Close without reply", close)]
+        return format_html('<dl class="conduit-explain">{}</dl>',
+                           format_html_join("", "<dt>{}</dt><dd>{}</dd>", rows))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return with_decision_inputs(super().get_queryset(request))
@@ -64,7 +123,7 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
     @admin.action(permissions=["resolve"], description="Confirm sent (with the provider's receipt id)")
     def confirm_sent(self, request, queryset):
         return self._resolve(request, queryset, how="confirm_sent", title="Confirm sent", note_required=True,
-                             note_label="Provider receipt id", single=True)
+                             note_label="Provider receipt id", single=True, note_help=CONFIRM_SENT_HELP)
 
     @admin.action(permissions=["resolve"], description="Look up the receipt, then authorize a retry")
     def authorize_retry(self, request, queryset):
@@ -111,6 +170,90 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
 
 REPORT_PAGE_FINDINGS = 500
 
+# The report's counters for people: group, label and a one-line meaning (the JSON keeps the names).
+COUNTER_WORDS = {
+    "events_compared": ("events", "Events read from the source", "comments and messages the scan read"),
+    "events_local": ("events", "Events Conduit holds", "in the same window, in Conduit's ledger"),
+    "events_matched": ("events", "Matched", "held by both, with the same content hash"),
+    "missing_recovered": ("events", "Missed webhooks recovered", "on the source, not in Conduit: ingested now"),
+    "identity_conflicts": ("events", "Identity conflicts", "same key, different content: sent to quarantine"),
+    "source_unverified": ("events", "Not seen on the source", "held by Conduit, not in what the scan read"),
+    "duplicates_converged": ("events", "Duplicate deliveries absorbed", "repeat webhooks counted on one event"),
+    "invalid_source_items": ("events", "Unreadable source items", "items the scan could not parse"),
+    "quarantined_inputs": ("events", "Quarantined inputs", "refused webhook bodies still waiting for review"),
+    "actions_compared": ("replies", "Replies compared", "Conduit's reply actions on the events read"),
+    "replies_confirmed": ("replies", "Replies confirmed", "the platform shows the reply Conduit sent"),
+    "sending_in_flight": ("replies", "Sending right now", "claimed by a worker, not finished"),
+    "suppressed_actions": ("replies", "Suppressed test replies", "canary replies kept from the platform"),
+    "unknown_sends": ("replies", "Unknown sends", "sent or attempted with no receipt on the platform"),
+    "retry_candidates": ("replies", "Retry candidates", "unknown sends the platform shows no receipt for"),
+    "receipts_attached": ("receipts", "Receipts attached", "an unknown send the platform holds: marked sent"),
+    "sent_without_receipt": ("receipts", "Sent, receipt missing", "marked sent, but the platform shows nothing"),
+    "unexpected_receipts": ("receipts", "Unexpected receipts", "the platform holds a reply Conduit closed or "
+                            "has not sent"),
+    "unknown_receipts": ("receipts", "Unknown receipts", "the platform holds a reply Conduit never planned"),
+    "page_calls": ("health", "Pages read", "calls the scan made to the source"),
+    "external_calls": ("health", "Calls off this host", "page reads that left this machine"),
+}
+COUNTER_GROUPS = (("events", "Events"), ("replies", "Replies"), ("receipts", "Receipts"), ("health", "Health"))
+
+
+def counter_groups(counts: dict) -> list[tuple[str, list[tuple[str, str, str, object]]]]:
+    """The report's counters grouped for people, each (JSON name, label, meaning, value); a counter
+    this page does not know goes under health."""
+    grouped: dict[str, list] = {key: [] for key, _ in COUNTER_GROUPS}
+    for name in (*REPORT_COUNTS, *(n for n in counts if n not in REPORT_COUNTS)):
+        group, label, meaning = COUNTER_WORDS.get(name, ("health", name.replace("_", " "), ""))
+        grouped[group].append((name, label, meaning, counts.get(name)))
+    return [(title, grouped[key]) for key, title in COUNTER_GROUPS if grouped[key]]
+
+
+def when(value):
+    """An ISO timestamp from a report's JSON as a datetime, so the page shows it in the operator's zone."""
+    from django.utils.dateparse import parse_datetime
+
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_datetime(value) or value
+    except ValueError:
+        return value
+
+
+def plain(value) -> str:
+    """A canary value in words: lists joined, keys shortened, nothing for None; never a Python repr."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "none"
+        if len(value) > 1 and all(v == value[0] for v in value):
+            return f"{len(value)} × {plain(value[0])}"
+        return ", ".join(plain(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {plain(v)}" for k, v in value.items())
+    text = str(value)
+    return short_key(text) if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+class FailingScanFilter(admin.SimpleListFilter):
+    """Sources whose last page read failed (the front page's "failed scans")."""
+
+    title = "last page"
+    parameter_name = "failing"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "failed"), ("credentials", "failed: token to re-authorise")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(last_error_code="")
+        if self.value() == "credentials":
+            return queryset.exclude(last_error_code="").filter(last_error_class="credentials")
+        return queryset
+
 
 @admin.register(ScanState)
 class ScanStateAdmin(admin.ModelAdmin):
@@ -119,6 +262,7 @@ class ScanStateAdmin(admin.ModelAdmin):
     list_display = ("source", "checkpoint_until", "last_completed_at", "active_run", "next_due_at",
                     "error", "failures", "interval_seconds")
     list_select_related = ("source", "active_run")
+    list_filter = (FailingScanFilter,)
     fields = ("source", "interval_seconds", "checkpoint_until", "checkpoint_scan_id", "last_completed_at",
               "last_run", "active_run", "next_due_at", "requested_at", "requested_by", "lease_expires_at",
               "failures", "last_error_class", "last_error_code", "last_error_message", "last_error_at")
@@ -225,12 +369,16 @@ class ReconcileReportAdmin(ReportPageAdmin):
     def page_context(self, report: ReconcileReport) -> dict:
         summary = report.summary
         findings = report.findings.order_by("id")
+        decisions = [{**d, "decided_at": when(d.get("decided_at"))} for d in report_decisions(report)]
         return {
             "title": f"{report} — {summary['source']}",
             "summary": summary,
-            "counts": [(name, summary.get("counts", {}).get(name)) for name in REPORT_COUNTS],
-            "decisions": report_decisions(report),
-            "findings": findings[:REPORT_PAGE_FINDINGS],
+            "times": {k: when(summary.get(k)) for k in ("published_at", "started_at")},
+            "window": {k: when((summary.get("window") or {}).get(k)) for k in ("since", "until")},
+            "counter_groups": counter_groups(summary.get("counts", {})),
+            "decisions": decisions,
+            "findings": findings.select_related("action")[:REPORT_PAGE_FINDINGS],
+            "event_search_url": reverse("admin:ingress_inboundevent_changelist"),
             "finding_count": findings.count(),
             "open_candidates": findings.filter(kind="RETRY_CANDIDATE", decision="").count(),
             "queue_url": reverse("admin:reconcile_retrycandidatequeue_changelist"),
@@ -258,7 +406,7 @@ class RetryCandidateQueueAdmin(LedgerAdmin):
 
     @admin.display(description="reply key")
     def key(self, obj) -> str:
-        return f"{obj.reply_key[:12]}…"
+        return short_key(obj.reply_key)
 
     def has_decide_permission(self, request) -> bool:
         return request.user.has_perm("reconcile.decide_finding")
@@ -330,7 +478,7 @@ class FindingAdmin(LedgerAdmin):
 
     @admin.display(description="reply key")
     def key(self, obj: Finding) -> str:
-        return f"{obj.reply_key[:12]}…" if obj.reply_key else "-"
+        return short_key(obj.reply_key) if obj.reply_key else "-"
 
     @admin.display(description="action now")
     def current_state(self, obj: Finding) -> str:
@@ -363,8 +511,13 @@ class CanaryReportAdmin(ReportPageAdmin):
 
     def page_context(self, report: CanaryReport) -> dict:
         reconcile_id = report.summary.get("reconcile_report")
+        expectations = [
+            {**e, "expected_words": plain(e.get("expected")), "found_words": plain(e.get("found"))}
+            for e in report.expectations
+        ]
         return {
             "report": report,
+            "expectations": expectations,
             "reconcile_url": reverse("admin:reconcile_reconcilereport_change", args=[reconcile_id])
             if reconcile_id else "",
         }
@@ -375,3 +528,52 @@ class CanaryReportAdmin(ReportPageAdmin):
             "ok": report.ok, "failed": report.failed, "summary": report.summary,
             "expectations": report.expectations,
         })
+
+
+# -- the front page: what waits for a person, then the ledgers ---------------
+
+
+# Each front-page row: the model whose admin it opens, and the filter it opens with.
+WORK_LINKS = {
+    "review_pending": ("replies.ReviewQueue", ""),
+    "unknown_sends": ("replies.UnknownSendQueue", ""),
+    "quarantine": ("ingress.QuarantineReceipt", "?state__exact=QUARANTINED"),
+    "retry_candidates": ("reconcile.RetryCandidateQueue", ""),
+    "unexpected_receipts": ("reconcile.Finding", f"?queue={UNEXPECTED_RECEIPTS_QUEUE}"),
+    "stranded_sends": ("replies.StrandedSendQueue", ""),
+    "failed_scans": ("reconcile.ScanState", "?failing=yes"),
+    "sources_attention": ("ingress.Source", "?attention=yes"),
+}
+
+
+def work_rows(request: HttpRequest, site: admin.AdminSite = admin.site) -> list[WorkRow]:
+    """The front page's rows: counts for every staff member, a link where the viewer may open the queue."""
+    from django.apps import apps
+
+    rows = []
+    for row in work_counts():
+        label, query = WORK_LINKS[row["key"]]
+        model = apps.get_model(label)
+        model_admin = site._registry.get(model)
+        url = ""
+        if model_admin is not None and model_admin.has_view_or_change_permission(request):
+            meta = model._meta
+            url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist") + query
+        rows.append(WorkRow(url=url, **row))
+    return rows
+
+
+def _front_page(site: admin.AdminSite):
+    ledgers_index = site.index
+
+    def index(request: HttpRequest, extra_context: dict | None = None):
+        return ledgers_index(request, {"work": work_rows(request, site), **(extra_context or {})})
+
+    return index
+
+
+site_configure(admin.site)
+admin.site.index_template = "admin/conduit/index.html"
+# The last app's admin module: every queue above is registered by now. An instance attribute,
+# read when conduit.urls builds the admin's URLs.
+admin.site.index = _front_page(admin.site)

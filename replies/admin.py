@@ -4,19 +4,24 @@ The unknown-send queue's admin class lives here too, unregistered: reconcile
 registers its subclass (with the replay verdict column), once, in its own app.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
-from django.utils.html import format_html_join
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince
 
-from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
+from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action, short_key
 from conduit.providers.registry import TRANSPORTS
 from ingress.admin import EVENT_INLINES
 from replies import selectors, services
 from replies.models import (
+    ApprovalState,
     CanarySinkRecord,
     DeliveryState,
     ReplyAction,
@@ -94,12 +99,15 @@ class ActionAdmin(LedgerAdmin):
 
     @admin.display(description="reply key", ordering="reply_key")
     def key(self, obj: ReplyAction) -> str:
-        return f"{obj.reply_key[:12]}…"  # the full key is on the action's page and is searchable
+        return short_key(obj.reply_key)  # the full key is on the action's page and is searchable
 
     @admin.display(description="event", ordering="event_id")
-    def event_short(self, obj: ReplyAction) -> str:
-        key = obj.event_id
-        return key if len(key) <= 48 else f"…{key[-40:]}"
+    def event_short(self, obj: ReplyAction):
+        return format_html('<span title="{}">{}</span>', obj.event_id, short_key(obj.event_id, 32))
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, obj: ReplyAction) -> str:
+        return timesince(obj.created_at, depth=1)
 
     @admin.display(description="what is missing")
     def missing(self, obj: ReplyAction) -> str:
@@ -139,9 +147,44 @@ class ActionAdmin(LedgerAdmin):
         return [f for f in fields if f != "message_content"]
 
 
+class DecidedFilter(admin.SimpleListFilter):
+    """Replies a person approved or closed, newest first: the review queue's "recently decided"."""
+
+    title = "decided by a person"
+    parameter_name = "decided"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "approved or closed")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(Q(approval_state=ApprovalState.APPROVED)
+                                   | Q(delivery_state=DeliveryState.CLOSED_NO_REPLY))
+        return queryset
+
+
 @admin.register(ReplyAction)
 class ReplyActionAdmin(ActionAdmin):
-    """Every reply action, any state."""
+    """Every reply action, any state; `?decided=yes` is the review queue's "recently decided"."""
+
+    list_display = ("key", "event_short", "source", "purpose", "delivery_state", "decided", "attempt_count",
+                    "created_at")
+    list_filter = (DecidedFilter, "event__source", "purpose", "delivery_state")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Who closed it, from its history: one subquery per page, not a query per row.
+        closed = ReplyTransition.objects.filter(action=OuterRef("pk"), next_state=DeliveryState.CLOSED_NO_REPLY,
+                                                refused=False).order_by("-id")
+        return super().get_queryset(request).annotate(
+            closed_by=Subquery(closed.values("actor")[:1]), closed_at=Subquery(closed.values("at")[:1]))
+
+    @admin.display(description="decided")
+    def decided(self, obj: ReplyAction) -> str:
+        if getattr(obj, "closed_by", None):
+            return f"closed by {obj.closed_by}, {timesince(obj.closed_at, depth=1)} ago"
+        if obj.approved_by:
+            return f"approved by {obj.approved_by}, {timesince(obj.approved_at, depth=1)} ago"
+        return "-"
 
 
 class QueueAdmin(ActionAdmin):
@@ -160,16 +203,84 @@ class QueueAdmin(ActionAdmin):
         return confirmed_action(self, request, queryset, title="Close without reply", action="close", apply=apply)
 
 
+# A Meta private reply must go out within 7 days of the comment (Instagram and Messenger both).
+PRIVATE_REPLY_WINDOW = timedelta(days=7)
+
+
 @admin.register(ReviewQueue)
 class ReviewQueueAdmin(QueueAdmin):
+    """What a reviewer decides: the comment, the copy that would go out, and Approve or Close."""
+
     state = DeliveryState.REVIEW_PENDING
     close_reason = "closed_by_reviewer"
-    list_display = ("key", "event_short", "source", "purpose", "missing", "created_at")
+    list_display = ("key", "comment", "copy_to_send", "source", "purpose", "age", "missing")
+    list_display_links = ("key",)
     list_filter = ("event__source", "purpose")
+    ordering = ("id",)  # oldest first: the one waiting longest is at the top
     actions = ["approve", "close"]
+    change_form_template = "admin/replies/reviewqueue/change_form.html"
+    change_list_template = "admin/replies/reviewqueue/change_list.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The copy approval would take now (the newest version): one subquery per page.
+        newest = ReplyCopy.objects.filter(source_id=OuterRef("event__source_id"),
+                                          purpose=OuterRef("purpose")).order_by("-id")
+        return super().get_queryset(request).annotate(
+            copy_text_now=Subquery(newest.values("text")[:1]),
+            copy_channel_now=Subquery(newest.values("channel")[:1]))
+
+    def get_list_display(self, request: HttpRequest):
+        # Retained buyer content only for staff with the permission.
+        if request.user.has_perm("ingress.view_message_content"):
+            return self.list_display
+        return [f for f in self.list_display if f != "comment"]
+
+    @admin.display(description="comment")
+    def comment(self, obj: ReplyAction):
+        text = obj.event.message_text
+        if not text:
+            return format_html('<span class="quiet">purged by the retention rule</span>')
+        return format_html('<div class="conduit-comment">{}</div>', text if len(text) <= 280 else text[:279] + "…")
+
+    @admin.display(description="copy that would be sent")
+    def copy_to_send(self, obj: ReplyAction):
+        text = getattr(obj, "copy_text_now", None)
+        if text is None:
+            return "-"
+        return format_html('<div class="conduit-copy">{}</div><span class="quiet">{}</span>', text,
+                           obj.copy_channel_now)
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, obj: ReplyAction):
+        age = timesince(obj.created_at, depth=1)
+        channel = getattr(obj, "copy_channel_now", "") or ""
+        if obj.event.source.adapter.startswith("meta") and "private" in channel:
+            left = obj.event.occurred_at + PRIVATE_REPLY_WINDOW - timezone.now()
+            if left.total_seconds() <= 0:
+                return format_html("{}<br><strong>private reply window closed</strong>", age)
+            return format_html("{}<br>{} left to reply privately", age, timesince(timezone.now() - left, depth=2))
+        return age
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("replies.approve_replyaction")
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        action = ReplyAction.objects.filter(pk=object_id).only("delivery_state").first()
+        context = {
+            "decide_buttons": action is not None and action.delivery_state == self.state
+            and self.has_approve_permission(request),
+            "changelist_url": reverse("admin:replies_reviewqueue_changelist"),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, context)
+
+    @staticmethod
+    def _outgoing(action: ReplyAction) -> str:
+        """The exact text approval sends (the newest copy version), or why it cannot be approved."""
+        copy = selectors.copy_current(source_id=action.event.source_id, purpose=action.purpose)
+        if copy is None:
+            return f"Cannot be approved: {selectors.no_copy_reason(action)}"
+        return f"Will send as {copy.channel} (copy {copy.copy_version}):\n{copy.text}"
 
     @admin.action(permissions=["approve"], description="Approve selected replies")
     def approve(self, request: HttpRequest, queryset: QuerySet):
@@ -177,7 +288,8 @@ class ReviewQueueAdmin(QueueAdmin):
             result = services.reply_approve(action_id=action.pk, actor=request.user.get_username())
             return result.ok, result.message
 
-        return confirmed_action(self, request, queryset, title="Approve replies", action="approve", apply=apply)
+        return confirmed_action(self, request, queryset, title="Approve replies", action="approve", apply=apply,
+                                describe=self._outgoing)
 
     @admin.action(permissions=["approve"], description="Close selected without reply")
     def close(self, request: HttpRequest, queryset: QuerySet):

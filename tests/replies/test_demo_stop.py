@@ -159,6 +159,20 @@ def test_stopping_the_running_demo_leaves_nothing_running(demo, signum, status):
             "SELECT e.reconcile_status FROM inbound_events e JOIN ingress_source s ON s.id = e.source_id "
             "WHERE s.name = 'instagram'").fetchall()
     assert sorted(statuses) == [("MATCHED",), ("MATCHED",)], run.output[-3000:]
+    if signum == signal.SIGINT:
+        # Issue 15: the banner's "try" command works as printed, in a terminal that exported
+        # nothing (manage.py reads the env file), and makes a new pending reply.
+        (command,) = re.findall(r"^\s*try:\s+(.+)$", run.output, flags=re.MULTILINE)
+        terminal = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
+        terminal["DATABASE_URL"] = f"sqlite:///{run.tmp_path / 'demo.sqlite3'}"  # the demo's, as DEMO_DATABASE_URL
+        tried = subprocess.run(command, shell=True, cwd=ROOT, env=terminal, capture_output=True, text=True,
+                               timeout=60)
+        assert tried.returncode == 0, tried.stdout + tried.stderr
+        with contextlib.closing(sqlite3.connect(run.tmp_path / "demo.sqlite3")) as db:
+            (pending,) = db.execute(
+                "SELECT COUNT(*) FROM reply_actions WHERE event_key LIKE '%evt_test_0104' "
+                "AND delivery_state = 'REVIEW_PENDING'").fetchone()
+        assert pending == 2
     assert run.stop(signum) == status, run.output[-3000:]
     assert run.survivors() == []
     assert "nothing is left running" in run.output

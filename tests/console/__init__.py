@@ -1,0 +1,1 @@
+"""The back office console: front page, review queue, unknown sends, reports."""
