@@ -185,16 +185,40 @@ CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")
 # Seconds a provider is told to wait when the store is unavailable (503).
 CONDUIT_RETRY_AFTER_SECONDS = env("CONDUIT_RETRY_AFTER_SECONDS")
 
+# text (the default) or json: one JSON object per line for a log collector.
+CONDUIT_LOG_FORMAT = env.str("CONDUIT_LOG_FORMAT", default="text").lower()
+if CONDUIT_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured("CONDUIT_LOG_FORMAT is text or json")
+
+# Error reports: set, sentry-sdk reports the web's and the worker's errors, every event
+# scrubbed by the data boundary (conduit/observability.py). Unset, nothing is sent anywhere.
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+if SENTRY_DSN:
+    from conduit.observability import sentry_init
+
+    sentry_init(dsn=SENTRY_DSN, environment=env.str("SENTRY_ENVIRONMENT", default="production"))
+    # django-q2 calls its error reporters inside a failing task's except block.
+    Q_CLUSTER["error_reporter"] = {"conduit_sentry": {}}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"boundary": {"()": "conduit.logging.BoundaryFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["boundary"]}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        # One JSON object per line (python-json-logger); extra fields judged by the boundary too.
+        "json": {"()": "conduit.logging.JsonLineFormatter", "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CONDUIT_LOG_FORMAT,
+                             "filters": ["boundary"]}},
     "root": {"handlers": ["console"], "level": env("CONDUIT_LOG_LEVEL")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
-        # django-q2 adds a handler of its own (without the filter) unless it finds one.
-        "django-q": {"handlers": ["console"], "level": env("CONDUIT_LOG_LEVEL"), "propagate": False},
+        # django-q2 adds a handler of its own (without the filter) unless it finds one. Its
+        # per-task lines are noise beside Conduit's own events: WARNING unless asked.
+        "django-q": {"handlers": ["console"], "level": env.str("CONDUIT_Q_LOG_LEVEL", default="WARNING"),
+                     "propagate": False},
+        # runserver's line per request (static files included): only failures unless asked.
+        "django.server": {"level": env.str("CONDUIT_SERVER_LOG_LEVEL", default="WARNING")},
     },
 }

@@ -219,3 +219,21 @@ def test_the_source_identity_rule_is_one_function_every_path_asks(sandbox_source
     monkeypatch.setattr(services, "source_identity_holder", lambda **kw: None)
     with pytest.raises(IntegrityError):
         source_register(name="second", **kwargs)
+
+
+@pytest.mark.django_db
+def test_the_readme_register_source_example_works_as_written(capsys):
+    """Issue 15: the README's example runs as printed (beside the demo's and the canary's accounts)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme[readme.index("## Sources"):]
+    (example,) = re.findall(r"```sh\n(python manage\.py register_source shop .*?)\n```", block, flags=re.S)
+    argv = shlex.split(example.replace("\\\n", " "))
+    assert argv[:3] == ["python", "manage.py", "register_source"]
+    call_command(*argv[2:])
+    source = Source.objects.get(name="shop")
+    assert (source.account_ref, source.purposes) == ("acct_test_03", ["public_ack", "private_delivery"])
+    assert "registered" in capsys.readouterr().out

@@ -150,6 +150,8 @@ def test_stopping_the_running_demo_leaves_nothing_running(demo, signum, status):
     while len(qcluster_processes(run)) < 3 and time.monotonic() < deadline:  # the cluster and its sentinel, workers
         time.sleep(0.2)
     assert len(qcluster_processes(run)) >= 3, run.seen
+    # Issue 15: the terminal stays readable: no django-q2 line per task, no line per request.
+    assert "django-q Processed" not in run.output and '"GET /admin/login/' not in run.output
     # Issue 13: the demo's synthetic Instagram source holds the notified comment and the one
     # reconciliation recovered from the Graph simulator.
     import sqlite3
