@@ -74,11 +74,23 @@ class AttentionFilter(admin.SimpleListFilter):
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
     form = SourceForm
-    list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "subscription_problem",
-                    "updated_at")
+    list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "needs_reauth",
+                    "subscription_problem", "updated_at")
     list_filter = (AttentionFilter, "adapter", "canary")
     search_fields = ("name", "account_ref")
-    readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "created_at", "updated_at")
+    readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "needs_reauth", "created_at",
+                       "updated_at")
+    actions = ["reauthorized"]
+
+    @admin.action(permissions=["change"], description="Token replaced: resume sending (clear needs re-authorisation)")
+    def reauthorized(self, request: HttpRequest, queryset: QuerySet):
+        for source in queryset.filter(needs_reauth=True):
+            try:
+                services.source_reauthorized(source_id=source.pk, actor=request.user.get_username())
+            except ValueError as exc:
+                self.message_user(request, f"{source.name}: {exc}", level="error")
+            else:
+                self.message_user(request, f"{source.name}: sending resumes with the new token")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
         fields = self.readonly_fields

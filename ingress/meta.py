@@ -39,6 +39,7 @@ from ingress.services import (
     observations_accept,
     source_config,
 )
+from ingress.signals import self_authored_seen
 
 logger = logging.getLogger("conduit.ingress")
 
@@ -80,7 +81,9 @@ def verification_answer(*, app_id: str, mode: str, token: str, challenge: str) -
     return challenge if any(matched) else None
 
 
-def _own_record(source: Source, items: list[OwnItem], at: datetime) -> None:
+def self_authored_record(source: Source, items: list[OwnItem], at: datetime) -> None:
+    """Keep what the account itself authored (seen by a webhook or a read-back) as receipt
+    evidence, once per item; whoever listens (replies) hears of it after commit."""
     for item in items:
         values = {"source": source.pk, "kind": item.kind, "provider_id": item.provider_id,
                   "parent_ref": item.parent_ref, "correlation": item.correlation,
@@ -91,6 +94,12 @@ def _own_record(source: Source, items: list[OwnItem], at: datetime) -> None:
             update_rows(SelfAuthoredItem, where={"source": source.pk, "kind": item.kind,
                                                  "provider_id": item.provider_id},
                         assign={"seen_count": F("seen_count") + 1})
+    if items:
+        seen = [{"kind": i.kind, "provider_id": i.provider_id, "parent_ref": i.parent_ref,
+                 "correlation": i.correlation} for i in items]
+        # After commit: whoever listens (replies) reads what this transaction recorded.
+        transaction.on_commit(lambda: self_authored_seen.send(sender=SelfAuthoredItem, source_id=source.pk,
+                                                              items=seen))
 
 
 def ignored_count(source: Source, names: Counter, at: datetime) -> None:
@@ -220,7 +229,7 @@ def _source_accept(source: Source, items: list, delivery_id: str, quarantine: di
         body_bytes=quarantine["body_bytes"], now=now,
     )
     if not outcome.refused:
-        _own_record(source, parsed.own, now)
+        self_authored_record(source, parsed.own, now)
     ignored_count(source, parsed.ignored, now)
     return outcome.results, sum(parsed.ignored.values())
 

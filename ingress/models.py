@@ -75,6 +75,13 @@ class Source(models.Model):
         max_length=256, blank=True, editable=False,
         help_text="What the last subscription check found wrong (Conduit's words), or blank.",
     )
+    # Meta answered 190 (or the token variable is empty): the token is dead, so the source's sends
+    # wait (never retried into it) until a person replaces the token and clears this
+    # (ingress.services.source_reauthorized).
+    needs_reauth = models.BooleanField(
+        default=False, editable=False,
+        help_text="Meta refused the access token: sends wait until a person re-authorises the source.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

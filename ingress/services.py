@@ -733,3 +733,21 @@ def retention_purge(*, now: datetime | None = None, dry_run: bool = False) -> di
     if not dry_run:
         logger.info("retention purge %s", " ".join(f"{name}={n}" for name, n in purged.items()) or "no sources")
     return purged
+
+
+def source_reauthorized(*, source_id: int, actor: str) -> Source:
+    """A person replaced a source's access token: clear `needs_reauth` so its waiting sends resume.
+
+    Refused (ValueError) while the token variable the source names is empty: clearing the flag
+    then would only send into the same refusal. The waiting actions keep their reply keys and
+    states, so nothing is sent twice; the sender's schedule picks them up.
+    """
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)
+        if not source_config(source, with_token=True).access_token:
+            raise ValueError(f"source {source.name!r} has no access token in its variable "
+                             f"{source.token_env or '(none named)'}: set the new token first")
+        Source.objects.filter(pk=source_id).update(needs_reauth=False)
+        source.needs_reauth = False
+    logger.info("source=%s re-authorised by actor=%s", source.name, actor)
+    return source

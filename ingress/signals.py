@@ -5,3 +5,8 @@ from django.dispatch import Signal
 # A person marked an authenticated quarantine receipt corrected: what its body
 # held should be recovered from the source. Sent on commit with source_id and actor.
 quarantine_corrected = Signal()
+
+# The account's own items (a message echo, its own comment) were recorded: evidence that may show
+# a reply Conduit sent. Sent on commit with source_id and items (dicts: kind, provider_id,
+# parent_ref, correlation).
+self_authored_seen = Signal()

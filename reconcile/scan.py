@@ -22,10 +22,17 @@ from django.db.models import F
 from conduit.providers.base import PageFailure, SourcePage
 from conduit.providers.registry import get_adapter
 from conduit.statemachine import record_created, transition
+from ingress.meta import self_authored_record
 from ingress.models import Source
 from ingress.services import events_occurred_at_correct, source_config
 from reconcile import clock
-from reconcile.lease import LeaseBusy, LeaseLost, lease_acquire, lease_check, lease_release
+from reconcile.lease import (
+    LeaseBusy,
+    LeaseLost,
+    lease_acquire,
+    lease_check,
+    lease_release,
+)
 from reconcile.models import (
     RUN_TABLE,
     ReconcileReport,
@@ -38,7 +45,14 @@ from reconcile.models import (
 from reconcile.publication import report_write, run_publish
 from reconcile.repairs import RECONCILE_ACTOR
 from reconcile.schedule import error_record, schedule_after_failure, schedule_next_page
-from reconcile.staging import MAX_PAGE_BYTES, MAX_PAGES, ScanLimit, generation_discard, page_check, page_stage
+from reconcile.staging import (
+    MAX_PAGE_BYTES,
+    MAX_PAGES,
+    ScanLimit,
+    generation_discard,
+    page_check,
+    page_stage,
+)
 
 logger = logging.getLogger("conduit.reconcile")
 
@@ -197,6 +211,8 @@ def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage
         try:
             with transaction.atomic():  # a savepoint: a limit takes this page's staging back
                 page_stage(run, page, began)
+                # The account's own comments the read showed: receipt evidence, as from a webhook.
+                self_authored_record(source, page.own, began)
         except ScanLimit as limit:
             failure = limit.failure()
             generation_discard(state, run, limit.code, RECONCILE_ACTOR)

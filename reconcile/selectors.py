@@ -172,6 +172,7 @@ def source_health() -> list[dict[str, Any]]:
             "unexpected_receipts": unexpected.get(source.pk, 0),
             # Meta sources: what the last read of subscribed_apps found wrong ("" when nothing).
             "subscription_problem": source.subscription_problem,
+            "needs_reauth": source.needs_reauth,
         })
     return rows
 
@@ -179,6 +180,9 @@ def source_health() -> list[dict[str, Any]]:
 def needs_a_person(row: dict[str, Any]) -> list[str]:
     """Why a source's health row needs a person (empty when it does not)."""
     reasons = []
+    if row["needs_reauth"]:
+        reasons.append("needs re-authorisation: Meta refused its access token (190), so its sends wait; "
+                       "replace the token in its variable, then clear the flag (Ingress > Sources)")
     if row["last_error_class"] == "credentials":
         reasons.append(f"its access token was refused ({row['last_error_code']}): a person must "
                        "re-authorise the source and set the new token in its variable")

@@ -4,15 +4,13 @@ The unknown-send queue's admin class lives here too, unregistered: reconcile
 registers its subclass (with the replay verdict column), once, in its own app.
 """
 
-from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
 
@@ -30,6 +28,7 @@ from replies.models import (
     ReplyTransition,
     ReviewQueue,
     SendAttempt,
+    SendBudget,
     StrandedSendQueue,
 )
 
@@ -204,7 +203,6 @@ class QueueAdmin(ActionAdmin):
 
 
 # A Meta private reply must go out within 7 days of the comment (Instagram and Messenger both).
-PRIVATE_REPLY_WINDOW = timedelta(days=7)
 
 
 @admin.register(ReviewQueue)
@@ -216,7 +214,8 @@ class ReviewQueueAdmin(QueueAdmin):
     list_display = ("key", "comment", "copy_to_send", "source", "purpose", "age", "missing")
     list_display_links = ("key",)
     list_filter = ("event__source", "purpose")
-    ordering = ("id",)  # oldest first: the one waiting longest is at the top
+    # What expires soonest first (a Meta private reply's 7-day window), then the oldest.
+    ordering = (F("reply_deadline").asc(nulls_last=True), "id")
     actions = ["approve", "close"]
     change_form_template = "admin/replies/reviewqueue/change_form.html"
     change_list_template = "admin/replies/reviewqueue/change_list.html"
@@ -253,12 +252,13 @@ class ReviewQueueAdmin(QueueAdmin):
     @admin.display(description="age", ordering="created_at")
     def age(self, obj: ReplyAction):
         age = timesince(obj.created_at, depth=1)
-        channel = getattr(obj, "copy_channel_now", "") or ""
-        if obj.event.source.adapter.startswith("meta") and "private" in channel:
-            left = obj.event.occurred_at + PRIVATE_REPLY_WINDOW - timezone.now()
-            if left.total_seconds() <= 0:
-                return format_html("{}<br><strong>private reply window closed</strong>", age)
-            return format_html("{}<br>{} left to reply privately", age, timesince(timezone.now() - left, depth=2))
+        if obj.event.source.needs_reauth:
+            age = format_html("{}<br><strong>waiting: the source needs re-authorisation</strong>", age)
+        left = selectors.time_left(obj)
+        if left == "expired":
+            return format_html("{}<br><strong>private reply window closed</strong>", age)
+        if left:
+            return format_html("{}<br>{} left to reply privately", age, left)
         return age
 
     def has_approve_permission(self, request: HttpRequest) -> bool:
@@ -436,6 +436,21 @@ class ReplyRouteForm(forms.ModelForm):
     class Meta:
         model = ReplyRoute
         fields = ["source", "purpose", "transport_name", "target_url", "live_send_enabled"]
+
+
+@admin.register(SendBudget)
+class SendBudgetAdmin(admin.ModelAdmin):
+    """Each account's send budget per purpose; the pause is the sender's to set."""
+
+    list_display = ("source", "purpose", "limit", "window_seconds", "paused_until", "pause_reason")
+    list_filter = ("source", "purpose")
+    list_select_related = ("source",)
+    fields = ("source", "purpose", "limit", "window_seconds", "paused_until", "pause_reason")
+    readonly_fields = ("paused_until", "pause_reason")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        # Which account and purpose a budget is for is fixed once made.
+        return (*self.readonly_fields, *(("source", "purpose") if obj is not None else ()))
 
 
 @admin.register(ReplyRoute)

@@ -3,6 +3,18 @@
 from django.apps import AppConfig
 
 
+def _self_authored_seen(sender, *, source_id: int, items: list[dict], **kwargs) -> None:
+    # Evidence ingress saw (an echo, the account's own comment): resolve the unknown sends it shows.
+    from replies.services import self_authored_resolve
+
+    self_authored_resolve(source_id=source_id, items=items)
+
+
 class RepliesConfig(AppConfig):
     name = "replies"
     verbose_name = "Replies"
+
+    def ready(self) -> None:
+        from ingress.signals import self_authored_seen
+
+        self_authored_seen.connect(_self_authored_seen, dispatch_uid="replies.self_authored_seen")

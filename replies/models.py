@@ -51,6 +51,9 @@ class ReplyAction(models.Model):
     sending_since = models.DateTimeField(null=True, blank=True)
     # FAILED_BEFORE_SEND waits until then before the next automatic attempt.
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # A private reply's last moment (the comment's creation + 7 days on Meta): approval after it
+    # is refused and the expiry schedule closes it (replies.services). Empty: no window known.
+    reply_deadline = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "reply_actions"
@@ -232,3 +235,42 @@ class StrandedSendQueue(ReplyAction):
         permissions = [
             ("resolve_stranded_send", "Can retry now or close stranded sends (FAILED_BEFORE_SEND)"),
         ]
+
+
+class SendBudget(models.Model):
+    """One account's (source's) send budget for one purpose, shared by every worker.
+
+    At most `limit` sends are claimed in any `window_seconds` (a rolling window counted over
+    SendBudgetUse rows, under this row's lock, in the claim's transaction); `paused_until` holds
+    the account back after a throttling answer or while the window is full. `limit` empty: no
+    count is kept (pauses still apply).
+    """
+
+    source = models.ForeignKey("ingress.Source", on_delete=models.CASCADE, related_name="+")
+    purpose = models.CharField(max_length=64)
+    limit = models.PositiveIntegerField(null=True, blank=True)
+    window_seconds = models.PositiveIntegerField(default=3600)
+    paused_until = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        db_table = "reply_send_budgets"
+        ordering = ["source", "purpose"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "purpose"], name="send_budget_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}/{self.purpose}: {self.limit}/{self.window_seconds}s"
+
+
+class SendBudgetUse(models.Model):
+    """One claimed send counted against a budget (pruned once outside every window)."""
+
+    budget = models.ForeignKey(SendBudget, on_delete=models.CASCADE, related_name="uses")
+    at = models.DateTimeField()
+    action_id = models.BigIntegerField()
+
+    class Meta:
+        db_table = "reply_send_budget_uses"
+        indexes = [models.Index(fields=["budget", "at"], name="send_budget_use_window")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
 
 from conduit.providers.base import OutboundReply
 from ingress.models import InboundEvent
@@ -145,3 +145,29 @@ def event_list(*, event_key: str = "", source: str = "", state: str = "") -> Que
     if state:
         queryset = queryset.filter(event_state=state)
     return queryset
+
+
+def review_pending_by_deadline() -> QuerySet[ReplyAction]:
+    """The review queue, what expires soonest first: actions with a reply deadline (a Meta private
+    reply's 7-day window) by deadline, then the rest newest first. `time_left(action)` words it."""
+    return (ReplyAction.objects.filter(delivery_state=DeliveryState.REVIEW_PENDING)
+            .select_related("event__source")
+            .order_by(F("reply_deadline").asc(nulls_last=True), "-id"))
+
+
+def time_left(action: ReplyAction, *, now=None) -> str:
+    """What is left of an action's reply window, for a person: "2 d 3 h", "41 min", "expired", or ""."""
+    from django.utils import timezone
+
+    if action.reply_deadline is None:
+        return ""
+    seconds = int((action.reply_deadline - (now or timezone.now())).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {rest // 60} min"
+    return f"{max(rest // 60, 1)} min"

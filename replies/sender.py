@@ -15,7 +15,7 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from conduit.metrics import observe_send
@@ -31,6 +31,8 @@ from replies.models import (
     ReplyCopy,
     ReplyRoute,
     SendAttempt,
+    SendBudget,
+    SendBudgetUse,
 )
 from replies.models import (
     DeliveryState as S,
@@ -143,8 +145,13 @@ def reply_send(*, action_id: int) -> str:
     """
     action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
     now = timezone.now()
-    if not _claim(action, now):
-        return "not_claimed"
+    with transaction.atomic():
+        held = _held(action, now)
+        if held:
+            return held
+        if not _claim(action, now):
+            return "not_claimed"
+        _budget_use(action)
     return _deliver(action, now)
 
 
@@ -156,11 +163,20 @@ def reply_send_next() -> tuple[int, str] | None:
     draining together never wait on or contend for the same row.
     """
     now = timezone.now()
-    with transaction.atomic():
-        action = _lock_next(now)
-        if action is None or not _claim(action, now, locked=True):
-            return None
-    return action.pk, _deliver(action, now)
+    # An action held back by its account's budget pauses that account (in the same transaction),
+    # so the next lock skips it and finds another account's work; a few tries at most.
+    for _ in range(MAX_HELD_PER_CALL):
+        with transaction.atomic():
+            action = _lock_next(now)
+            if action is None:
+                return None
+            if _held(action, now):
+                continue
+            if not _claim(action, now, locked=True):
+                return None
+            _budget_use(action)
+        return action.pk, _deliver(action, now)
+    return None
 
 
 def _lock_next(now: datetime) -> ReplyAction | None:
@@ -255,26 +271,59 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
     try:
         receipt = transport.send(reply)
     except NotSent as exc:
+        if getattr(exc, "stop_source", False):
+            # A dead token: nothing was applied. The source stops at the next claim; this action
+            # waits with it (due again, not stranded) and goes out once a person re-authorises.
+            with transaction.atomic():
+                source_token_refused(source_id=source.pk, code=exc.code)
+                state = _finish(
+                    action, to=S.FAILED_BEFORE_SEND, reason=exc.code,
+                    attempt={"transport": AttemptTransport.RESPONSE_RECEIVED if exc.reached
+                             else AttemptTransport.NOT_SENT, "http_status": exc.http_status, "evidence": exc.code},
+                    extra={"last_error_code": exc.code, "next_attempt_at": now},
+                )
+            return state
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None or exc.code == "throttled":
+            pause = timedelta(seconds=retry_after if retry_after is not None else THROTTLE_PAUSE_SECONDS)
+            account_pause(source_id=source.pk, until=timezone.now() + pause, reason=exc.code)
         return not_sent(exc.code, http_status=exc.http_status, reached=exc.reached, retryable=exc.retryable)
     except Ambiguous as exc:
-        return _finish(
+        state = _finish(
             action, to=S.SEND_STATUS_UNKNOWN, reason=exc.code,
             attempt={"transport": AttemptTransport.RESPONSE_RECEIVED if exc.response else AttemptTransport.SENT,
                      "http_status": exc.http_status, "evidence": exc.code},
             extra={"last_error_code": exc.code},
         )
+        return _evidence_already_seen(action) or state
     except Exception:  # anything else: the request may have left; never guess
         logger.exception("send action=%s ended in an unexpected error", action.pk)
-        return _finish(
+        state = _finish(
             action, to=S.SEND_STATUS_UNKNOWN, reason="unexpected_error",
             attempt={"evidence": "unexpected_error"}, extra={"last_error_code": "unexpected_error"},
         )
+        return _evidence_already_seen(action) or state
+    usage_pause = getattr(receipt, "retry_after", None)
+    if usage_pause:
+        # The answer's usage header says the account is near its limit: wait as Meta estimates.
+        account_pause(source_id=source.pk, until=timezone.now() + timedelta(seconds=usage_pause),
+                      reason="usage_near_limit")
     return _finish(
         action, to=S.SENT, reason="receipt_stored",
         attempt={"transport": AttemptTransport.RESPONSE_RECEIVED, "http_status": receipt.http_status,
                  "evidence": "receipt"},
         extra={"provider_reply_id": receipt.provider_reply_id, "last_error_code": ""},
     )
+
+
+def _evidence_already_seen(action: ReplyAction) -> str:
+    """An echo (or the account's own comment) may have arrived while this send was still SENDING,
+    when it could not resolve it: look once more now that the action is SEND_STATUS_UNKNOWN.
+    Returns the state reached when it resolved the action, else ""."""
+    from replies.services import reply_evidence_resolve
+
+    resolved = reply_evidence_resolve(action_id=action.pk)
+    return S.SENT if resolved else ""
 
 
 def due_action_ids(*, limit: int = 100, now: datetime | None = None) -> list[int]:
@@ -284,10 +333,117 @@ def due_action_ids(*, limit: int = 100, now: datetime | None = None) -> list[int
 
 
 def _due(now: datetime) -> Q:
+    """Claimable now: a claimable state, its source's token not dead, its account not paused.
+
+    EXISTS subqueries, not joins: the claim's FOR NO KEY UPDATE then locks the action row only.
+    """
     due = Q(pk__in=[])
     for state, condition in CLAIMABLE.items():
         due |= Q(delivery_state=state, **condition(now))
-    return due
+    needs_reauth = InboundEvent.objects.filter(event_key=OuterRef("event_id"), source__needs_reauth=True)
+    paused = SendBudget.objects.filter(source__events__event_key=OuterRef("event_id"), purpose=OuterRef("purpose"),
+                                       paused_until__gt=now)
+    return due & ~Exists(needs_reauth) & ~Exists(paused)
+
+
+# --- token health and shared send budgets ---------------------------------------------------
+
+# Tries reply_send_next makes past actions whose account turns out to be over budget.
+MAX_HELD_PER_CALL = 8
+# A use counts this long past its window: the claim is dated before the request reaches Meta, so
+# without slack two requests a few milliseconds late could meet one window at the provider.
+BUDGET_SLACK_SECONDS = 1
+# How long a throttling answer without Meta's estimate pauses the account.
+THROTTLE_PAUSE_SECONDS = 60
+# Documented limits, per (adapter, transport): (sends, window seconds). META.md "limits":
+# Instagram private replies to posts and reels 750/hour per account; the Send API about 300/s per
+# Page for text. Public comment replies have no documented per-call number: no count, pauses only.
+# Messenger's 200 x engaged users per 24 h depends on a number Conduit cannot read: not counted.
+DEFAULT_BUDGETS: dict[tuple[str, str], tuple[int, int]] = {
+    ("meta-instagram", "meta-private-reply"): (750, 3600),
+    ("meta-page", "meta-private-reply"): (300, 1),
+}
+
+
+def budget_default(*, adapter: str, transport_name: str) -> tuple[int | None, int]:
+    """The documented (limit, window seconds) for an account's sends through a transport."""
+    return DEFAULT_BUDGETS.get((adapter, transport_name), (None, 3600))
+
+
+def _budget_row(source: Source, purpose: str, transport_name: str) -> SendBudget:
+    """The (source, purpose) budget row, created at its documented default on first use, locked."""
+    limit, window = budget_default(adapter=source.adapter, transport_name=transport_name)
+    insert_rows(SendBudget, ["source", "purpose", "limit", "window_seconds", "pause_reason"],
+                [(source.pk, purpose, limit, window, "")], ignore_conflicts=True)
+    return SendBudget.objects.select_for_update().get(source_id=source.pk, purpose=purpose)
+
+
+def _held(action: ReplyAction, now: datetime) -> str:
+    """Why this action may not be claimed now ("" when it may). Runs in the claim's transaction.
+
+    A source whose token Meta refused waits (no attempt consumed); an account whose budget is
+    full or paused waits too, and is paused until its next free slot so other workers skip it.
+    The budget row's lock serialises every worker's count for that account.
+    """
+    source = action.event.source
+    if Source.objects.filter(pk=source.pk, needs_reauth=True).exists():
+        return "waiting_reauth"
+    if action.canary or action.delivery_state not in CLAIMABLE:
+        return ""
+    budget = _budget_row(source, action.purpose, _transport_name(action))
+    action._budget = budget
+    now = timezone.now()  # read under the lock: the last holder's use is dated before it
+    if budget.paused_until is not None and budget.paused_until > now:
+        return "deferred_budget"
+    if budget.limit is None:
+        return ""
+    span = timedelta(seconds=budget.window_seconds + BUDGET_SLACK_SECONDS)
+    in_window = list(SendBudgetUse.objects.filter(budget=budget, at__gt=now - span)
+                     .order_by("at").values_list("at", flat=True))
+    if len(in_window) < budget.limit:
+        return ""
+    # Full: the account waits until enough uses leave the window for one more.
+    free_at = in_window[len(in_window) - budget.limit] + span
+    SendBudget.objects.filter(pk=budget.pk).update(paused_until=free_at, pause_reason="budget_full")
+    logger.info("send action=%s deferred: budget %s/%ss full until %s", action.pk, budget.limit,
+                budget.window_seconds, free_at.isoformat())
+    return "deferred_budget"
+
+
+def _budget_use(action: ReplyAction) -> None:
+    """Count a claimed send against its budget (same transaction as the claim); prune old uses."""
+    budget = getattr(action, "_budget", None)
+    if budget is None or budget.limit is None:
+        return
+    now = timezone.now()
+    insert_rows(SendBudgetUse, ["budget", "at", "action_id"], [(budget.pk, now, action.pk)])
+    span = timedelta(seconds=budget.window_seconds + BUDGET_SLACK_SECONDS)
+    SendBudgetUse.objects.filter(budget=budget, at__lte=now - span).delete()
+
+
+def account_pause(*, source_id: int, until: datetime, reason: str) -> None:
+    """Pause every purpose of an account until `until` (Meta throttled it, or its usage is near the
+    limit). A pause never shortens one already longer."""
+    source = Source.objects.get(pk=source_id)
+    purposes = list(dict.fromkeys([*source.purposes,
+                                   *ReplyRoute.objects.filter(source_id=source_id).values_list("purpose", flat=True)]))
+    for purpose in purposes:
+        route = ReplyRoute.objects.filter(source_id=source_id, purpose=purpose).first()
+        limit, window = budget_default(adapter=source.adapter,
+                                       transport_name=route.transport_name if route else "")
+        insert_rows(SendBudget, ["source", "purpose", "limit", "window_seconds", "pause_reason"],
+                    [(source_id, purpose, limit, window, "")], ignore_conflicts=True)
+    SendBudget.objects.filter(source_id=source_id).filter(
+        Q(paused_until__isnull=True) | Q(paused_until__lt=until)
+    ).update(paused_until=until, pause_reason=reason[:64])
+    logger.warning("send account source=%s paused until %s (%s)", source_id, until.isoformat(), reason)
+
+
+def source_token_refused(*, source_id: int, code: str) -> None:
+    """Meta refused the source's token: mark it needs_reauth so its sends stop at the next claim."""
+    updated = Source.objects.filter(pk=source_id, needs_reauth=False).update(needs_reauth=True)
+    if updated:
+        logger.error("source=%s needs re-authorisation (%s): its sends wait", source_id, code)
 
 
 def replies_sweep(*, now: datetime | None = None) -> int:

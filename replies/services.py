@@ -3,8 +3,10 @@ resolution of stranded and unknown sends. Every state change goes through REPLY_
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -14,7 +16,7 @@ from conduit.providers.base import Ambiguous
 from conduit.providers.registry import TRANSPORTS
 from conduit.sql import insert_rows
 from conduit.statemachine import Outcome, record_created
-from ingress.models import Source
+from ingress.models import InboundEvent, SelfAuthoredItem, Source
 from replies import sender
 from replies.contract import REPLY_TABLE, reply_key
 from replies.ledger import reply_action_transition
@@ -24,6 +26,7 @@ from replies.models import (
     ReplyCopy,
     ReplyRoute,
     ReplyTransition,
+    SendBudget,
 )
 from replies.models import DeliveryState as S
 from replies.selectors import (
@@ -38,9 +41,12 @@ from replies.transports import LiveSendDisabled, transport_for
 
 __all__ = [
     "Result", "RouteConflict", "reply_action_transition", "reply_actions_plan", "reply_approve",
-    "reply_close", "reply_copy_create", "reply_route_declare", "reply_route_update",
-    "stranded_retry_now", "unknown_authorize_retry", "unknown_confirm_sent",
+    "reply_close", "reply_copy_create", "reply_deadlines_fill", "reply_evidence_resolve",
+    "reply_route_declare", "reply_route_update", "reply_windows_expire", "self_authored_resolve",
+    "send_budget_set", "stranded_retry_now", "unknown_authorize_retry", "unknown_confirm_sent",
 ]
+
+logger = logging.getLogger("conduit.replies")
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,120 @@ def reply_actions_plan(
         reason_codes=["planned_on_first_receipt"],
         at=at,
     )
+    if PRIVATE_PURPOSE in purposes and not canary:
+        _deadline_plan(event_key=event_key, action_ids=ids, purposes=purposes)
     return ids
+
+
+# --- the private-reply window ---------------------------------------------------------------
+
+PRIVATE_PURPOSE = "private_delivery"
+# Meta allows one private reply per comment within 7 days of the comment (META.md "Sending").
+PRIVATE_REPLY_WINDOW = timedelta(days=7)
+META_ADAPTERS = ("meta-instagram", "meta-page")
+APPROXIMATE = "approx:"  # an Instagram notification's entry time standing in for the comment's
+
+
+def _deadline_plan(*, event_key: str, action_ids: list[int], purposes: list[str]) -> None:
+    """Inside the ingest transaction: a comment whose creation time is real gets its deadline now;
+    one whose time is approximate (Instagram notifications carry none) is read from the Graph
+    after commit, by a queued task, never inside the webhook's transaction."""
+    # The event this transaction just inserted (the newest with the key).
+    event = InboundEvent.objects.select_related("source").filter(event_key=event_key).order_by("-pk").first()
+    if event is None or event.source.adapter not in META_ADAPTERS or not event.event_type.startswith("comment."):
+        return
+    private_id = dict(zip(purposes, action_ids)).get(PRIVATE_PURPOSE)
+    if private_id is None:
+        return
+    if not event.occurred_at_original.startswith(APPROXIMATE):
+        ReplyAction.objects.filter(pk=private_id).update(reply_deadline=event.occurred_at + PRIVATE_REPLY_WINDOW)
+        return
+    transaction.on_commit(lambda: _enqueue_deadline_fill(private_id))
+
+
+def _enqueue_deadline_fill(action_id: int) -> None:
+    from django_q.tasks import async_task
+
+    try:
+        async_task("replies.tasks.fill_reply_deadline", action_id, group="deadline")
+    except Exception:  # the queue is down: the review queue and approval fill it lazily
+        logger.exception("deadline fill for action=%s not queued", action_id)
+
+
+def _comment_created_at(event: InboundEvent) -> datetime:
+    """The comment's real creation time: read once from the Graph (`GET /{comment}?fields=timestamp`)."""
+    from conduit.providers.meta.graph import graph_request
+    from ingress.services import source_config
+
+    source = event.source
+    response = graph_request(
+        method="GET", base_url=source.source_url.rstrip("/"), path=event.message_ref,
+        params={"fields": "id,timestamp"}, timeout=10.0,
+        access_token=source_config(source, with_token=True).access_token,
+    )
+    value = response.document.get("timestamp") or response.document.get("created_time")
+    if not isinstance(value, str):
+        raise ValueError("the comment's read carries no timestamp")
+    created = datetime.fromisoformat(value)
+    if created.tzinfo is None:
+        raise ValueError("the comment's timestamp has no offset")
+    return created
+
+
+def reply_deadline_fill(*, action_id: int) -> datetime | None:
+    """Give a Meta private_delivery action its deadline (the comment's creation + 7 days) if it has
+    none yet. Returns the deadline, or None when the action needs none. Raises when the Graph read
+    fails (the caller decides: a task retries, approval refuses)."""
+    action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
+    event = action.event
+    if action.reply_deadline is not None:
+        return action.reply_deadline
+    if action.purpose != PRIVATE_PURPOSE or event.source.adapter not in META_ADAPTERS \
+            or not event.event_type.startswith("comment.") or action.canary:
+        return None
+    created = (event.occurred_at if not event.occurred_at_original.startswith(APPROXIMATE)
+               else _comment_created_at(event))
+    deadline = created + PRIVATE_REPLY_WINDOW
+    ReplyAction.objects.filter(pk=action_id, reply_deadline__isnull=True).update(reply_deadline=deadline)
+    return deadline
+
+
+def reply_deadlines_fill(*, limit: int = 200) -> int:
+    """Fill the deadline of every pending Meta private reply still without one (the review queue's
+    lazy path and the schedule's safety net). Returns how many were filled; failures are logged."""
+    pending = ReplyAction.objects.filter(
+        purpose=PRIVATE_PURPOSE, reply_deadline__isnull=True, canary=False,
+        delivery_state=S.REVIEW_PENDING, event__source__adapter__in=META_ADAPTERS,
+    ).order_by("id").values_list("id", flat=True)[:limit]
+    filled = 0
+    for action_id in pending:
+        try:
+            filled += reply_deadline_fill(action_id=action_id) is not None
+        except Exception as exc:
+            logger.warning("deadline of action=%s not read: %s", action_id, type(exc).__name__)
+    return filled
+
+
+WINDOW_CLOSER = "system:window"
+# What an expired window closes: nothing of it can be sent any more.
+WINDOW_CLOSABLE = (S.REVIEW_PENDING, S.APPROVED, S.FAILED_BEFORE_SEND)
+
+
+def reply_windows_expire(*, now: datetime | None = None) -> int:
+    """Close every action whose private-reply window has passed while it waited: CLOSED_NO_REPLY,
+    reason `window_expired` (the schedule runs this every minute)."""
+    now = now or timezone.now()
+    closed = 0
+    expired = ReplyAction.objects.filter(reply_deadline__lt=now, delivery_state__in=WINDOW_CLOSABLE)
+    for action_id, state in expired.order_by("id").values_list("id", "delivery_state"):
+        with transaction.atomic():
+            outcome = reply_action_transition(
+                action_id=action_id, to=S.CLOSED_NO_REPLY, actor=WINDOW_CLOSER, reason_code="window_expired",
+                expected=state, where={"reply_deadline__lt": now}, record_lost_race=False,
+                extra={"next_attempt_at": None, "last_error_code": "window_expired"},
+            )
+        closed += outcome.applied
+    return closed
 
 
 # --- approved copy -------------------------------------------------------------------------
@@ -183,9 +302,22 @@ def reply_route_update(*, route_id: int, changes: dict) -> ReplyRoute:
 
 
 def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by_reviewer") -> Result:
-    """REVIEW_PENDING -> APPROVED with the current approved copy; enqueue the send on commit."""
+    """REVIEW_PENDING -> APPROVED with the current approved copy; enqueue the send on commit.
+
+    A Meta private reply is refused after its deadline (the comment's creation + 7 days), the
+    deadline named; one whose deadline is not known yet is read first (outside any transaction).
+    """
+    try:
+        deadline = reply_deadline_fill(action_id=action_id)
+    except Exception as exc:
+        return Result(False, "cannot approve: the comment's creation time could not be read from Meta "
+                             f"({type(exc).__name__}), so its 7-day private-reply window is unknown; try again")
     with transaction.atomic():
         action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
+        if deadline is not None and action.delivery_state == S.REVIEW_PENDING and timezone.now() >= deadline:
+            return Result(False, f"cannot approve: the private-reply window closed at "
+                                 f"{deadline.astimezone(dt_timezone.utc):%Y-%m-%d %H:%M:%S} UTC (the comment's "
+                                 "creation + 7 days); Meta refuses a private reply after it")
         if action.delivery_state == S.REVIEW_PENDING:
             copy = copy_current(source_id=action.event.source_id, purpose=action.purpose)
             if copy is None:
@@ -348,3 +480,86 @@ def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
             if outcome.applied:
                 _enqueue_on_commit(action_id)
     return Result(True, message) if outcome.applied else _refused(outcome)
+
+
+# --- evidence without an idempotency key: echoes and the account's own comments ------------
+
+EVIDENCE_ACTOR = "system:echo"
+PUBLIC_PURPOSE = "public_ack"
+
+
+def _evidence_for(action: ReplyAction) -> SelfAuthoredItem | None:
+    """The self-authored item that shows this action's reply exists, or None.
+
+    A message echo carrying the reply key (Messenger returns `message.metadata`) is this reply's
+    own. A comment by the account on the action's comment is this public reply's only when it is
+    unambiguous: this is the one public_ack action of that comment in SEND_STATUS_UNKNOWN, and the
+    comment is not already the receipt of another action.
+    """
+    source_id = action.event.source_id
+    echo = SelfAuthoredItem.objects.filter(source_id=source_id, kind="message",
+                                           correlation=action.reply_key).order_by("id").first()
+    if echo is not None:
+        return echo
+    if action.purpose != PUBLIC_PURPOSE:
+        return None
+    comments = list(SelfAuthoredItem.objects.filter(
+        source_id=source_id, kind="comment", parent_ref=action.event.message_ref).order_by("id"))
+    receipts = set(ReplyAction.objects.filter(event__source_id=source_id, provider_reply_id__in=[
+        c.provider_id for c in comments]).values_list("provider_reply_id", flat=True))
+    unclaimed = [c for c in comments if c.provider_id not in receipts]
+    unknown = ReplyAction.objects.filter(event__source_id=source_id, purpose=PUBLIC_PURPOSE,
+                                         event__message_ref=action.event.message_ref,
+                                         delivery_state=S.SEND_STATUS_UNKNOWN).count()
+    return unclaimed[0] if len(unclaimed) == 1 and unknown == 1 else None
+
+
+def reply_evidence_resolve(*, action_id: int) -> bool:
+    """Seed 000's receipt repair from self-authored evidence: an action in SEND_STATUS_UNKNOWN whose
+    reply an echo or the account's own comment shows is marked SENT with that item as evidence,
+    by `system:echo`. Idempotent: anything but SEND_STATUS_UNKNOWN is left as it is."""
+    action = ReplyAction.objects.select_related("event").filter(pk=action_id).first()
+    if action is None or action.delivery_state != S.SEND_STATUS_UNKNOWN:
+        return False
+    item = _evidence_for(action)
+    if item is None:
+        return False
+    reason = "echo_confirmed" if item.kind == "message" else "own_comment_seen"
+    with transaction.atomic():
+        outcome = reply_action_transition(
+            action_id=action_id, to=S.SENT, actor=EVIDENCE_ACTOR, reason_code=reason,
+            expected=S.SEND_STATUS_UNKNOWN, record_lost_race=False,
+            extra={"provider_reply_id": item.provider_id[:200], "last_error_code": ""},
+        )
+    if outcome.applied:
+        logger.info("send action=%s resolved SENT by %s %s", action_id, item.kind, item.provider_id)
+    return outcome.applied
+
+
+def self_authored_resolve(*, source_id: int, items: list[dict]) -> int:
+    """What ingress saw the account author (ingress.signals.self_authored_seen, on commit): resolve
+    the unknown sends it shows. Returns how many were resolved."""
+    candidates: set[int] = set()
+    for item in items:
+        if item.get("kind") == "message" and item.get("correlation"):
+            candidates.update(ReplyAction.objects.filter(
+                event__source_id=source_id, reply_key=item["correlation"][:64],
+                delivery_state=S.SEND_STATUS_UNKNOWN).values_list("id", flat=True))
+        elif item.get("kind") == "comment" and item.get("parent_ref"):
+            candidates.update(ReplyAction.objects.filter(
+                event__source_id=source_id, purpose=PUBLIC_PURPOSE, event__message_ref=item["parent_ref"],
+                delivery_state=S.SEND_STATUS_UNKNOWN).values_list("id", flat=True))
+    return sum(reply_evidence_resolve(action_id=action_id) for action_id in sorted(candidates))
+
+
+# --- shared send budgets -------------------------------------------------------------------
+
+
+def send_budget_set(*, source_id: int, purpose: str, limit: int | None, window_seconds: int) -> SendBudget:
+    """Configure one account's budget for one purpose: at most `limit` sends in any
+    `window_seconds` (None: no count, pauses only), shared by every worker."""
+    if window_seconds < 1 or (limit is not None and limit < 1):
+        raise ValueError("a budget needs a window of at least 1 second and a limit of at least 1")
+    budget, _ = SendBudget.objects.update_or_create(
+        source_id=source_id, purpose=purpose, defaults={"limit": limit, "window_seconds": window_seconds})
+    return budget

@@ -69,13 +69,22 @@ def test_a_throttled_reply_is_retried_automatically(approved, graph):
     assert approved.next_attempt_at is not None and applied(graph)["public"] == {}
 
 
-@pytest.mark.parametrize("code, subcode", [(190, 460), (100, 33), (10, 1893063)])
+@pytest.mark.parametrize("code, subcode", [(100, 33), (10, 1893063)])
 def test_a_refusal_retrying_cannot_cure_waits_for_a_person(approved, graph, code, subcode):
     sim(graph, "/_sim/faults", {"mode": "error", "code": code, "subcode": subcode, "status": 400})
     assert reply_send(action_id=approved.pk) == "FAILED_BEFORE_SEND"
     approved.refresh_from_db()
     assert approved.next_attempt_at is None  # no automatic retry into a dead token or a gone comment
     assert applied(graph)["public"] == {}
+
+
+def test_a_190_marks_the_source_and_the_action_waits_with_it(approved, graph):
+    """A dead token stops the source's sends: the action waits with it, nothing retried into it."""
+    sim(graph, "/_sim/faults", {"mode": "error", "code": 190, "subcode": 460, "status": 400})
+    assert reply_send(action_id=approved.pk) == "FAILED_BEFORE_SEND"
+    approved.event.source.refresh_from_db()
+    assert approved.event.source.needs_reauth
+    assert reply_send(action_id=approved.pk) == "waiting_reauth" and applied(graph)["public"] == {}
 
 
 def test_an_answer_lost_after_apply_is_unknown_and_the_lookup_proves_it_sent(approved, graph):

@@ -41,7 +41,7 @@ import binascii
 import json
 import secrets
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -77,7 +77,6 @@ MAX_CURSOR_RECOVERIES = 50
 # A page stops calling once less than this share of its time is left, rather than miss its deadline.
 RESERVE_TIME_SHARE = 0.25
 
-_SOURCE_PAGE_FIELDS = {f.name for f in fields(SourcePage)}
 
 
 @dataclass
@@ -272,11 +271,10 @@ class _GraphFanOutReader(SourceReader):
             size += response.size_bytes
             items.extend(self._apply(scan, response.document, what, since, until))
         parsed = self.normalize(items, config.account_ref, config)
-        extra = {"own": parsed.own} if "own" in _SOURCE_PAGE_FIELDS else {}
         complete = scan.finished
         return SourcePage(scan_id=scan.s, observations=parsed.observations, rejections=parsed.rejections,
                           receipts=[], next_cursor=None if complete else scan.encode(), complete=complete,
-                          size_bytes=size, **extra)
+                          size_bytes=size, own=parsed.own)
 
     def _next_call(self, account: str, scan: _Scan, since: datetime | None, until: datetime | None,
                    room: int) -> tuple[str, dict[str, str], str]:
