@@ -68,9 +68,19 @@ def test_a_secret_value_is_refused_as_a_variable_name(db):
     assert "secret_env_next" in str(refused.value)
 
 
-def test_meta_purposes_need_an_explicit_route(db):
+def test_meta_purposes_route_to_the_meta_transports_by_default(db):
+    from replies.models import ReplyRoute
+
+    register("ig", "17841400000000001", "--purpose", "public_ack", "--purpose", "private_delivery",
+             "--graph-url", "http://127.0.0.1:8766/instagram/v26.0")
+    routes = dict(ReplyRoute.objects.values_list("purpose", "transport_name"))
+    assert routes == {"public_ack": "meta-comment-reply", "private_delivery": "meta-private-reply"}
+    assert set(ReplyRoute.objects.values_list("target_url", flat=True)) == {"http://127.0.0.1:8766/instagram/v26.0"}
+
+
+def test_a_meta_purpose_without_a_default_needs_an_explicit_route(db):
     with pytest.raises(CommandError) as refused:
-        register("ig", "17841400000000001", "--purpose", "public_ack")
+        register("ig", "17841400000000001", "--purpose", "follow_up")
     assert "--route" in str(refused.value)
 
 

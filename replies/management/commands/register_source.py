@@ -11,6 +11,10 @@ from replies.selectors import copy_current
 from replies.services import RouteConflict, reply_copy_create, reply_route_declare
 
 
+# A Meta source's default reply transports, by purpose.
+META_ROUTES = {"public_ack": "meta-comment-reply", "private_delivery": "meta-private-reply"}
+
+
 class Command(BaseCommand):
     help = (
         "Register a source, where each of its reply purposes is sent, and its approved copy. "
@@ -124,15 +128,25 @@ class Command(BaseCommand):
                 raise CommandError(f"--route takes PURPOSE=TRANSPORT[,URL], got {purpose}={spec}")
             routes[purpose] = (transport.strip(), url.strip())
         default = options["transport"]
-        if default is None:
-            if getattr(ADAPTERS[options["adapter"]], "object", ""):
-                unrouted = [p for p in options["purposes"] if p not in routes]
-                if unrouted:
-                    raise CommandError(
-                        f"route {', '.join(unrouted)} with --route PURPOSE=TRANSPORT[,URL] or --transport: "
-                        "Meta sources have no default reply transport yet")
-            default = "sandbox"
+        if default is None and getattr(ADAPTERS[options["adapter"]], "object", ""):
+            # A Meta source's public acknowledgement is a comment reply and its private delivery a
+            # private reply, both through the source's own Graph URL, unless routed otherwise.
+            graph = cls._graph_url(options)
+            meta = {p: (META_ROUTES[p], graph) for p in options["purposes"] if p in META_ROUTES}
+            unrouted = [p for p in options["purposes"] if p not in routes and p not in meta]
+            if unrouted:
+                raise CommandError(
+                    f"route {', '.join(unrouted)} with --route PURPOSE=TRANSPORT[,URL] or --transport: only "
+                    f"{' and '.join(META_ROUTES)} have a default transport on a Meta source")
+            return {**meta, **routes}
+        default = default or "sandbox"
         return {**{p: (default, options["transport_url"]) for p in options["purposes"]}, **routes}
+
+    @staticmethod
+    def _graph_url(options: dict) -> str:
+        adapter = ADAPTERS[options["adapter"]]
+        return options["graph_url"] or options["source_url"] or \
+            f"{adapter.graph_host}/{settings.CONDUIT_GRAPH_API_VERSION}"
 
     @staticmethod
     def _route(source, purpose: str, transport: str, url: str) -> str:
@@ -166,8 +180,7 @@ class Command(BaseCommand):
         if meta:
             if options["graph_url"] is not None and source_url is not None:
                 raise CommandError("give --graph-url or --source-url, not both")
-            source_url = options["graph_url"] or source_url or \
-                f"{adapter.graph_host}/{settings.CONDUIT_GRAPH_API_VERSION}"
+            source_url = Command._graph_url(options)
         elif options["graph_url"] or options["meta_app_id"] or options["verify_token_env"]:
             raise CommandError("--graph-url, --meta-app-id and --verify-token-env are for Meta sources")
         return source_register(
