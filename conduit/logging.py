@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
 
 # Names of environment variables whose values are credentials.
 SECRET_NAMES = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|PRIVATE", re.IGNORECASE)
@@ -34,6 +37,38 @@ def register_secret(value: str) -> None:
         _KNOWN_SECRETS.add(value)
 
 
+def boundary_reason(text: str) -> str:
+    """Why this text may not leave the process ("credential", "message body"), or "" if it may.
+
+    The one detection behind every exit: the log filter, the JSON formatter's extra
+    fields and the error reports (conduit/observability.py).
+    """
+    if LOOKS_LIKE_CREDENTIAL.search(text) or any(s in text for s in _KNOWN_SECRETS):
+        return "credential"
+    if LOOKS_LIKE_BODY.search(text):
+        return "message body"
+    return ""
+
+
+def boundary_scrub(value: Any) -> Any:
+    """A copy of a JSON-like value with every string the boundary refuses replaced by a marker.
+
+    Keys are kept (they are field names, chosen by code); values are judged one string at a time,
+    so a report or a log object keeps its shape and everything the boundary allows.
+    """
+    if isinstance(value, str):
+        reason = boundary_reason(value)
+        return f"[withheld by the data boundary: {reason}]" if reason else value
+    if isinstance(value, dict):
+        return {key: boundary_scrub(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [boundary_scrub(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    # Anything else would be rendered by its repr downstream: judge that text.
+    return boundary_scrub(repr(value))
+
+
 class BoundaryFilter(logging.Filter):
     """Replace a record that looks like it carries a credential or a message body."""
 
@@ -55,10 +90,7 @@ class BoundaryFilter(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             text += " " + str(record.exc_info[1])
         if not reason:
-            if LOOKS_LIKE_CREDENTIAL.search(text) or any(s in text for s in _KNOWN_SECRETS):
-                reason = "credential"
-            elif LOOKS_LIKE_BODY.search(text):
-                reason = "message body"
+            reason = boundary_reason(text)
         if reason:
             record.msg = f"[record withheld by the data boundary: it looked like a {reason}]"
             record.args = ()
@@ -77,3 +109,19 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 def _escape(match: re.Match) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
+
+
+class JsonLineFormatter(JsonFormatter):
+    """One JSON object per line (CONDUIT_LOG_FORMAT=json), extra fields judged by the boundary.
+
+    BoundaryFilter on the handler has already judged the message and the exception; a JSON line
+    also carries the record's extra fields, which the text format never prints, so they are
+    judged here with the same detection.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger", "asctime": "time"})
+        super().__init__(*args, **kwargs)
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        return boundary_scrub(log_data)

@@ -1,6 +1,7 @@
 """Django settings for Conduit, read from the environment with django-environ."""
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -29,8 +30,12 @@ DEBUG = env("DEBUG")
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, its site a second-factor door when CONDUIT_ADMIN_2FA=required.
+    "conduit.door.apps.DoorAdminConfig",
     "django.contrib.auth",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "axes",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
@@ -56,9 +61,55 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # request.user.is_verified(): the session's TOTP verification (conduit/door/).
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a locked-out sign-in into django-axes's 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Staff sign-in: "required" asks for a TOTP code after the password (django-otp); "off" does not.
+CONDUIT_ADMIN_2FA = env.str("CONDUIT_ADMIN_2FA", default="off").lower()
+if CONDUIT_ADMIN_2FA not in ("off", "required"):
+    raise ImproperlyConfigured("CONDUIT_ADMIN_2FA is off or required")
+# The issuer name an authenticator app shows beside the account.
+OTP_TOTP_ISSUER = env.str("CONDUIT_TOTP_ISSUER", default="Conduit")
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: a locked-out sign-in is refused before the password is checked.
+    "conduit.door.throttle.SignInThrottle",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed sign-ins are counted per (username, client address) in the database, so every web
+# node sees the same count; the lock lifts after the cool-off or `manage.py axes_reset`.
+AXES_FAILURE_LIMIT = env.int("CONDUIT_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("CONDUIT_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ONLY_ADMIN_SITE = True
+
+# HTTPS is ended by a proxy (load balancer, nginx) in front of every web node. On, Django trusts
+# its X-Forwarded-Proto, redirects plain HTTP, marks cookies Secure and sends HSTS. The proxy
+# must set that header itself and drop any a client sent.
+CONDUIT_BEHIND_TLS_PROXY = env.str("CONDUIT_BEHIND_TLS_PROXY", default="off").lower() == "on"
+if CONDUIT_BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Probes and Prometheus reach each node directly over plain HTTP: answered, not redirected.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    # One year with subdomains and the preload directive; the directive alone lists nothing
+    # (submitting the domain to the browsers' preload list is a separate, deliberate step).
+    SECURE_HSTS_SECONDS = env.int("CONDUIT_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("CONDUIT_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("CONDUIT_HSTS_PRELOAD", default=True)
+    # The client's address for sign-in throttling: the one the proxy appended, never one a
+    # client wrote into X-Forwarded-For itself.
+    AXES_IPWARE_PROXY_COUNT = 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+else:
+    # No proxy: a client-supplied X-Forwarded-For would let a guesser change address at will.
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
 ROOT_URLCONF = "conduit.urls"
 WSGI_APPLICATION = "conduit.wsgi.application"

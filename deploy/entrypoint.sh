@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One image, three processes: web (gunicorn), worker (django-q2's qcluster), migrate (once per release).
+# Usage: entrypoint.sh web|worker|migrate [extra arguments for that command]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${CONDUIT_PYTHON:-python}"
+
+command="${1:-}"
+[ $# -gt 0 ] && shift
+case "$command" in
+  web)
+    exec "$PY" -m gunicorn --config deploy/gunicorn.conf.py conduit.wsgi:application "$@"
+    ;;
+  worker)
+    # The worker's counters join the web's in /metrics only on the same host; clear its own
+    # directory at start, as gunicorn's on_starting does for the web.
+    if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+      rm -rf "${PROMETHEUS_MULTIPROC_DIR:?}"/* && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+    fi
+    exec "$PY" manage.py qcluster "$@"
+    ;;
+  migrate)
+    # Safe to run from every release: applies what is missing, then checks nothing is left.
+    "$PY" manage.py migrate --noinput "$@"
+    exec "$PY" manage.py migrate --check
+    ;;
+  *)
+    echo "usage: entrypoint.sh web|worker|migrate" >&2
+    exit 64
+    ;;
+esac
