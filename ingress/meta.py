@@ -31,13 +31,13 @@ from conduit.providers.meta.webhook import MetaBody, body_split
 from conduit.providers.registry import ADAPTERS, get_adapter
 from conduit.sql import insert_rows, update_rows
 from ingress.models import IgnoredUpdate, QuarantineReceipt, SelfAuthoredItem, Source
+from ingress.selectors import source_config
 from ingress.services import (
     EventResult,
     ProofRefused,
     _proof_failure_record,
     _quarantine,
     observations_accept,
-    source_config,
 )
 from ingress.signals import self_authored_seen
 

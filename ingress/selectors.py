@@ -3,9 +3,32 @@
 from django.db import connection
 from django.db.models import QuerySet
 
+from conduit.logging import register_secret
+from conduit.process_secrets import secret_read
+from conduit.providers.base import SourceConfig
 from conduit.providers.registry import get_adapter
 from conduit.sql import from_row, select_list
 from ingress.models import QuarantineReceipt, Source
+
+
+def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
+    """The trusted configuration an adapter reads; `with_token` adds the access token a
+    reader presents (read from the variable the source names, registered as a secret)."""
+    token = ""
+    if with_token and source.token_env:
+        token = secret_read(source.token_env) or ""
+        if token:
+            register_secret(token)
+    return SourceConfig(
+        name=source.name,
+        source_system=source.source_system,
+        account_ref=source.account_ref,
+        event_types=frozenset(source.event_types),
+        contract_version=source.contract_version,
+        canary=source.canary,
+        access_token=token,
+        connected_at=source.connected_at,
+    )
 
 
 def source_by_name(name: str) -> Source | None:

@@ -20,7 +20,6 @@ from conduit.providers.base import (
     Parsed,
     ProofError,
     SecretUnavailable,
-    SourceConfig,
 )
 from conduit.providers.registry import get_adapter
 from conduit.sql import insert_rows, update_rows
@@ -43,7 +42,7 @@ from ingress.models import (
     QuarantineTransition,
     Source,
 )
-from ingress.selectors import source_identity_holder
+from ingress.selectors import source_config, source_identity_holder
 from ingress.signals import quarantine_corrected
 from replies.services import reply_actions_plan
 
@@ -87,26 +86,6 @@ class ProofRefused(Exception):
         self.receipt_id = receipt_id
         # True when this failure was counted against the minute's first receipt of its kind.
         self.coalesced = coalesced
-
-
-def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
-    """The trusted configuration an adapter reads; `with_token` adds the access token a
-    reader presents (read from the variable the source names, registered as a secret)."""
-    token = ""
-    if with_token and source.token_env:
-        token = secret_read(source.token_env) or ""
-        if token:
-            register_secret(token)
-    return SourceConfig(
-        name=source.name,
-        source_system=source.source_system,
-        account_ref=source.account_ref,
-        event_types=frozenset(source.event_types),
-        contract_version=source.contract_version,
-        canary=source.canary,
-        access_token=token,
-        connected_at=source.connected_at,
-    )
 
 
 def source_secret(source: Source) -> str:

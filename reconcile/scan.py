@@ -24,7 +24,8 @@ from conduit.providers.registry import get_adapter
 from conduit.statemachine import record_created, transition
 from ingress.meta import self_authored_record
 from ingress.models import Source
-from ingress.services import events_occurred_at_correct, source_config
+from ingress.selectors import source_config
+from ingress.services import events_occurred_at_correct
 from reconcile import clock
 from reconcile.lease import (
     LeaseBusy,

@@ -5,7 +5,7 @@ from django.apps import AppConfig
 
 def _self_authored_seen(sender, *, source_id: int, items: list[dict], **kwargs) -> None:
     # Evidence ingress saw (an echo, the account's own comment): resolve the unknown sends it shows.
-    from replies.services import self_authored_resolve
+    from replies.evidence import self_authored_resolve
 
     self_authored_resolve(source_id=source_id, items=items)
 

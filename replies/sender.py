@@ -23,6 +23,7 @@ from conduit.providers.base import Ambiguous, NotSent
 from conduit.sql import from_row, insert_rows, select_list, update_rows
 from ingress.models import InboundEvent, Source
 from replies.contract import backoff_seconds, failure_is_incurable
+from replies.evidence import reply_evidence_resolve
 from replies.ledger import reply_action_transition
 from replies.models import (
     AttemptTransport,
@@ -320,8 +321,6 @@ def _evidence_already_seen(action: ReplyAction) -> str:
     """An echo (or the account's own comment) may have arrived while this send was still SENDING,
     when it could not resolve it: look once more now that the action is SEND_STATUS_UNKNOWN.
     Returns the state reached when it resolved the action, else ""."""
-    from replies.services import reply_evidence_resolve
-
     resolved = reply_evidence_resolve(action_id=action.pk)
     return S.SENT if resolved else ""
 

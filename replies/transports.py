@@ -49,7 +49,7 @@ def transport_for(route: ReplyRoute) -> Transport:
     if getattr(cls, "source_bound", False):
         # A platform transport acts as the source's account, with its token (from the variable
         # the source names, never stored).
-        from ingress.services import source_config
+        from ingress.selectors import source_config
 
         source = route.source
         adapter_object = getattr(get_adapter(source.adapter), "object", None)

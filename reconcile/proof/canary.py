@@ -35,8 +35,8 @@ from conduit.providers.base import CALLS
 from conduit.providers.registry import TRANSPORTS, get_adapter, reads_off_host
 from conduit.providers.sandbox.simulator import serve
 from ingress.models import InboundEvent, Source
-from ingress.selectors import source_identity_holder
-from ingress.services import SourceConflict, source_config, source_register
+from ingress.selectors import source_config, source_identity_holder
+from ingress.services import SourceConflict, source_register
 from reconcile.lease import LeaseBusy
 from reconcile.models import CanaryReport, ReconcileReport
 from reconcile.scan import scan_until_done

@@ -15,7 +15,7 @@ from conduit.process_secrets import secret_held, secret_read
 from conduit.providers.registry import get_adapter
 from conduit.sql import insert_rows
 from conduit.timefmt import iso_z
-from ingress.services import source_config
+from ingress.selectors import source_config
 from reconcile import staging
 from reconcile.lease import LeaseBusy, lease_acquire, lease_release
 from reconcile.models import ReconcileRun, ScanState, StagedEvent

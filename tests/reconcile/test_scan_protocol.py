@@ -8,7 +8,7 @@ import pytest
 
 from conduit.providers.base import SourcePage
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
-from ingress.services import source_config
+from ingress.selectors import source_config
 from reconcile import clock, repairs, staging
 from reconcile.models import (
     ReconcileRun,

@@ -9,7 +9,7 @@ import pytest
 
 from conduit.providers.base import PageFailure
 from conduit.providers.registry import get_adapter
-from ingress.services import source_config
+from ingress.selectors import source_config
 from tests.conftest import fixture_body
 from tests.reconcile.conftest import item
 

@@ -225,7 +225,7 @@ def test_repair_code_names_the_class_of_error_only():
 
 def _observations(source, *events):
     from conduit.providers.registry import get_adapter
-    from ingress.services import source_config
+    from ingress.selectors import source_config
     from tests.reconcile.conftest import body
 
     parsed = get_adapter(source.adapter).parse(body=body(*events), config=source_config(source))
