@@ -32,6 +32,8 @@ from reconcile.proof.testkit import (
     approval_check_bypassed,
     canary_aimed_at_live_transport,
     meta_signature_bypassed,
+    meta_throttling_taken_as_ambiguous,
+    meta_timeout_taken_as_not_sent,
     reconcile_minting_reply_keys,
     without_event_uniqueness,
 )
@@ -481,6 +483,11 @@ META_APP_ID = "900000000000001"
 META_ACCOUNT = "17841400000000001"
 META_MEDIA = "18000000000000001"
 META_BUYER = "17841400000000901"
+META_ROUTES = {"public_ack": "meta-comment-reply", "private_delivery": "meta-private-reply"}
+# How long the simulator holds a timed-out answer, and the transport's timeout in the row that
+# times out: the answer never comes within the timeout, and the check stays short.
+META_HANG_SECONDS = 3.0
+META_TIMEOUT_SECONDS = 1.0
 
 
 class MetaHarness:
@@ -501,7 +508,8 @@ class MetaHarness:
             ("CONDUIT_ACCEPTANCE_META_VERIFY", secrets.token_hex(8)),
             ("CONDUIT_ACCEPTANCE_META_TOKEN", secrets.token_hex(16)),
         )]
-        self.graph = graph_serve(port=0)
+        # A timeout fault holds the answer this long: past the transport's timeout in the ambiguous row.
+        self.graph = graph_serve(port=0, hang_seconds=META_HANG_SECONDS)
         self._sim("/_sim/accounts", {"id": META_ACCOUNT, "object": "instagram", "app_id": META_APP_ID})
         self.source, _ = source_register(
             name="meta-acceptance", adapter="meta-instagram", account_ref=META_ACCOUNT,
@@ -514,10 +522,10 @@ class MetaHarness:
         Source.objects.filter(pk=self.source.pk).update(
             connected_at=dj_timezone.now() - timedelta(days=1))
         self.source.refresh_from_db()
-        for purpose in PURPOSES:
-            # Never called by these rows: they check ingest and reconciliation only.
-            reply_route_declare(source_id=self.source.pk, purpose=purpose, transport_name="sandbox",
-                                target_url="http://127.0.0.1:9")
+        for purpose, transport in META_ROUTES.items():
+            # Meta's own transports at the simulator's Instagram host (loopback: not live).
+            reply_route_declare(source_id=self.source.pk, purpose=purpose, transport_name=transport,
+                                target_url=self.graph.instagram_url)
             reply_copy_create(source_id=self.source.pk, purpose=purpose, channel=purpose,
                               text="Synthetic copy for the acceptance checks.", actor="system:acceptance")
         self.client = testkit.test_client()
@@ -527,11 +535,12 @@ class MetaHarness:
         for restore in self._restore:
             restore()
 
-    def _sim(self, path: str, body: dict) -> dict:
+    def _sim(self, path: str, body: dict | None = None, *, method: str = "POST") -> dict:
         import urllib.request
 
-        request = urllib.request.Request(f"{self.graph.root}{path}", data=json.dumps(body).encode(),
-                                         method="POST", headers={"Content-Type": "application/json"})
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.graph.root}{path}", data=data,
+                                         method=method, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read() or b"{}")
 
@@ -559,6 +568,26 @@ class MetaHarness:
 
     def key(self, comment_id: str) -> str:
         return f"meta-instagram:{META_ACCOUNT}:comment.created:{comment_id}"
+
+    def planned(self) -> ReplyAction:
+        """A comment the platform holds, delivered as Meta notifies it; its public_ack action,
+        REVIEW_PENDING, routed to meta-comment-reply at the simulator."""
+        comment = self.comment("CHECKLIST please")
+        self.deliver(self.body((comment, "CHECKLIST please")))
+        return ReplyAction.objects.get(event_id=self.key(comment), purpose="public_ack")
+
+    def fail_next(self, mode: str, **fault: Any) -> None:
+        """The simulator's next Graph write fails so (its `/_sim/faults` modes and fields)."""
+        self._sim("/_sim/faults", {"mode": mode, "count": 1, "method": "POST", **fault})
+
+    def applied(self) -> dict:
+        """What the simulator applied: {"public": {comment_id: n}, "private": {comment_id: n}}."""
+        return self._sim("/_sim/applied", method="GET")
+
+    def graph_writes(self) -> int:
+        """Graph writes the simulator was asked for (each POST, applied or not)."""
+        calls = self._sim("/_sim/calls", method="GET")
+        return sum(1 for call in calls["log"] if call["method"] == "POST")
 
     def scan(self):
         return scan_until_done(source=self.source, trigger="command", actor="system:acceptance")
@@ -636,6 +665,83 @@ def meta_reconciliation(h: MetaHarness) -> list[str]:
     return failures
 
 
+def meta_approval_gate(h: MetaHarness) -> list[str]:
+    """An Instagram comment's action in REVIEW_PENDING produces zero Graph writes, whatever tries to send it."""
+    action = h.planned()
+    _everything_that_sends(action.pk)
+    action.refresh_from_db()
+    failures = []
+    if h.graph_writes():
+        failures.append(f"an unapproved action reached the Graph API with {h.graph_writes()} write(s)")
+    if h.applied() != {"public": {}, "private": {}}:
+        failures.append(f"the simulator applied {h.applied()} for an unapproved action")
+    if action.delivery_state != "REVIEW_PENDING":
+        failures.append(f"an unapproved action moved to {action.delivery_state}")
+    return failures
+
+
+def meta_safe_retry(h: MetaHarness) -> list[str]:
+    """Meta's throttling answer (80002: not applied) then a success: one reply applied, under the
+    same reply key, on one action with attempts 1 and 2."""
+    from replies.models import SendBudget
+    from replies.sender import reply_send
+
+    action = h.planned()
+    comment = action.event_id.rsplit(":", 1)[1]
+    _approve(action)
+    h.fail_next("error", code=80002, status=400)
+    first = reply_send(action_id=action.pk)
+    action.refresh_from_db()
+    failures = []
+    if first == "FAILED_BEFORE_SEND" and action.next_attempt_at is None:
+        failures.append("the throttled send was not scheduled for an automatic retry")
+    # The wait Meta's throttling imposes (the action's backoff, the account's pause) has passed.
+    ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=dj_timezone.now() - timedelta(seconds=1))
+    SendBudget.objects.filter(source=h.source).update(paused_until=None)
+    second = reply_send(action_id=action.pk)
+    if (first, second) != ("FAILED_BEFORE_SEND", "SENT"):
+        failures.append(f"expected FAILED_BEFORE_SEND then SENT, got {first} then {second}")
+    numbers = list(SendAttempt.objects.filter(action=action).values_list("attempt_number", flat=True))
+    if numbers != [1, 2]:
+        failures.append(f"expected attempts 1 and 2 on one action, found {numbers}")
+    action.refresh_from_db()
+    if action.reply_key != reply_key(action.event_id, action.purpose):
+        failures.append(f"the action's reply key changed to {action.reply_key[:12]}…")
+    applied = h.applied()
+    if applied != {"public": {comment: 1}, "private": {}}:
+        failures.append(f"the simulator applied {applied}, expected one public reply to {comment}")
+    if ReplyAction.objects.filter(event=action.event, purpose=action.purpose).count() != 1:
+        failures.append("the retry created another action")
+    return failures
+
+
+def meta_ambiguous_send(h: MetaHarness) -> list[str]:
+    """The simulator applies the reply and never answers (apply_then_timeout): SEND_STATUS_UNKNOWN,
+    never retried automatically, applied exactly once."""
+    from replies.sender import reply_send
+
+    action = h.planned()
+    comment = action.event_id.rsplit(":", 1)[1]
+    _approve(action)
+    h.fail_next("apply_then_timeout")
+    with testkit.transport_timeout(META_TIMEOUT_SECONDS):
+        reached = reply_send(action_id=action.pk)
+        _everything_that_sends(action.pk)
+    action.refresh_from_db()
+    failures = []
+    if reached != "SEND_STATUS_UNKNOWN" or action.delivery_state != "SEND_STATUS_UNKNOWN":
+        failures.append(f"expected SEND_STATUS_UNKNOWN, reached {reached} and ended {action.delivery_state}")
+    attempts = SendAttempt.objects.filter(action=action).count()
+    if attempts != 1:
+        failures.append(f"{attempts} transport attempts, expected 1: the ambiguous send was retried")
+    if h.graph_writes() != 1:
+        failures.append(f"{h.graph_writes()} Graph writes, expected 1")
+    applied = h.applied()
+    if applied != {"public": {comment: 1}, "private": {}}:
+        failures.append(f"the simulator applied {applied}, expected exactly one public reply to {comment}")
+    return failures
+
+
 # -- the table and its controls: (row, the fault, a context manager planting it) ----
 
 @dataclass(frozen=True)
@@ -685,6 +791,13 @@ ROWS = [
     Row("Meta reconciliation", "A comment whose webhook never came is recovered from the Graph API with one "
         "action per purpose, no identity conflict and no call off this host", meta_reconciliation,
         harness=MetaHarness),
+    Row("Meta approval gate", "An action in REVIEW_PENDING produces zero Graph writes through the Meta transports",
+        meta_approval_gate, harness=MetaHarness),
+    Row("Meta safe retry", "Meta's throttling answer (not applied) then a success leaves one reply at the "
+        "simulator under the same reply key", meta_safe_retry, harness=MetaHarness),
+    Row("Meta ambiguous send", "A reply the simulator applied without answering (apply_then_timeout) enters "
+        "SEND_STATUS_UNKNOWN, is never retried automatically, and is applied exactly once",
+        meta_ambiguous_send, harness=MetaHarness),
 ]
 # Instrument integrity: seed 000's four named controls.
 CONTROLS = [
@@ -695,6 +808,9 @@ CONTROLS = [
     Control("Meta source proof", "Meta's signature check bypassed", meta_signature_bypassed),
     Control("Meta event identity", "the event uniqueness rule disabled", without_event_uniqueness),
     Control("Meta reconciliation", "reconciliation changed to mint a new reply key", reconcile_minting_reply_keys),
+    Control("Meta approval gate", "the approval check bypassed", approval_check_bypassed),
+    Control("Meta safe retry", "Meta's throttling answer taken as ambiguous", meta_throttling_taken_as_ambiguous),
+    Control("Meta ambiguous send", "a timeout after the request taken as not sent", meta_timeout_taken_as_not_sent),
 ]
 
 

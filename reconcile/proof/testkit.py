@@ -67,6 +67,11 @@ def patched_item(mapping: dict, key: str, value) -> Iterator[None]:
             mapping[key] = original
 
 
+def transport_timeout(seconds: float) -> contextlib.AbstractContextManager:
+    """Every transport built in the block times out after `seconds`."""
+    return override_settings(CONDUIT_TRANSPORT_TIMEOUT_SECONDS=seconds)
+
+
 def send_leases_expired() -> contextlib.AbstractContextManager:
     """Every send lease counts as expired, so the sweeper looks at every SENDING action."""
     return override_settings(CONDUIT_SEND_LEASE_SECONDS=0)
@@ -172,3 +177,40 @@ def meta_signature_bypassed() -> Iterator[None]:
     with patched(MetaWebhookAdapter, "verify",
                  lambda self, *, body, **kw: Proof(delivery_id="sha256:" + sha256_hex(body))):
         yield
+
+
+@contextlib.contextmanager
+def meta_throttling_taken_as_ambiguous() -> Iterator[None]:
+    """Meta's throttling answers (80002 and the other throttling codes) read as ambiguous, as if the
+    error table did not know them: a throttled send is parked instead of retried."""
+    from conduit.providers.meta import errors
+
+    ambiguous = errors.Meaning(errors.AMBIGUOUS, "throttling_taken_as_ambiguous", "planted fault")
+    with contextlib.ExitStack() as stack:
+        for key, row in list(errors._BY_CODE.items()):
+            if row.meaning.reason == "throttled":
+                stack.enter_context(patched_item(errors._BY_CODE, key, errors.Row(*key, None, ambiguous)))
+        yield
+
+
+@contextlib.contextmanager
+def meta_timeout_taken_as_not_sent() -> Iterator[None]:
+    """A Meta write that timed out after the request left taken as not sent (safe to retry)."""
+    from conduit.providers.meta import transport
+
+    cls = transport._MetaReplyTransport
+    # The staticmethod object itself (getattr would return its plain function, and putting that
+    # back would turn it into an instance method).
+    original = vars(cls)["_no_answer"]
+    real = original.__func__
+
+    def no_answer(failure):
+        if failure.sent and failure.kind == "timeout":
+            return transport.MetaNotSent("timeout_taken_as_not_sent", retryable=True)
+        return real(failure)
+
+    cls._no_answer = staticmethod(no_answer)
+    try:
+        yield
+    finally:
+        cls._no_answer = original

@@ -156,10 +156,40 @@ def graph_error(status: int, payload: bytes, headers: Mapping[str, str] | http.c
     )
 
 
+# Usage at or above this percentage (call_count, total_cputime or total_time) is near the limit.
+USAGE_NEAR_LIMIT_PERCENT = 90
+# A near-limit header without Meta's estimate still pauses this long.
+USAGE_DEFAULT_PAUSE_SECONDS = 60.0
+
+
+def usage_pause_seconds(header: str | None) -> float | None:
+    """Seconds to pause an account whose successful answer says its usage is near the limit: any
+    entry of X-Business-Use-Case-Usage at >= 90 (call_count, total_cputime or total_time) pauses for
+    the announced estimated_time_to_regain_access (60 s when none). None when nothing is near."""
+    if not header or len(header) > 65536:
+        return None
+    try:
+        usage = json.loads(header)
+    except (ValueError, RecursionError):
+        return None
+    near = any(
+        (_int(entry.get(name)) or 0) >= USAGE_NEAR_LIMIT_PERCENT
+        for entries in (usage.values() if isinstance(usage, dict) else [])
+        if isinstance(entries, list)
+        for entry in entries if isinstance(entry, dict)
+        for name in ("call_count", "total_cputime", "total_time")
+    )
+    if not near:
+        return None
+    return retry_after_seconds(header) or USAGE_DEFAULT_PAUSE_SECONDS
+
+
 @dataclass(frozen=True)
 class GraphResponse:
     document: dict
     size_bytes: int
+    # Seconds the account should pause: its usage header says it is near the limit (or None).
+    usage_pause: float | None = None
 
 
 def _connection(base_url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
@@ -219,7 +249,7 @@ def graph_request(
         raise GraphCallFailed("malformed", "the Graph answer is not an object")
     if "error" in document:
         raise graph_error(response.status, payload, response.headers, had_cursor=had_cursor)
-    return GraphResponse(document, len(payload))
+    return GraphResponse(document, len(payload), usage_pause_seconds(response.headers.get(USAGE_HEADER)))
 
 
 def graph_get(*, base_url: str, path: str, params: Mapping[str, str], access_token: str,

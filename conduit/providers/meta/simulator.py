@@ -32,8 +32,11 @@ The control API (never counted as Graph calls):
     POST /_sim/messages       {"account", "from_id", "text", "notify"} -> {"mid"}
     POST /_sim/subscriptions  {"account", "app_id", "fields": [...]}   ([] = unsubscribed)
     POST /_sim/faults         {"mode", "count", "code", "subcode", "status", "latency_ms",
-                               "retry_minutes", "hang_seconds", "path_contains", "method"}
+                               "retry_minutes", "hang_seconds", "path_contains", "method", "call_count"}
+                              ("usage": answer normally with X-Business-Use-Case-Usage at call_count %)
     DELETE /_sim/faults       clear every pending fault
+    GET  /_sim/faults         {"pending": N, "fired": [{"at", "mode", "code", "subcode", "status",
+                               "method", "path", "target"}]}  (target: the comment a write concerned)
     GET  /_sim/calls          {"calls": N, "by_path": {...}, "log": [...]};  DELETE resets
     POST /_sim/notify         send every queued notification (batched bodies)
     GET  /_sim/notifications  what was posted to the callback, with the answers
@@ -59,7 +62,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-READ_MODES = ("error", "timeout", "drop", "latency")
+READ_MODES = ("error", "timeout", "drop", "latency", "usage")
 WRITE_MODES = ("apply_then_error", "apply_then_timeout", "apply_then_drop")
 FAULT_MODES = READ_MODES + WRITE_MODES + ("expire_cursors", "clear")
 DEFAULT_LIMIT = 25
@@ -147,6 +150,11 @@ def not_found(node: str) -> GraphError:
         "to missing permissions, or does not support this operation."))
 
 
+def conversation_id(account: str, person: str) -> str:
+    """The Page's conversation with a person: `t_<...>`, one per pair, as Messenger names threads."""
+    return "t_" + hashlib.sha256(f"{account}:{person}".encode()).hexdigest()[:15]
+
+
 def iso(at: float) -> str:
     """Graph's timestamp form: 2026-11-30T10:00:00+0000."""
     return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+0000")
@@ -208,6 +216,8 @@ class Fault:
         self.message = data.get("message")
         self.latency = float(data.get("latency_ms", 0)) / 1000
         self.retry_minutes = data.get("retry_minutes")
+        # mode "usage": answer normally, with X-Business-Use-Case-Usage at this call_count (percent).
+        self.call_count = int(data.get("call_count", 95))
         self.hang = float(data.get("hang_seconds", default_hang))
         self.path_contains = str(data.get("path_contains") or "")
         self.method = str(data.get("method") or "").upper()
@@ -247,6 +257,9 @@ class SimulatorState:
         self.faults: list[Fault] = []
         self.calls: Counter[str] = Counter()
         self.call_log: list[dict] = []
+        # Every fault that fired: {"at", "mode", "code", "subcode", "status", "method", "path", "target"}
+        # (target: the comment a write concerned), so a test can tell which send met which fault.
+        self.fault_log: list[dict] = []
         self.deliveries: list[dict] = []
 
     # -- storage helpers -------------------------------------------------------------------
@@ -502,15 +515,22 @@ class SimulatorState:
                 self.faults.append(fault)
         return {"mode": fault.mode, "count": fault.count}
 
-    def fault_next(self, method: str, path: str) -> Fault | None:
+    def fault_next(self, method: str, path: str, target: str = "") -> Fault | None:
         with self.lock:
             for fault in self.faults:
                 if fault.count > 0 and fault.matches(method, path):
                     fault.count -= 1
                     if fault.count <= 0:
                         self.faults.remove(fault)
+                    self.fault_log.append({"at": time.time(), "mode": fault.mode, "code": fault.code,
+                                           "subcode": fault.subcode, "status": fault.status,
+                                           "method": method, "path": path, "target": target})
                     return fault
         return None
+
+    def faults_pending(self) -> int:
+        with self.lock:
+            return sum(f.count for f in self.faults)
 
     def call_record(self, method: str, path: str) -> None:
         with self.lock:
@@ -623,6 +643,12 @@ class SimulatorState:
         for row in rows:
             result[row["kind"]][row["comment_id"]] = row["n"]
         return result
+
+    def private_replied(self, comment_id: str) -> bool:
+        """Whether a private reply to this comment was applied."""
+        with self.lock:
+            return self._one("SELECT n FROM applied WHERE kind = 'private' AND comment_id = ?",
+                             comment_id) is not None
 
     def _count_applied(self, kind: str, comment_id: str) -> None:
         self.db.execute("INSERT INTO applied (kind, comment_id, n) VALUES (?, ?, 1) "
@@ -777,11 +803,16 @@ class Router:
         return _select(item, fields, {"id", "text", "timestamp"})
 
     def page_comment(self, row: sqlite3.Row, fields: set[str] | None) -> dict:
+        replied = self.state.private_replied(row["id"])
         item = {"id": row["id"], "message": row["text"], "created_time": iso(row["created"]),
                 "from": {"id": row["from_id"], "name": row["from_name"]},
                 "is_hidden": bool(row["hidden"]),
-                "can_reply_privately": row["from_id"] != row["account"]
+                # One private reply per comment: none is possible after one.
+                "can_reply_privately": row["from_id"] != row["account"] and not replied
                 and time.time() - row["created"] <= PRIVATE_REPLY_WINDOW}
+        if replied:
+            # Graph omits a field with no value: the conversation appears only once there is one.
+            item["private_reply_conversation"] = {"id": conversation_id(row["account"], row["from_id"])}
         if row["parent_id"]:
             item["parent"] = {"id": row["parent_id"]}
         return _select(item, fields, {"id", "message", "created_time", "from"})
@@ -868,6 +899,27 @@ def _graph_path(path: str) -> tuple[str, list[str]] | None:
     return host, segments[1:]
 
 
+def _write_target(parsed: tuple[str, list[str]] | None, raw: bytes, query: dict) -> str:
+    """The comment a write concerns: the path's node for a public reply, `recipient.comment_id` of a
+    private reply (query, JSON or form-encoded body); "" when it cannot be read."""
+    if parsed is None:
+        return ""
+    segments = parsed[1]
+    if segments[1:] != ["messages"]:
+        return segments[0]
+    try:
+        text = raw.decode()
+        body = {k: v[0] for k, v in query.items()}
+        if text:
+            body.update(json.loads(text) if text.startswith("{") else
+                        {k: v[0] for k, v in parse_qs(text).items()})
+        recipient = body.get("recipient")
+        recipient = json.loads(recipient) if isinstance(recipient, str) else recipient
+        return str(recipient.get("comment_id") or "")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return ""
+
+
 def _business_usage(state: SimulatorState, path: str, fault: Fault) -> str:
     """X-Business-Use-Case-Usage for a throttled answer, keyed by the account the call concerns."""
     parsed = _graph_path(path)
@@ -880,8 +932,9 @@ def _business_usage(state: SimulatorState, path: str, fault: Fault) -> str:
         object = "instagram" if row["object"] == "instagram" else "pages"
     if fault.code == 80006:
         object = "messenger"
-    return json.dumps({account: [{"type": object, "call_count": 100, "total_cputime": 10, "total_time": 10,
-                                  "estimated_time_to_regain_access": int(fault.retry_minutes)}]})
+    count = fault.call_count if fault.mode == "usage" else 100
+    return json.dumps({account: [{"type": object, "call_count": count, "total_cputime": 10, "total_time": 10,
+                                  "estimated_time_to_regain_access": int(fault.retry_minutes or 0)}]})
 
 
 def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
@@ -944,6 +997,10 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     return self._json(200, state.fault_add(data))
                 if (method, name) == ("DELETE", "faults"):
                     return self._json(200, state.fault_add({"mode": "clear"}))
+                if (method, name) == ("GET", "faults"):
+                    with state.lock:
+                        return self._json(200, {"pending": sum(f.count for f in state.faults),
+                                                "fired": list(state.fault_log)})
                 if (method, name) == ("GET", "calls"):
                     with state.lock:
                         return self._json(200, {"calls": sum(state.calls.values()),
@@ -969,7 +1026,7 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             parsed = _graph_path(split.path)
             query = parse_qs(split.query)
             state.call_record(method, split.path)
-            fault = state.fault_next(method, split.path)
+            fault = state.fault_next(method, split.path, _write_target(parsed, raw, query) if method == "POST" else "")
             if fault and fault.latency:
                 time.sleep(fault.latency)
             if fault and fault.mode in ("timeout", "drop"):
@@ -1016,6 +1073,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             if fault and fault.mode == "apply_then_drop":
                 self.close_connection = True
                 return
+            if fault and fault.mode == "usage":
+                return self._json(200, answer, {"X-Business-Use-Case-Usage": _business_usage(state, split.path, fault)})
             self._json(200, answer)
 
         def _error(self, error: GraphError, path: str, fault: Fault | None) -> None:

@@ -67,6 +67,9 @@ class MetaReceipt(Receipt):
     """A receipt with the evidence that shows the reply exists (one of the constants above)."""
 
     evidence: str = REPLY_CREATED
+    # Seconds the account should pause although this send succeeded: Meta's usage header said the
+    # account is near its limit (the sender pauses the account's sends for it).
+    retry_after: float | None = None
 
 
 class MetaNotSent(NotSent):
@@ -183,7 +186,8 @@ class _MetaReplyTransport(Transport):
         if not receipt_id:
             raise MetaAmbiguous("unreadable_receipt", http_status=200, response=True,
                                 sentence="Meta answered without the reply's id: it may have been posted.")
-        return MetaReceipt(provider_reply_id=receipt_id, http_status=200, evidence=REPLY_CREATED)
+        return MetaReceipt(provider_reply_id=receipt_id, http_status=200, evidence=REPLY_CREATED,
+                           retry_after=response.usage_pause)
 
     def _refused(self, error: GraphError, reply: OutboundReply) -> Receipt:
         # graph.py keeps none of Meta's text; `message_hint` (errors.message_hint of it) is the

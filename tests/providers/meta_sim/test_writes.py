@@ -172,3 +172,31 @@ def test_the_reply_answer_does_not_wait_for_a_slow_receiver(notifying_sim, recei
     assert private(notifying_sim, notifying_sim.url, PAGE, comment)[0] == 200
     assert time.monotonic() - started < 1
     assert json.loads(wait_for(receiver, 1)[-1][0])["entry"][0]["messaging"][0]["message"]["is_echo"] is True
+
+
+def test_a_page_comment_shows_its_private_reply_conversation_once_one_was_applied(sim):
+    """Issue 14 (read-back): "on Facebook `private_reply_conversation` gives the conversation of a private
+    reply"; one per comment, so `can_reply_privately` turns false after it."""
+    comment = add_comment(sim, account=PAGE, post_id=f"{PAGE}_21", text="LINK", from_id="u21")
+    fields = {"fields": "id,private_reply_conversation,can_reply_privately"}
+    before = call(f"{sim.url}/{comment}", params=fields)[1]
+    assert before == {"id": comment, "can_reply_privately": True}  # Graph omits a field with no value
+    assert private(sim, sim.url, PAGE, comment)[0] == 200
+    after = call(f"{sim.url}/{comment}", params=fields)[1]
+    assert after["can_reply_privately"] is False
+    assert set(after["private_reply_conversation"]) == {"id"} and after["private_reply_conversation"]["id"].startswith("t_")
+    other = add_comment(sim, account=PAGE, post_id=f"{PAGE}_21", text="LINK", from_id="u22")
+    assert "private_reply_conversation" not in call(f"{sim.url}/{other}", params=fields)[1]
+
+
+def test_the_fault_log_names_the_comment_each_fired_write_concerned(sim):
+    public = add_comment(sim, account=IG, media_id="m_fl", text="x", from_id="u1")
+    secret = add_comment(sim, account=IG, media_id="m_fl", text="y", from_id="u2")
+    fault(sim, mode="error", code=80002, method="POST", count=2)
+    call(f"{sim.instagram_url}/{public}/replies", method="POST", params={"message": "hi"})
+    call(f"{sim.instagram_url}/{IG}/messages", method="POST",
+         params={"recipient": json.dumps({"comment_id": secret}), "message": json.dumps({"text": "hi"})})
+    fired = call(f"{sim.root}/_sim/faults")[1]
+    assert fired["pending"] == 0
+    assert [(f["mode"], f["code"], f["target"]) for f in fired["fired"]] == [
+        ("error", 80002, public), ("error", 80002, secret)]

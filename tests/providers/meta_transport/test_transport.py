@@ -336,23 +336,37 @@ def test_private_lookup_capabilities_are_declared_per_platform(sim):
         transport(sim, "private-instagram").lookup(reply.reply_key, reply)
 
 
-def test_private_lookup_on_facebook_cannot_tell_without_the_conversation(sim):
-    """The simulator does not serve private_reply_conversation: after a private reply was applied the read
-    shows nothing, which must not read as 'no reply' (None would authorize a retry)."""
+def test_private_lookup_on_facebook_finds_the_conversation_of_a_reply_the_answer_hid(sim):
+    """The simulator serves private_reply_conversation once a private reply was applied, as Meta documents
+    the comment field: an answer lost after the apply is then proven sent by the read, nothing resent."""
     target = comment(sim, "page")
     fault(sim, mode="apply_then_drop", count=1)
     reply = reply_for(target, purpose="private_delivery")
     with pytest.raises(MetaAmbiguous):
         transport(sim, "private-page").send(reply)
     assert applied(sim, target)["private"] == {target: 1}
+    found = transport(sim, "private-page").lookup(reply.reply_key, reply)
+    assert found.evidence == PRIVATE_REPLY_CONVERSATION and found.provider_reply_id.startswith("t_")
+    assert applied(sim, target)["private"] == {target: 1}
+
+
+def test_private_lookup_on_facebook_cannot_tell_when_the_conversation_is_absent(sim):
+    """Decided conservatively: no private_reply_conversation (and can_reply_privately still true) is not
+    taken as proof that no private reply exists. Meta documents the field for comments that have one, not
+    that its absence (Graph omits empty fields) or can_reply_privately is current the moment a send was
+    applied; None would authorise a second private message, the harm at-most-once exists to prevent."""
+    target = comment(sim, "page")
+    reply = reply_for(target, purpose="private_delivery")
+    read = transport(sim, "private-page")._read(target, {"fields": "id,private_reply_conversation,can_reply_privately"})
+    assert "private_reply_conversation" not in read and read["can_reply_privately"] is True
     with pytest.raises(MetaAmbiguous) as caught:
         transport(sim, "private-page").lookup(reply.reply_key, reply)
     assert caught.value.code == "lookup_cannot_tell"
 
 
 def test_private_lookup_on_facebook_finds_the_conversation(sim, monkeypatch):
-    """Meta documents the comment field private_reply_conversation (META.md, lookup); the simulator lacks it,
-    so this answer stands in for the read Meta gives."""
+    """Meta documents the comment field private_reply_conversation (META.md, lookup): the request the
+    transport makes and the receipt it builds from Meta's answer shape."""
     from conduit.providers.meta import transport as module
 
     seen = []
@@ -466,3 +480,26 @@ def test_positive_control_a_broken_table_fails_the_outcome_check(sim, monkeypatc
     monkeypatch.setitem(errors._BY_CODE, row, errors.Row(code, subcode, None, broken))
     with pytest.raises(AssertionError):
         check_error_outcome(sim, "private-page", *expected)
+
+
+# -- usage near the limit on a success ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("usage, expected", [
+    ({"1": [{"type": "instagram", "call_count": 95, "total_cputime": 1, "total_time": 1,
+             "estimated_time_to_regain_access": 3}]}, 180.0),
+    ({"1": [{"type": "pages", "call_count": 1, "total_cputime": 90, "total_time": 1,
+             "estimated_time_to_regain_access": 0}]}, graph.USAGE_DEFAULT_PAUSE_SECONDS),
+    ({"1": [{"type": "pages", "call_count": 89, "total_cputime": 89, "total_time": 89,
+             "estimated_time_to_regain_access": 5}]}, None),
+])
+def test_usage_near_the_limit_is_a_pause(usage, expected):
+    assert graph.usage_pause_seconds(json.dumps(usage)) == expected
+
+
+def test_a_receipt_carries_the_pause_a_near_limit_usage_header_announced(sim):
+    target = comment(sim, "instagram")
+    fault(sim, mode="usage", call_count=92, retry_minutes=1, method="POST")
+    receipt = transport(sim, "public-instagram").send(reply_for(target))
+    assert receipt.evidence == REPLY_CREATED and receipt.retry_after == 60.0
+    assert transport(sim, "public-instagram").send(reply_for(comment(sim, "instagram"))).retry_after is None
