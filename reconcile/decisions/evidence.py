@@ -6,7 +6,18 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from conduit.providers.meta.errors import (
+    ALREADY_REPLIED,
+    AMBIGUOUS,
+    NOT_APPLIED_FINAL,
+    NOT_APPLIED_RETRYABLE,
+    outcome_of_reason,
+)
+
 QUESTION = "destination_outcome@1"
+# Meta's table's outcomes as seed 003's answers.
+META_ANSWERS = {AMBIGUOUS: "not_established", NOT_APPLIED_RETRYABLE: "not_applied",
+                NOT_APPLIED_FINAL: "not_applied", ALREADY_REPLIED: "applied"}
 SETTLING = ("applied", "not_applied")
 
 
@@ -110,6 +121,11 @@ class HttpSemanticsModel:
     any conflicting signal makes the answer `not_established` (rule conflicting-signals).
     The rules, in the order they are tried:
 
+    http-semantics/meta-error-table: the evidence is a reason token of Meta's error table
+        (conduit/providers/meta/errors.py), the one table the Meta transports acted on: its
+        ambiguous tokens -> not_established (a 4xx from Meta is not always "not applied":
+        20/1772107 was seen after the comment had been created), its not-applied tokens ->
+        not_applied, `already_replied` -> applied.
     http-semantics/timeout: the evidence is a timeout -> not_established
         ("such as a timeout")
     http-semantics/dropped: the connection was reset or closed -> not_established
@@ -142,6 +158,9 @@ class HttpSemanticsModel:
         text = attempt.get("evidence", "")
         status = attempt.get("http_status")
         conflicting = Answer("not_established", "http-semantics/conflicting-signals")
+        meta = outcome_of_reason(text)
+        if meta is not None:
+            return Answer(META_ANSWERS[meta], "http-semantics/meta-error-table")
         if _TIMEOUT.search(text):
             return Answer("not_established", "http-semantics/timeout")
         if _DROPPED.search(text):

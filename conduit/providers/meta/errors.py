@@ -202,6 +202,32 @@ def meaning(status: int | None, code: int | None, subcode: int | None, message_t
     return row.meaning if row is not None else UNKNOWN
 
 
+# What the Meta transports store as a send attempt's evidence is the table's reason token (or one of
+# the transport's own below): by token, the table answers what the attempt's outcome was, so the
+# evidence model and the unknown-send view read the same meanings the transports acted on.
+TRANSPORT_REASONS = {
+    "timeout_after_request": AMBIGUOUS,
+    "connection_lost_after_request": AMBIGUOUS,
+    "unreadable_receipt": AMBIGUOUS,
+    "connect_failed": NOT_APPLIED_RETRYABLE,
+    "graph_token_unavailable": NOT_APPLIED_FINAL,
+    "graph_url_refused": NOT_APPLIED_FINAL,
+    "reply_target_invalid": NOT_APPLIED_FINAL,
+    "send_node_invalid": NOT_APPLIED_FINAL,
+}
+REASON_OUTCOMES: dict[str, str] = {
+    **{row.meaning.reason: row.meaning.outcome for row in ROWS},
+    SERVER_ERROR.reason: SERVER_ERROR.outcome,
+    UNKNOWN.reason: UNKNOWN.outcome,
+    **TRANSPORT_REASONS,
+}
+
+
+def outcome_of_reason(reason: str) -> str | None:
+    """The table's outcome for a reason token a Meta transport stored, or None if it is not one."""
+    return REASON_OUTCOMES.get(reason.strip())
+
+
 def message_hint(message_text: str | None) -> str:
     """This table's own phrase for what Meta's text says ("already replied"), or "".
 
