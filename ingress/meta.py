@@ -27,6 +27,10 @@ from conduit.canonical import sha256_hex
 from conduit.logging import register_secret
 from conduit.process_secrets import secret_read
 from conduit.providers.base import OwnItem, ProofError, Rejection, SecretUnavailable
+from conduit.providers.meta.subscriptions import (
+    subscription_problem,
+    token_expiry_problem,
+)
 from conduit.providers.meta.webhook import MetaBody, body_split
 from conduit.providers.registry import ADAPTERS, get_adapter
 from conduit.sql import insert_rows, update_rows
@@ -244,13 +248,12 @@ def _result_row(source: Source, r: EventResult) -> dict:
 
 
 def meta_subscriptions_check(*, timeout: float = 10.0, now: datetime | None = None) -> dict[str, str]:
-    """Read each Meta source's subscribed_apps and record what is wrong: {source name: problem or ""}.
+    """Read each Meta source's subscribed_apps and its token's expiry, and record what is wrong:
+    {source name: problem or ""}.
 
-    Run by `doctor` and daily by the schedule (Meta unsubscribes silently).
+    Run by `doctor` and daily by the schedule (Meta unsubscribes silently, and tokens expire).
     Canary sources are left out (their Graph is the simulator a canary run starts).
     """
-    from conduit.providers.meta.subscriptions import subscription_problem
-
     now = now or timezone.now()
     found: dict[str, str] = {}
     for source in Source.objects.filter(adapter__in=META_ADAPTERS, canary=False).order_by("name"):
@@ -260,6 +263,9 @@ def meta_subscriptions_check(*, timeout: float = 10.0, now: datetime | None = No
             event_types=config.event_types, base_url=source.source_url, access_token=config.access_token,
             timeout=timeout,
         )
+        expiry = token_expiry_problem(base_url=source.source_url, access_token=config.access_token, now=now,
+                                      timeout=timeout)
+        problem = "; ".join(p for p in (problem, expiry) if p)[:256]
         Source.objects.filter(pk=source.pk).update(subscription_checked_at=now, subscription_problem=problem)
         if problem:
             logger.warning("meta subscription source=%s problem=%s", source.name, problem)

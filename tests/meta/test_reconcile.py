@@ -233,3 +233,37 @@ def test_the_daily_check_records_missing_fields(graph):
     sim(graph, "/_sim/subscriptions", {"account": IG_ACCOUNT, "app_id": APP_ID, "fields": ["live_comments"]})
     assert meta_subscriptions_check() == 1
     assert Source.objects.get(pk=source.pk).subscription_problem.endswith("comments, messages")
+
+
+def test_doctor_warns_a_week_before_a_token_expires(graph):
+    """Issue 14: doctor warns when a token's expiry (the debug-token read, where the token type
+    allows) is within 7 days; a Page token that never expires (0) raises nothing."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reconcile.tasks import meta_subscriptions_check
+
+    source = page(graph)
+    assert meta_subscriptions_check() == 0  # expires_at 0: never
+    sim(graph, "/_sim/token", {"expires_at": int((timezone.now() + timedelta(days=30)).timestamp())})
+    assert meta_subscriptions_check() == 0
+    sim(graph, "/_sim/token", {"expires_at": int((timezone.now() + timedelta(days=3)).timestamp())})
+    assert meta_subscriptions_check() == 1
+    assert "the access token expires" in Source.objects.get(pk=source.pk).subscription_problem
+    sim(graph, "/_sim/token", {"expires_at": 0, "is_valid": False})
+    assert meta_subscriptions_check() == 1
+    assert "no longer valid" in Source.objects.get(pk=source.pk).subscription_problem
+
+
+def test_an_instagram_login_token_has_no_expiry_read(graph):
+    """graph.instagram.com has no debug_token: the check reads nothing there and warns nothing."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reconcile.tasks import meta_subscriptions_check
+
+    instagram(graph)
+    sim(graph, "/_sim/token", {"expires_at": int((timezone.now() + timedelta(days=1)).timestamp())})
+    assert meta_subscriptions_check() == 0

@@ -250,6 +250,9 @@ class SimulatorState:
         self.batch, self.hang_seconds = batch, hang_seconds
         self.lock = threading.RLock()
         self.stopping = threading.Event()
+        # What GET /debug_token reports for every token: unix expiry (0: never, as a Page token) and
+        # validity. In memory only: tests set it per run through POST /_sim/token.
+        self.token_expires_at, self.token_valid = 0, True
         self.db = sqlite3.connect(state_path or ":memory:", check_same_thread=False, isolation_level=None)
         if state_path:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -826,6 +829,10 @@ class Router:
         return _select(item, fields, {"id", "created_time", "message"})
 
     def get(self, host: str, node: str, edge: str | None, query: dict, base_url: str, path: str) -> dict:
+        if node == "debug_token" and edge is None and host != "instagram":
+            # The Facebook host's token inspection (graph.instagram.com has none).
+            return {"data": {"is_valid": self.state.token_valid, "expires_at": self.state.token_expires_at,
+                             "type": "PAGE", "app_id": self.state.app_id or ""}}
         found = self.state.find(node)
         if found is None:
             raise not_found(node)
@@ -993,6 +1000,10 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     state.subscription_set(account=str(data["account"]), app_id=str(data["app_id"]),
                                            fields=list(data.get("fields", [])))
                     return self._json(200, {"data": state.subscribed_apps(str(data["account"]))})
+                if (method, name) == ("POST", "token"):
+                    state.token_expires_at = int(data.get("expires_at", 0))
+                    state.token_valid = bool(data.get("is_valid", True))
+                    return self._json(200, {"expires_at": state.token_expires_at, "is_valid": state.token_valid})
                 if (method, name) == ("POST", "faults"):
                     return self._json(200, state.fault_add(data))
                 if (method, name) == ("DELETE", "faults"):

@@ -1,14 +1,22 @@
-"""Whether Meta still delivers an account's webhooks: its subscribed apps and fields.
+"""Whether Meta still delivers an account's webhooks (its subscribed apps and fields), and whether
+its token is about to die.
 
 Meta unsubscribes an app from a Page or an Instagram account silently (after
 about an hour of failed deliveries, or when a person removes it), so the
 subscription is read back (`GET /{account}/subscribed_apps`) rather than
-assumed.
+assumed. A token's expiry is read where the token type allows
+(`GET /debug_token` on the Facebook host; graph.instagram.com has none).
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
 from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_get
+
+# doctor warns this long before a token's expiry (Instagram Login tokens last 60 days).
+EXPIRY_WARNING_DAYS = 7
 
 # The fields a source needs, by the event types it allowlists.
 NEEDED_FIELDS = {
@@ -39,4 +47,37 @@ def subscription_problem(*, object_: str, account: str, app_id: str, event_types
     missing = sorted(needed - {f for f in fields if isinstance(f, str)})
     if missing:
         return f"fields not subscribed for app {app_id}: {', '.join(missing)}"
+    return ""
+
+
+def _instagram_host(base_url: str) -> bool:
+    parts = urlsplit(base_url)
+    return parts.hostname == "graph.instagram.com" or parts.path.strip("/").split("/")[:1] == ["instagram"]
+
+
+def token_expiry_problem(*, base_url: str, access_token: str, now: datetime, timeout: float) -> str:
+    """What is wrong with the token's lifetime, in Conduit's words, or "" (also when it cannot be read).
+
+    Read with `GET /debug_token?input_token=` on the Facebook host; an expiry of 0 never expires
+    (a Page token). On the Instagram host there is no such read: those tokens last 60 days and
+    must be refreshed (`GET /refresh_access_token`), which the README says.
+    """
+    if not access_token or _instagram_host(base_url):
+        return ""
+    try:
+        data = graph_get(base_url=base_url, path="debug_token", params={"input_token": access_token},
+                         access_token=access_token, timeout=timeout).document.get("data")
+    except GraphCallFailed:
+        return ""  # the subscription read reports a Graph that cannot be read
+    if not isinstance(data, dict):
+        return ""
+    if data.get("is_valid") is False:
+        return "Meta says the access token is no longer valid: re-authorise the source"
+    expires_at = data.get("expires_at")
+    if not isinstance(expires_at, int) or isinstance(expires_at, bool) or expires_at <= 0:
+        return ""
+    left = datetime.fromtimestamp(expires_at, tz=timezone.utc) - now
+    if left.total_seconds() <= EXPIRY_WARNING_DAYS * 86400:
+        when = datetime.fromtimestamp(expires_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return f"the access token expires {when} (in {max(0, left.days)} day(s)): refresh or replace it"
     return ""
