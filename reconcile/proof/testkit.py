@@ -103,6 +103,23 @@ def captured_logs() -> Iterator[tuple[io.StringIO, bool]]:
             handler.setStream(stream)
 
 
+@contextlib.contextmanager
+def console_held() -> Iterator[io.StringIO]:
+    """Every console log line of the block into the yielded buffer, at the configured levels:
+    the planted faults' noise (tracebacks of deliberate 500s) stays out of the terminal."""
+    console = [x for x in logging.getLogger().handlers if type(x) is logging.StreamHandler]
+    named = {x for name in ("django-q", "django.server") for x in logging.getLogger(name).handlers
+             if type(x) is logging.StreamHandler}
+    buffer = io.StringIO()
+    handlers = [*console, *(x for x in named if x not in console)]
+    streams = [handler.setStream(buffer) for handler in handlers]
+    try:
+        yield buffer
+    finally:
+        for handler, stream in zip(handlers, streams):
+            handler.setStream(stream)
+
+
 # -- seed 000's planted faults (the instrument-integrity controls) --------------------
 
 @contextlib.contextmanager

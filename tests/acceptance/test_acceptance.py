@@ -308,9 +308,12 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
                     "reconciliation_report", "human_held_checklist"):
         assert report[section], section
     assert report["canary_result"]["ok"] and report["reconciliation_report"]["counts"]["missing_recovered"] == 1
-    text = subprocess.run([sys.executable, "manage.py", "acceptance"], cwd=root,
-                          env={**subprocess_env(), "CONDUIT_LOG_LEVEL": "WARNING"},
-                          capture_output=True, timeout=300).stdout.decode()
+    # Issue 15: it passes quietly at the default log level, planted faults printing no traceback.
+    plain = subprocess.run([sys.executable, "manage.py", "acceptance"], cwd=root, env=subprocess_env(),
+                           capture_output=True, timeout=300)
+    assert plain.returncode == 0 and "Traceback" not in plain.stderr.decode(), plain.stderr.decode()[-2000:]
+    assert "Traceback" not in plain.stdout.decode()
+    text = plain.stdout.decode()
     for heading in ("1. Event contract", "2. Field map", "3. Storage schema", "4. State transition tables",
                     "5. Canary result", "6. Reconciliation report", "7. Acceptance checks",
                     "8. Human-held checklist", "fails as it must: Event identity"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -37,17 +38,25 @@ class Command(BaseCommand):
         setup_test_environment()
         old_name = connection.settings_dict["NAME"]
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        # The planted faults make noise on purpose (tracebacks of deliberate 500s): the run's log
+        # lines and stderr are held, and shown with -v 2 or when something failed.
         try:
-            report = self._run()
+            with testkit.console_held() as held, contextlib.redirect_stderr(held):
+                report = self._run()
         finally:
             connection.creation.destroy_test_db(old_name, verbosity=0)
             teardown_test_environment()
+        lines = held.getvalue()
         ok = all(r["ok"] for r in report["acceptance"]["rows"]) and all(
             c["ok"] for c in report["acceptance"]["instrument_integrity"] if c["ran"])
         if as_json:
             self.stdout.write(json.dumps(report, indent=2, default=str))
         else:
             self._print(report)
+        if options.get("verbosity", 1) >= 2:
+            self.stderr.write(lines)
+        elif not ok:
+            self.stderr.write(f"the run logged {len(lines.splitlines())} line(s); run with -v 2 to see them")
         if not ok:
             sys.exit(1)
 
