@@ -40,7 +40,7 @@ def processes() -> dict[int, dict]:
 class Demo:
     """scripts/demo in its own session, as a terminal would run it, on SQLite and free ports."""
 
-    def __init__(self, tmp_path: Path, *, web_port: int | None = None) -> None:
+    def __init__(self, tmp_path: Path, *, web_port: int | None = None, command: list[str] | None = None) -> None:
         self.tmp_path = tmp_path
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
         env.update(
@@ -50,7 +50,7 @@ class Demo:
             DEMO_STOP_GRACE_SECONDS="20", PYTHONUNBUFFERED="1", CONDUIT_Q_WORKERS="2",
         )
         self.proc = subprocess.Popen(
-            ["bash", str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env, start_new_session=True,
+            command or ["bash", str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: list[str] = []
@@ -200,4 +200,25 @@ def test_a_service_that_cannot_start_fails_the_demo_loudly(demo):
     assert BANNER not in run.output
     time.sleep(0.5)
     run._done.set()
+    assert run.survivors() == []
+
+
+@pytest.mark.parametrize("to_demo_only", [False, True])
+def test_make_demo_ends_without_an_error_when_stopped(demo, to_demo_only):
+    """Issue 15: `make` does not end with an error after the demo is stopped: Ctrl-C (the terminal
+    signals make, its recipe's shell and the demo alike), or a SIGTERM to the demo alone, after
+    which make used to report "Error 143"."""
+    run = demo(command=["make", "--no-print-directory", "demo"])
+    run.wait_for(BANNER)
+    if to_demo_only:
+        (script,) = [pid for pid, info in run.seen.items()
+                     if "scripts/demo" in info["cmd"] and "make" not in info["cmd"] and info["ppid"] != 1
+                     and pid != run.proc.pid and info["cmd"].startswith(("bash", "/bin/bash", "/usr/bin/bash"))]
+        os.kill(script, signal.SIGTERM)
+        status = run.proc.wait(timeout=90)
+        assert status == 0, (status, run.output[-2000:])
+    else:
+        status = run.stop(signal.SIGINT)
+        assert status in (0, -signal.SIGINT), (status, run.output[-2000:])
+    assert "make: ***" not in run.output, run.output[-2000:]
     assert run.survivors() == []
