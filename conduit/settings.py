@@ -64,6 +64,8 @@ MIDDLEWARE = [
     # request.user.is_verified(): the session's TOTP verification (conduit/door/).
     "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # The admin's list pages read the replica when one is set; an unsafe request pins the primary.
+    "conduit.routers.ReplicaReadsMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last: turns a locked-out sign-in into django-axes's 429 page.
     "axes.middleware.AxesMiddleware",
@@ -145,6 +147,33 @@ else:
     # A connection that died while idle fails one request with a retryable 503
     # (nothing is half-written) and Django replaces it when that request ends.
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=False))
+    # on: Django's psycopg pool per process instead of one connection per thread kept for
+    # CONN_MAX_AGE (Django requires CONN_MAX_AGE=0 with a pool). Closed before django-q2 forks.
+    if env.str("CONDUIT_DB_POOL", default="off").lower() == "on":
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("CONDUIT_DB_POOL_MIN_SIZE", default=2),
+            "max_size": env.int("CONDUIT_DB_POOL_MAX_SIZE", default=10),
+            # How long a request waits for a pooled connection: an outage is a 503 this soon
+            # (psycopg_pool's own default is 30 s).
+            "timeout": env.float("CONDUIT_DB_POOL_TIMEOUT_SECONDS", default=5.0),
+        }
+        from conduit.routers import register_pool_fork_guard
+
+        register_pool_fork_guard()
+    # A streaming replica: the read API, the admin's list pages and report exports read it
+    # (conduit/routers.py); every write, claim, lease and transition stays on the primary.
+    if env.str("DATABASE_REPLICA_URL", default=""):
+        replica = env.db("DATABASE_REPLICA_URL")
+        replica["OPTIONS"] = {**DATABASES["default"].get("OPTIONS", {}), **replica.get("OPTIONS", {})}
+        replica["CONN_MAX_AGE"] = DATABASES["default"]["CONN_MAX_AGE"]
+        replica["CONN_HEALTH_CHECKS"] = DATABASES["default"]["CONN_HEALTH_CHECKS"]
+        # Never a test database of its own: under a test runner it stands for the primary's.
+        replica["TEST"] = {"MIRROR": "default"}
+        DATABASES["replica"] = replica
+DATABASE_ROUTERS = ["conduit.routers.PrimaryReplicaRouter"]
+# Seconds after a browser's unsafe request (an admin action) during which its pages read the primary.
+CONDUIT_REPLICA_PIN_SECONDS = env.int("CONDUIT_REPLICA_PIN_SECONDS", default=10)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -197,6 +226,16 @@ Q_CLUSTER = {
     "catch_up": False,
     "poll": 0.5,
 }
+# "orm" (the default: no Redis) or a redis:// URL: django-q2 on Redis. Redis hands a task out
+# once and keeps nothing after (no redelivery; a restart or a flush loses what was queued). That
+# is harmless: the schedules live in the database and the send_due one queues every due action
+# each minute, the claim makes a duplicate a no-op, and the sweeper parks a send whose worker died.
+CONDUIT_Q_BROKER = env.str("CONDUIT_Q_BROKER", default="orm")
+if CONDUIT_Q_BROKER.startswith(("redis://", "rediss://", "unix://")):
+    del Q_CLUSTER["orm"]
+    Q_CLUSTER["redis"] = CONDUIT_Q_BROKER
+elif CONDUIT_Q_BROKER != "orm":
+    raise ImproperlyConfigured("CONDUIT_Q_BROKER is orm or a redis:// URL")
 # A reply SENDING longer than this (its worker died or hung) is parked in
 # SEND_STATUS_UNKNOWN by the sweeper. Longer than the task timeout above.
 CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)

@@ -12,6 +12,7 @@ from rest_framework import exceptions, generics, serializers, status
 from rest_framework.pagination import Cursor, CursorPagination
 
 from conduit.api import QueryText
+from conduit.routers import read_alias
 from ingress.models import QuarantineReceipt, QuarantineState
 from ingress.selectors import quarantine_list
 
@@ -80,7 +81,9 @@ class QuarantineList(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet:
         query = validated_query(self.Query, self.request)
-        return quarantine_list(source=query.get("source", ""), state=query.get("state", ""))
+        # A read with no write after it: the replica when one is set (conduit/routers.py).
+        return quarantine_list(source=query.get("source", ""), state=query.get("state", "")).using(
+            read_alias(self.request))
 
 
 # The OpenAPI description of the quarantine list, merged into /api/schema/ (reconcile/api.py).

@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from rest_framework import generics, serializers
 
 from conduit.api import QueryText
+from conduit.routers import read_alias
 from ingress.api import (
     ListQuery,
     NewestFirst,
@@ -55,7 +56,7 @@ class EventList(generics.ListAPIView):
         query = validated_query(self.Query, self.request)
         return event_list(
             event_key=query.get("event_key", ""), source=query.get("source", ""), state=query.get("state", ""),
-        )
+        ).using(read_alias(self.request))  # the replica when one is set; its prefetch follows
 
 
 # The OpenAPI description of the event list, merged into /api/schema/ (reconcile/api.py).

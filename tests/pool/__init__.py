@@ -1,0 +1,1 @@
+"""CONDUIT_DB_POOL: Django's psycopg connection pool."""

@@ -1,0 +1,1 @@
+"""Tests that run django-q2 on a real Redis."""
