@@ -536,13 +536,7 @@ class MetaHarness:
             restore()
 
     def _sim(self, path: str, body: dict | None = None, *, method: str = "POST") -> dict:
-        import urllib.request
-
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.graph.root}{path}", data=data,
-                                         method=method, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read() or b"{}")
+        return self.graph.control(path, body, method=method)
 
     def comment(self, text: str) -> str:
         """A comment the platform holds, with no webhook sent (the caller delivers one, or not)."""

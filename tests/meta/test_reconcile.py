@@ -7,13 +7,11 @@ test makes is checked to stay on this host.
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -63,11 +61,8 @@ def graph(live_server):
     simulator.close()
 
 
-def sim(graph, path: str, body: dict) -> dict:
-    request = urllib.request.Request(f"{graph.root}{path}", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"{}")
+def sim(graph, path: str, body: dict | None = None, method: str = "POST") -> dict:
+    return graph.control(path, body, method=method)
 
 
 def instagram(graph):

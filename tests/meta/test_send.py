@@ -3,8 +3,6 @@ follow Meta's error meanings, and a lookup can prove a reply an ambiguous answer
 
 from __future__ import annotations
 
-import json
-import urllib.request
 
 import pytest
 
@@ -26,11 +24,7 @@ def graph():
 
 
 def sim(graph, path: str, body: dict | None = None, method: str = "POST") -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{graph.root}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"{}")
+    return graph.control(path, body, method=method)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -75,11 +74,7 @@ def graph(capture):
 
 
 def sim(graph, path: str, body: dict | None = None, method: str = "POST") -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{graph.root}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"{}")
+    return graph.control(path, body, method=method)
 
 
 def applied(graph) -> dict:
@@ -110,7 +105,7 @@ def signed(body: bytes) -> dict:
 
 
 @pytest.fixture
-def deliver(post_meta, django_capture_on_commit_callbacks):
+def deliver(post_meta, django_capture_on_commit_callbacks):  # noqa: F811 (the imported fixture)
     """POST a Meta body to the callback and run its on-commit work (the signals replies listens to)."""
 
     def _deliver(body: bytes) -> None:

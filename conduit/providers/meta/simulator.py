@@ -1127,6 +1127,14 @@ class GraphSimulator:
         self.instagram_url = f"{self.root}/instagram/{version}"
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
 
+    def control(self, path: str, body: dict | None = None, *, method: str = "POST") -> dict:
+        """Call the control API over HTTP, as a test or the demo would (`path` like "/_sim/comments")."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.root}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"{}")
+
     def close(self) -> None:
         self.state.stopping.set()  # release any request held by a timeout fault
         self.server.shutdown()
