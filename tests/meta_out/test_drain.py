@@ -119,6 +119,7 @@ def test_four_workers_drain_500_meta_actions_under_random_faults(graph, deliver,
     # Inject at random while they drain: one fault queued at a time, a 190 on the Instagram source
     # once a third of the writes are done, and its token restored a few seconds after.
     token_at = reauth_seen = restored = None
+    deck = rng.sample(FAULTS, len(FAULTS))
     while any(w.poll() is None for w in workers):
         time.sleep(rng.uniform(0.02, 0.15))
         writes = sum(1 for c in graph.state.call_log if c["method"] == "POST")
@@ -133,7 +134,9 @@ def test_four_workers_drain_500_meta_actions_under_random_faults(graph, deliver,
             source_reauthorized(source_id=ig.pk, actor="operator_test")
             restored = time.time()
         if graph.state.faults_pending() == 0 and rng.random() < 0.5:
-            graph.state.fault_add({**rng.choice(FAULTS)[1], "method": "POST", "hang_seconds": 2})
+            # Every kind once, in a random order, then at random: each kind is sure to fire.
+            fault = deck.pop() if deck else rng.choice(FAULTS)
+            graph.state.fault_add({**fault[1], "method": "POST", "hang_seconds": 2})
     outputs = [w.communicate(timeout=30) for w in workers]
     drained = time.monotonic() - started - prepared
     assert [w.returncode for w in workers] == [0] * WORKERS, [e.decode()[-2000:] for _, e in outputs]
