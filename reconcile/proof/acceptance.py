@@ -252,6 +252,18 @@ def safe_retry(h: Harness) -> list[str]:
     return failures
 
 
+def _parked_not_retried(action: ReplyAction, reached: str) -> list[str]:
+    """What an ambiguous send must leave: SEND_STATUS_UNKNOWN after one attempt, nothing retried."""
+    action.refresh_from_db()
+    failures = []
+    if reached != "SEND_STATUS_UNKNOWN" or action.delivery_state != "SEND_STATUS_UNKNOWN":
+        failures.append(f"expected SEND_STATUS_UNKNOWN, reached {reached} and ended {action.delivery_state}")
+    attempts = SendAttempt.objects.filter(action=action).count()
+    if attempts != 1:
+        failures.append(f"{attempts} transport attempts, expected 1: the ambiguous send was retried")
+    return failures
+
+
 def ambiguous_send(h: Harness) -> list[str]:
     """A simulated lost receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry."""
     from replies.sender import reply_send
@@ -261,13 +273,7 @@ def ambiguous_send(h: Harness) -> list[str]:
     h.fail_next("error_after_accept")
     reached = reply_send(action_id=action.pk)
     _everything_that_sends(action.pk)
-    action.refresh_from_db()
-    failures = []
-    if reached != "SEND_STATUS_UNKNOWN" or action.delivery_state != "SEND_STATUS_UNKNOWN":
-        failures.append(f"expected SEND_STATUS_UNKNOWN, reached {reached} and ended {action.delivery_state}")
-    attempts = SendAttempt.objects.filter(action=action).count()
-    if attempts != 1:
-        failures.append(f"{attempts} transport attempts, expected 1: the ambiguous send was retried")
+    failures = _parked_not_retried(action, reached)
     if h.provider_calls() != 1:
         failures.append(f"the provider applied it {h.provider_calls()} times, expected once")
     return failures
@@ -721,13 +727,7 @@ def meta_ambiguous_send(h: MetaHarness) -> list[str]:
     with testkit.transport_timeout(META_TIMEOUT_SECONDS):
         reached = reply_send(action_id=action.pk)
         _everything_that_sends(action.pk)
-    action.refresh_from_db()
-    failures = []
-    if reached != "SEND_STATUS_UNKNOWN" or action.delivery_state != "SEND_STATUS_UNKNOWN":
-        failures.append(f"expected SEND_STATUS_UNKNOWN, reached {reached} and ended {action.delivery_state}")
-    attempts = SendAttempt.objects.filter(action=action).count()
-    if attempts != 1:
-        failures.append(f"{attempts} transport attempts, expected 1: the ambiguous send was retried")
+    failures = _parked_not_retried(action, reached)
     if h.graph_writes() != 1:
         failures.append(f"{h.graph_writes()} Graph writes, expected 1")
     applied = h.applied()
