@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test fuzz bench bench-send bench-reconcile mutation venv clean
+.PHONY: demo test fuzz bench bench-send bench-reconcile bench-admin soak mutation venv clean
 
 venv: $(VENV)/.installed
 
@@ -35,6 +35,15 @@ bench-send: venv
 
 bench-reconcile: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/reconciliation.py $(BENCH_ARGS)
+
+# make soak: three web nodes, two workers on Redis, a streaming replica and the sandbox provider,
+# killed -9 and restarted under signed traffic, then checked (scripts/soak; not part of make test,
+# whose tests/soak runs `scripts/soak --quick`). It starts its own PostgreSQL pair and Redis.
+soak: venv
+	SECRET_KEY=soak-only-not-secret $(PY) scripts/soak $(SOAK_ARGS)
+
+bench-admin: venv
+	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/admin.py $(BENCH_ARGS)
 
 # mutmut over the deciding rules (scripts/mutation); one worker, niced: the machine is shared.
 mutation: venv

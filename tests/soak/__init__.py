@@ -1,0 +1,1 @@
+"""make soak: several Conduit nodes under signed traffic and kills, then checked."""
