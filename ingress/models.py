@@ -163,6 +163,9 @@ class InboundEvent(models.Model):
             models.Index(fields=["source", "event_state"], name="inbound_event_src_state"),
             # A reconcile window is a range of occurred_at within one source.
             models.Index(fields=["source", "occurred_at"], name="inbound_event_src_occurred"),
+            # The admin's search by the source's own ids (exact matches, beside event_key's unique index).
+            models.Index(fields=["source_event_id"], name="inbound_event_source_event_id"),
+            models.Index(fields=["message_ref"], name="inbound_event_message_ref"),
         ]
 
     def __str__(self) -> str:

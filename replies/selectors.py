@@ -79,8 +79,12 @@ def approval_missing(action: ReplyAction) -> str:
 
 
 def with_approval_needs(actions: QuerySet[ReplyAction]) -> QuerySet[ReplyAction]:
-    """Annotate whether each action's purpose has approved copy and a route: one query per page."""
-    same_key = {"source_id": OuterRef("event__source_id"), "purpose": OuterRef("purpose")}
+    """Annotate whether each action's purpose has approved copy and a route: one query per page.
+
+    The event is joined inside each subquery (run for the page's rows only), not in the
+    outer query: an outer join to the event ledger would be in every count of the queue too.
+    """
+    same_key = {"source__events__event_key": OuterRef("event_id"), "purpose": OuterRef("purpose")}
     return actions.annotate(
         copy_present=Exists(ReplyCopy.objects.filter(**same_key)),
         route_present=Exists(ReplyRoute.objects.filter(**same_key)),
