@@ -147,6 +147,11 @@ else:
     # A connection that died while idle fails one request with a retryable 503
     # (nothing is half-written) and Django replaces it when that request ends.
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=False))
+    # Server-side binding: psycopg sends the parameters apart from the statement, and a
+    # statement a connection runs often (5 times: psycopg's prepare_threshold) is prepared,
+    # so the hot paths' statements are parsed and planned once per connection.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "server_side_binding", env.bool("CONDUIT_DB_SERVER_BINDING", default=True))
     # on: Django's psycopg pool per process instead of one connection per thread kept for
     # CONN_MAX_AGE (Django requires CONN_MAX_AGE=0 with a pool). Closed before django-q2 forks.
     if env.str("CONDUIT_DB_POOL", default="off").lower() == "on":

@@ -10,10 +10,13 @@ the ORM. Works on PostgreSQL and SQLite 3.35+.
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from django.db import connection, models
+from psycopg.types.json import Jsonb
 
 # Fields whose database value is the Python value itself for str/int/bool.
 _PLAIN_FIELDS = (
@@ -31,9 +34,81 @@ def _columns(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tu
 
 
 def _prep(field: models.Field, value: Any) -> Any:
-    if type(value) in _PLAIN_VALUES and isinstance(field, _PLAIN_FIELDS):
+    kind = type(value)
+    if kind in _PLAIN_VALUES and isinstance(field, _PLAIN_FIELDS):
+        return value
+    # PostgreSQL stores an aware time as it is (the ORM's preparation returns it unchanged).
+    if kind is datetime and value.tzinfo is not None and isinstance(field, models.DateTimeField) \
+            and connection.vendor == "postgresql":
         return value
     return field.get_db_prep_save(value, connection)
+
+
+def _prepped(fields: tuple, rows: list[Sequence[Any]]) -> list[list[Any]]:
+    return [[_prep(f, v) for f, v in zip(fields, row)] for row in rows]
+
+
+_JSON_PLAIN = (str, int, bool, type(None))
+
+
+def _json_rows(fields: tuple, rows: list[list[Any]]) -> str | None:
+    """Prepared rows as one JSON array of arrays, or None when a value has no exact JSON form."""
+    encoded = []
+    for row in rows:
+        out = []
+        for field, value in zip(fields, row):
+            kind = type(value)
+            if kind in _JSON_PLAIN or isinstance(value, str):  # a TextChoices member is its text
+                out.append(value)
+            elif kind is datetime:
+                out.append(value.isoformat())
+            elif isinstance(value, Jsonb) and isinstance(field, models.JSONField) and field.encoder is None:
+                out.append(value.obj)
+            else:
+                return None
+        encoded.append(out)
+    try:
+        return json.dumps(encoded, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def _json_select(fields: tuple) -> str:
+    columns = ", ".join(
+        # Python's None is SQL NULL in a JSON column too, as the ORM stores it.
+        f"NULLIF(r.e->{i}, 'null'::jsonb)" if isinstance(f, models.JSONField)
+        else f"(r.e->>{i})::{f.db_type(connection)}"
+        for i, f in enumerate(fields)
+    )
+    return f"SELECT {columns} FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) ORDER BY r.n"
+
+
+def _row_sources(fields: tuple, rows: list[Sequence[Any]]) -> Iterator[tuple[str, list[Any]]]:
+    """The rows as the source of an INSERT: (SQL, parameters), in as few statements as the
+    database takes.
+
+    PostgreSQL takes several rows as one JSON parameter, unpacked by the server
+    (``SELECT (e->>0)::type, ... FROM jsonb_array_elements(%s)``, in the rows'
+    order): the statement's text is the same for 2 rows or 2,000, so psycopg
+    converts it once and PostgreSQL prepares it once per connection, and the
+    values cost one json.dumps instead of adapting each one (measured: a fifth
+    of the client CPU of a VALUES list, half of binary arrays). One row, a value
+    without an exact JSON form, and SQLite take VALUES (SQLite in chunks under
+    its parameter limit).
+    """
+    prepped = _prepped(fields, rows)
+    if connection.vendor == "postgresql" and len(prepped) > 1:
+        encoded = _json_rows(fields, prepped)
+        if encoded is not None:
+            yield _json_select(fields), [encoded]
+            return
+    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    limit = connection.features.max_query_params or 65535
+    size = max(1, limit // len(fields))
+    for start in range(0, len(prepped), size):
+        chunk = prepped[start:start + size]
+        yield f"VALUES {', '.join([placeholders] * len(chunk))}", [v for row in chunk for v in row]
 
 
 def insert_rows(
@@ -43,7 +118,7 @@ def insert_rows(
     *,
     ignore_conflicts: bool = False,
 ) -> list[int | None]:
-    """INSERT rows (values in `columns` order) RETURNING the primary keys.
+    """INSERT rows (values in `columns` order) RETURNING the primary keys, in the rows' order.
 
     With ignore_conflicts, a row that any unique constraint already holds is
     skipped (ON CONFLICT DO NOTHING) and returns no key: the database, not a
@@ -54,18 +129,63 @@ def insert_rows(
         return []
     column_sql, fields = _columns(model, tuple(columns))
     qn = connection.ops.quote_name
-    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params: list[Any] = []
-    for row in rows:
-        params.extend(_prep(f, v) for f, v in zip(fields, row))
-    sql = (
-        f"INSERT INTO {qn(model._meta.db_table)} ({column_sql}) "
-        f"VALUES {', '.join([placeholders] * len(rows))}"
-        f"{' ON CONFLICT DO NOTHING' if ignore_conflicts else ''} RETURNING {qn(model._meta.pk.column)}"
-    )
+    keys: list[int | None] = []
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [r[0] for r in cursor.fetchall()]
+        for source, params in _row_sources(fields, rows):
+            cursor.execute(
+                f"INSERT INTO {qn(model._meta.db_table)} ({column_sql}) {source}"
+                f"{' ON CONFLICT DO NOTHING' if ignore_conflicts else ''} RETURNING {qn(model._meta.pk.column)}",
+                params,
+            )
+            keys += [r[0] for r in cursor.fetchall()]
+    return keys
+
+
+def upsert_counting(
+    model: type[models.Model],
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    conflict: Sequence[str],
+    same: Sequence[str],
+    count: str,
+    touch: Sequence[str] = (),
+) -> dict[tuple, tuple[int, int]]:
+    """INSERT rows, or count another sighting of the row a unique key already holds.
+
+    One statement: ``INSERT ... ON CONFLICT (<conflict>) DO UPDATE SET <count> =
+    <count> + 1, <touch> = the new values WHERE every <same> column equals the
+    new row's``. Returns {conflict values: (primary key, count)} for each row
+    inserted (count 1: the insert writes 1) or counted (2 and more); a row held
+    under its key with different <same> values is left untouched and absent from
+    the result, so the caller sees the conflict. The row lock ON CONFLICT takes
+    serializes concurrent sightings, and it reads the latest committed row, so a
+    concurrent first insert is counted, never mistaken for a conflict. Rows must
+    not repeat a conflict key (one statement cannot update a row twice).
+    """
+    rows = list(rows)
+    if not rows:
+        return {}
+    column_sql, fields = _columns(model, tuple(columns))
+    qn = connection.ops.quote_name
+    meta = model._meta
+    column_of = {name: qn(meta.get_field(name).column) for name in (*conflict, *same, count, *touch)}
+    held = "held"
+    assign = [f"{column_of[count]} = {held}.{column_of[count]} + 1"]
+    assign += [f"{column_of[name]} = EXCLUDED.{column_of[name]}" for name in touch]
+    unchanged = " AND ".join(f"{held}.{column_of[name]} = EXCLUDED.{column_of[name]}" for name in same)
+    returned = ", ".join([qn(meta.pk.column), *(column_of[name] for name in conflict), column_of[count]])
+    found: dict[tuple, tuple[int, int]] = {}
+    with connection.cursor() as cursor:
+        for source, params in _row_sources(fields, rows):
+            cursor.execute(
+                f"INSERT INTO {qn(meta.db_table)} AS {held} ({column_sql}) {source} "
+                f"ON CONFLICT ({', '.join(column_of[name] for name in conflict)}) "
+                f"DO UPDATE SET {', '.join(assign)} WHERE {unchanged} RETURNING {returned}",
+                params,
+            )
+            found.update({tuple(r[1:-1]): (r[0], r[-1]) for r in cursor.fetchall()})
+    return found
 
 
 @lru_cache(maxsize=None)

@@ -115,19 +115,31 @@ def record_created(
     every step must be in the table, so creation obeys the same declared moves
     as `transition`. One reason code per step.
     """
-    steps = list(zip([None, *path[:-1]], path))
-    refused = [f"{p} -> {n}" for p, n in steps if not table.allows(p, n)]
-    if refused or len(reason_codes) != len(steps):
-        raise ValueError(f"{table.ledger}: undeclared creation path {refused or path}")
+    records_created(table=table, history=history, owner_field=owner_field, actor=actor, at=at,
+                    records=[(owner_id, path, reason_codes) for owner_id in owner_ids])
+
+
+def records_created(
+    *,
+    table: TransitionTable,
+    history: type[TransitionRecord],
+    owner_field: str,
+    records: Iterable[tuple[int, Sequence[str], Sequence[str]]],
+    actor: str,
+    at: datetime | None = None,
+) -> None:
+    """`record_created` for rows inserted together, each with its own (path, reason codes):
+    one INSERT for the whole history of a batch."""
     at = at or timezone.now()
-    insert_rows(
-        history, _history_columns(owner_field),
-        (
-            (owner_id, table.ledger, prior, nxt, at, actor, reason, False)
-            for owner_id in owner_ids
-            for (prior, nxt), reason in zip(steps, reason_codes)
-        ),
-    )
+    rows = []
+    for owner_id, path, reason_codes in records:
+        steps = list(zip([None, *path[:-1]], path))
+        refused = [f"{p} -> {n}" for p, n in steps if not table.allows(p, n)]
+        if refused or len(reason_codes) != len(steps):
+            raise ValueError(f"{table.ledger}: undeclared creation path {refused or list(path)}")
+        rows += [(owner_id, table.ledger, prior, nxt, at, actor, reason, False)
+                 for (prior, nxt), reason in zip(steps, reason_codes)]
+    insert_rows(history, _history_columns(owner_field), rows)
 
 
 def transition(

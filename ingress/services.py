@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
@@ -22,8 +22,8 @@ from conduit.providers.base import (
     SecretUnavailable,
 )
 from conduit.providers.registry import get_adapter
-from conduit.sql import insert_rows, update_rows
-from conduit.statemachine import Outcome, record_created, transition, transition_many
+from conduit.sql import insert_rows, update_rows, upsert_counting
+from conduit.statemachine import Outcome, record_created, records_created, transition, transition_many
 from ingress.contract import (
     EVENT_TABLE,
     QUARANTINE_CODES,
@@ -149,66 +149,86 @@ def _quarantine(
     return receipt
 
 
-def _event_upsert(
-    *, source: Source, observation: Observation, at: datetime, actor: str
-) -> tuple[str, str]:
-    """Insert the event by event_key or converge on the existing row.
+class _Refusal(Exception):
+    """A member the ledgers refuse, found while writing: everything the body wrote is taken back."""
 
-    Returns (result, event_key) with result accepted, duplicate or conflict.
+    def __init__(self, parsed: Parsed, invalid: list[tuple[int | None, str, str]]) -> None:
+        super().__init__(invalid[0][1])
+        self.parsed, self.invalid = parsed, invalid
+
+
+DELIVERY_CONFLICT = (None, "delivery_conflict", "this delivery id was first accepted with a different body")
+EVENT_COLUMNS = [
+    "event_key", "source", *(f.name for f in fields(Observation) if f.name not in ("index", "text")),
+    "trigger_rule_version", "trigger_match", "event_state", "reconcile_status", "first_received_at",
+    "last_received_at", "seen_count", "message_text",
+]
+
+
+def _events_write(
+    *, source: Source, first_of: dict[str, Observation], delivery_id: str, body_hash: str, at: datetime,
+    actor: str, parsed: Parsed,
+) -> dict[int, EventResult]:
+    """The body's writes, set-based: one statement each for the delivery, the events, their
+    history, their reply actions and those actions' history, whatever the number of events.
+
+    Each row is inserted or, held already under its unique key with the same
+    content, counted as seen again (`upsert_counting`). Raises _Refusal when
+    the delivery id or an event key is held with different content: the caller
+    takes back everything written here.
     """
-    key = observation.event_key
+    delivery = upsert_counting(
+        Delivery,
+        ["source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
+         "seen_count"],
+        [(source.pk, delivery_id, body_hash, sorted(first_of), at, at, 1)],
+        conflict=["source", "delivery_id"], same=["body_hash"], count="seen_count", touch=["last_received_at"],
+    )
+    if not delivery:
+        raise _Refusal(Parsed([], []), [DELIVERY_CONFLICT])
+
     # What occurred before the account was connected is history: recorded, never planned.
     # Platform times are whole seconds: the second of connection counts as after it.
-    history = source.connected_at is not None and \
-        observation.occurred_at < source.connected_at.replace(microsecond=0)
-    trigger = trigger_matches(observation.text, source.trigger_keywords)
-    final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
-    closed_because = "before_connection" if history else "trigger_not_matched"
-    event_id = _insert_ignoring_conflict(
-        InboundEvent,
-        {
-            "event_key": key,
-            "source": source.pk,
-            # The event contract's fields, as the dataclass declares them (one list for ingest,
-            # staging and replay); the text is kept apart, as retained content.
-            **observation.contract_values(),
-            "trigger_rule_version": source.trigger_rule_version,
-            "trigger_match": trigger,
-            "event_state": final_state,
-            "reconcile_status": "UNRECONCILED",
-            "first_received_at": at,
-            "last_received_at": at,
-            "seen_count": 1,
-            "message_text": observation.text,
-        },
-    )
-    if event_id is None:
-        # Same key: converge only when the payload is the one first accepted.
-        updated = update_rows(
-            InboundEvent, where={"event_key": key, "payload_hash": observation.payload_hash},
-            assign={"seen_count": F("seen_count") + 1, "last_received_at": at},
-        )
-        return ("duplicate" if updated else "conflict"), key
+    connected = source.connected_at.replace(microsecond=0) if source.connected_at is not None else None
+    # Sorted by key: concurrent bodies lock shared keys in one order, so they cannot deadlock.
+    ordered = sorted(first_of.items())
+    plans = {}
+    rows = []
+    for key, observation in ordered:
+        history = connected is not None and observation.occurred_at < connected
+        trigger = trigger_matches(observation.text, source.trigger_keywords)
+        final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
+        plans[key] = (final_state, "before_connection" if history else "trigger_not_matched")
+        # The event contract's fields, as the dataclass declares them (one list for ingest,
+        # staging and replay); the text is kept apart, as retained content.
+        rows.append([key, source.pk, *observation.contract_values().values(),
+                     source.trigger_rule_version, trigger, final_state, "UNRECONCILED", at, at, 1,
+                     observation.text])
+    # Same key: converge only when the payload is the one first accepted.
+    held = upsert_counting(InboundEvent, EVENT_COLUMNS, rows, conflict=["event_key"], same=["payload_hash"],
+                           count="seen_count", touch=["last_received_at"])
+    conflicts = [o.index for key, o in ordered if (key,) not in held]
+    if conflicts:
+        raise _Refusal(parsed, [(index, "identity_conflict",
+                                 "this event key was first accepted with a different payload") for index in conflicts])
 
-    # The record is written once, already in the state its plan puts it in; its
+    new = {key for key, _ in ordered if held[(key,)][1] == 1}
+    # Each record is written once, already in the state its plan puts it in; its
     # history walks the declared moves: created -> RECEIVED -> final state.
-    record_created(
-        table=EVENT_TABLE,
-        history=EventTransition,
-        owner_field="event",
-        owner_ids=[event_id],
-        path=[EventState.RECEIVED, final_state],
-        actor=actor,
-        reason_codes=["source_proof_passed",
-                      "reply_plan_created" if final_state == EventState.RECORD_READY else closed_because],
-        at=at,
+    records_created(
+        table=EVENT_TABLE, history=EventTransition, owner_field="event", actor=actor, at=at,
+        records=[
+            (held[(key,)][0], [EventState.RECEIVED, plans[key][0]],
+             ["source_proof_passed",
+              "reply_plan_created" if plans[key][0] == EventState.RECORD_READY else plans[key][1]])
+            for key, _ in ordered if key in new
+        ],
     )
-    if final_state == EventState.RECORD_READY:
-        reply_actions_plan(
-            event_key=key, purposes=list(source.purposes), canary=observation.canary,
-            actor=actor, at=at,
-        )
-    return "accepted", key
+    ready = [o for key, o in ordered if key in new and plans[key][0] == EventState.RECORD_READY]
+    if ready:
+        reply_actions_plan(observations=ready, adapter=source.adapter, purposes=list(source.purposes),
+                           actor=actor, at=at)
+    return {o.index: EventResult(o.index, "accepted" if key in new else "duplicate", key) for key, o in ordered}
 
 
 def _proof_failure_record(
@@ -262,11 +282,20 @@ def webhook_receive(
 
     parsed = adapter.parse_delivery(body=body, config=source_config(source))
     try:
-        with transaction.atomic(durable=True):
-            result = observations_accept(
-                source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
-                body_bytes=len(body), now=now,
-            )
+        try:
+            with transaction.atomic(durable=True):
+                result = observations_accept(
+                    source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
+                    body_bytes=len(body), now=now, savepoint=False,
+                )
+        except _Refusal as refusal:
+            # The transaction that wrote part of the body is rolled back; its refusal is recorded apart.
+            with transaction.atomic(durable=True):
+                result = _batch_refused(
+                    source=source, parsed=refusal.parsed, invalid=refusal.invalid,
+                    quarantine=dict(source=source, authenticated=True, body_sha256=body_hash,
+                                    body_bytes=len(body), at=now, delivery_id=proof.delivery_id),
+                )
     except DataError as exc:
         # The adapter's boundary should have refused this value; say so loudly,
         # but answer the provider as a refusal it need not retry.
@@ -348,7 +377,7 @@ def _batch_refused(
 
 def observations_accept(
     *, source: Source, parsed: Parsed, delivery_id: str, body_hash: str, body_bytes: int,
-    now: datetime, actor: str = INGEST_ACTOR,
+    now: datetime, actor: str = INGEST_ACTOR, savepoint: bool = True,
 ) -> IngestResult:
     """Accept one delivery's normalized observations, all or nothing: the one ingest path.
 
@@ -382,50 +411,21 @@ def observations_accept(
                                      body_hash=body_hash)
         return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
 
-    # Everything below is taken back as one if any member turns out to conflict.
-    savepoint = transaction.savepoint()
-    result = IngestResult(delivery_id=delivery_id)
-    delivery_pk = _insert_ignoring_conflict(
-        Delivery,
-        {
-            "source": source.pk,
-            "delivery_id": delivery_id,
-            "body_hash": body_hash,
-            "event_keys": sorted(first_of),
-            "first_received_at": now,
-            "last_received_at": now,
-            "seen_count": 1,
-        },
-    )
-    if delivery_pk is None:
-        redelivered = update_rows(
-            Delivery,
-            where={"source": source.pk, "delivery_id": delivery_id, "body_hash": body_hash},
-            assign={"seen_count": F("seen_count") + 1, "last_received_at": now},
-        )
-        if not redelivered:
-            transaction.savepoint_rollback(savepoint)
-            return _batch_refused(
-                source=source, parsed=Parsed([], []), quarantine=quarantine,
-                invalid=[(None, "delivery_conflict", "this delivery id was first accepted with a different body")],
-            )
-
-    outcomes: dict[int, EventResult] = {}
-    # A consistent lock order across concurrent batches avoids deadlocks.
-    for observation in sorted(first_of.values(), key=lambda o: o.event_key):
-        verdict, key = _event_upsert(source=source, observation=observation, at=now, actor=actor)
-        if verdict == "conflict":
-            invalid.append((observation.index, "identity_conflict",
-                            "this event key was first accepted with a different payload"))
-        outcomes[observation.index] = EventResult(observation.index, verdict, key)
-    if invalid:
-        transaction.savepoint_rollback(savepoint)
-        return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
-    transaction.savepoint_commit(savepoint)
+    # Everything below is taken back as one if any member turns out to conflict: by a
+    # savepoint, or (savepoint=False, for a caller whose transaction holds nothing else)
+    # by the caller's rollback, which spares two round trips on every body.
+    try:
+        with transaction.atomic(savepoint=savepoint):
+            outcomes = _events_write(source=source, first_of=first_of, delivery_id=delivery_id,
+                                     body_hash=body_hash, at=now, actor=actor, parsed=parsed)
+    except _Refusal as refusal:
+        if not savepoint:
+            raise
+        return _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
+                              quarantine=quarantine)
     for observation in repeats:
         outcomes[observation.index] = EventResult(observation.index, "duplicate", observation.event_key)
-    result.results = [outcomes[i] for i in sorted(outcomes)]
-    return result
+    return IngestResult(delivery_id=delivery_id, results=[outcomes[i] for i in sorted(outcomes)])
 
 
 def event_transition(

@@ -3,16 +3,18 @@ resolution of stranded and unknown sends. Every state change goes through REPLY_
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from typing import Sequence
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from conduit.providers.base import Ambiguous
+from conduit.providers.base import Ambiguous, Observation
 from conduit.providers.registry import TRANSPORTS
 from conduit.sql import insert_rows
 from conduit.statemachine import Outcome, record_created
@@ -67,22 +69,30 @@ def _enqueue_on_commit(action_id: int) -> None:
 
 
 def reply_actions_plan(
-    *, event_key: str, purposes: list[str], canary: bool, actor: str, at: datetime
+    *, observations: Sequence[Observation], adapter: str, purposes: list[str], actor: str, at: datetime
 ) -> list[int]:
-    """Create one REVIEW_PENDING action per declared purpose for a newly inserted event.
+    """Create one REVIEW_PENDING action per declared purpose for each newly inserted event.
 
-    Called only inside the ingest transaction that inserted the event, so the
+    Called only inside the ingest transaction that inserted the events, so each
     event's own unique key already guarantees this runs once per event_key; the
-    unique reply_key constraint guards it a second time. Returns the new ids.
+    unique reply_key constraint guards it a second time. One INSERT for the
+    actions and one for their history, whatever the number of events. Returns
+    the new ids, event by event in purpose order.
     """
+    rows = []
+    fill_later = []  # rows whose deadline needs the comment's real time, read after commit
+    for observation in observations:
+        for purpose in purposes:
+            deadline, later = _private_deadline(observation, adapter, purpose)
+            if later:
+                fill_later.append(len(rows))
+            rows.append((reply_key(observation.event_key, purpose), observation.event_key, purpose,
+                         S.REVIEW_PENDING, ApprovalState.REVIEW_PENDING, observation.canary, at, deadline))
     ids = insert_rows(
         ReplyAction,
-        ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at"],
-        (
-            (reply_key(event_key, purpose), event_key, purpose, S.REVIEW_PENDING,
-             ApprovalState.REVIEW_PENDING, canary, at)
-            for purpose in purposes
-        ),
+        ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
+         "reply_deadline"],
+        rows,
     )
     record_created(
         table=REPLY_TABLE,
@@ -94,8 +104,8 @@ def reply_actions_plan(
         reason_codes=["planned_on_first_receipt"],
         at=at,
     )
-    if PRIVATE_PURPOSE in purposes and not canary:
-        _deadline_plan(event_key=event_key, action_ids=ids, purposes=purposes)
+    for position in fill_later:
+        transaction.on_commit(functools.partial(_enqueue_deadline_fill, ids[position]))
     return ids
 
 
@@ -108,21 +118,19 @@ META_ADAPTERS = ("meta-instagram", "meta-page")
 APPROXIMATE = "approx:"  # an Instagram notification's entry time standing in for the comment's
 
 
-def _deadline_plan(*, event_key: str, action_ids: list[int], purposes: list[str]) -> None:
-    """Inside the ingest transaction: a comment whose creation time is real gets its deadline now;
-    one whose time is approximate (Instagram notifications carry none) is read from the Graph
-    after commit, by a queued task, never inside the webhook's transaction."""
-    # The event this transaction just inserted (the newest with the key).
-    event = InboundEvent.objects.select_related("source").filter(event_key=event_key).order_by("-pk").first()
-    if event is None or event.source.adapter not in META_ADAPTERS or not event.event_type.startswith("comment."):
-        return
-    private_id = dict(zip(purposes, action_ids)).get(PRIVATE_PURPOSE)
-    if private_id is None:
-        return
-    if not event.occurred_at_original.startswith(APPROXIMATE):
-        ReplyAction.objects.filter(pk=private_id).update(reply_deadline=event.occurred_at + PRIVATE_REPLY_WINDOW)
-        return
-    transaction.on_commit(lambda: _enqueue_deadline_fill(private_id))
+def _private_deadline(observation: Observation, adapter: str, purpose: str) -> tuple[datetime | None, bool]:
+    """A Meta comment's private reply gets its deadline as it is planned: (deadline, read later).
+
+    A comment whose creation time is real gets it now; one whose time is
+    approximate (Instagram notifications carry none) is read from the Graph
+    after commit, by a queued task, never inside the webhook's transaction.
+    """
+    if purpose != PRIVATE_PURPOSE or observation.canary or adapter not in META_ADAPTERS \
+            or not observation.event_type.startswith("comment."):
+        return None, False
+    if observation.occurred_at_original.startswith(APPROXIMATE):
+        return None, True
+    return observation.occurred_at + PRIVATE_REPLY_WINDOW, False
 
 
 def _enqueue_deadline_fill(action_id: int) -> None:

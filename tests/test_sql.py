@@ -1,11 +1,21 @@
-"""The thin SQL helpers behave as the ORM does, and step aside for what they do not take."""
+"""The thin SQL helpers behave as the ORM does, and step aside for what they do not take; set-based
+writes (issue 17): upsert_counting, and several rows as one JSON parameter."""
+
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from django.db import connection
 from django.db.models import F
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from conduit.sql import Unsupported, update_rows
-from ingress.models import Delivery
-from tests.conftest import fixture_body
+from conduit import sql
+from conduit.sql import Unsupported, insert_rows, update_rows, upsert_counting
+from ingress.models import Delivery, EventState, EventTransition, InboundEvent
+from replies.models import ApprovalState, DeliveryState, ReplyAction
+from tests.conftest import fixture_body, sign
+from tests.reconcile.conftest import body as batch_body
+from tests.reconcile.conftest import item
 
 
 @pytest.fixture
@@ -38,3 +48,91 @@ def test_update_rows_refuses_what_it_does_not_take(delivery, where, assign):
         update_rows(Delivery, where=where, assign=assign)
     delivery.refresh_from_db()
     assert delivery.seen_count == 1
+
+
+AT = datetime(2026, 1, 15, 14, 30, 0, 123456, tzinfo=timezone.utc)
+
+
+def _sighting(source, delivery_id: str, body_hash: str, at: datetime):
+    return upsert_counting(
+        Delivery, ["source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
+                   "seen_count"],
+        [(source.pk, delivery_id, body_hash, ["k1"], at, at, 1)],
+        conflict=["source", "delivery_id"], same=["body_hash"], count="seen_count", touch=["last_received_at"],
+    )
+
+
+def test_upsert_counting_inserts_counts_a_same_row_and_leaves_a_different_one_alone(sandbox_source):
+    first = _sighting(sandbox_source, "msg_test_u1", "h1", AT)
+    (pk, count), = first.values()
+    assert list(first) == [(sandbox_source.pk, "msg_test_u1")] and count == 1
+    again = _sighting(sandbox_source, "msg_test_u1", "h1", AT + timedelta(seconds=5))
+    assert again == {(sandbox_source.pk, "msg_test_u1"): (pk, 2)}
+    # Held under the key with a different body: absent from the result, the row untouched.
+    assert _sighting(sandbox_source, "msg_test_u1", "h2", AT + timedelta(seconds=9)) == {}
+    row = Delivery.objects.get(pk=pk)
+    assert (row.seen_count, row.body_hash, row.last_received_at, row.first_received_at) == (
+        2, "h1", AT + timedelta(seconds=5), AT)
+
+
+def test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(sandbox_source):
+    """The JSON row source: times (microseconds, offsets), JSON values and None (SQL NULL, as the
+    ORM stores it), choices, booleans and foreign keys come back as the ORM wrote them by hand."""
+    columns = ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
+               "reply_deadline"]
+    event = _an_event(sandbox_source)
+    aware = datetime(2026, 3, 1, 9, 0, 0, 7, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    rows = [(f"key_test_{n}", event.event_key, purpose, DeliveryState.REVIEW_PENDING,
+             ApprovalState.REVIEW_PENDING, n % 2 == 0, aware, None if n % 2 else aware + timedelta(days=7))
+            for n, purpose in enumerate(["public_ack", "private_delivery", "public_ack"])]
+    with CaptureQueriesContext(connection) as queries:
+        ids = insert_rows(ReplyAction, columns, rows)
+    assert len(queries) == 1 and "jsonb_array_elements" in queries[0]["sql"]
+    stored = {a.pk: a for a in ReplyAction.objects.filter(pk__in=ids)}
+    assert [stored[pk].reply_key for pk in ids] == ["key_test_0", "key_test_1", "key_test_2"]
+    for pk, row in zip(ids, rows):
+        action = stored[pk]
+        assert (action.reply_key, action.event_id, action.purpose, action.delivery_state, action.approval_state,
+                action.canary, action.created_at, action.reply_deadline) == row
+
+
+def _an_event(source) -> InboundEvent:
+    body = fixture_body("comment__northstar")
+    response = Client().post("/webhooks/sandbox/", data=body, content_type="application/json",
+                             headers=sign(body))
+    assert response.status_code == 200
+    return InboundEvent.objects.get()
+
+
+def test_a_large_body_is_written_set_based_with_its_duplicates_counted(sandbox_source, deliver):
+    """300 events (a third of them sent before) in a handful of statements whatever the size:
+    each new event gets its row, its two-step history and its planned actions; each one seen
+    before is counted, not written again."""
+    deliver(batch_body(*(item(n) for n in range(100))))
+    body = batch_body(*(item(n) for n in range(100, 300)), *(item(n) for n in range(100)))
+    with CaptureQueriesContext(connection) as queries:
+        response = deliver(body)
+    assert response.status_code == 200, response.content
+    results = response.json()["results"]
+    assert [r["result"] for r in results] == ["accepted"] * 200 + ["duplicate"] * 100
+    writes = [q["sql"] for q in queries if q["sql"].startswith("INSERT")]
+    assert len(writes) == 5  # delivery, events, their history, actions, their history
+    assert InboundEvent.objects.count() == 300
+    assert set(InboundEvent.objects.values_list("seen_count", flat=True).filter(
+        source_event_id__in=[item(n)["id"] for n in range(100)])) == {2}
+    assert EventTransition.objects.filter(next_state=EventState.RECORD_READY).count() == 300
+    assert ReplyAction.objects.count() == 600
+
+
+def test_positive_control_the_json_row_source_carries_the_values_it_is_given(sandbox_source, monkeypatch):
+    """Break the row source on purpose (it drops the fraction of every time): the ORM comparison
+    above must fail."""
+    real = sql._json_rows
+
+    def truncating(fields, rows):
+        return real(fields, [[v.replace(microsecond=0) if isinstance(v, datetime) else v for v in row]
+                             for row in rows])
+
+    monkeypatch.setattr(sql, "_json_rows", truncating)
+    with pytest.raises(AssertionError):
+        test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(sandbox_source)

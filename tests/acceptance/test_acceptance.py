@@ -155,10 +155,11 @@ def test_instrument_integrity(control, request):
 def test_instrument_integrity_event_identity_names_the_duplicate(harness):
     with testkit.without_event_uniqueness():
         failures = acceptance.event_identity(harness)
-    # Where replies are planned the reply_key constraint still refuses the second
-    # plan (a 500, nothing committed); where none are, the duplicate row lands.
-    assert "comment__northstar: deliveries answered [200, 500], expected [200, 200]" in failures
-    assert "comment__no_trigger: expected exactly one event row, found 2" in failures
+    # Ingest's upsert names the unique key it converges on (ON CONFLICT (event_key)), so without
+    # the constraint PostgreSQL refuses every insert: each delivery is a 503 with nothing
+    # committed, and the row names the answers and the missing event.
+    assert "comment__northstar: deliveries answered [503, 503], expected [200, 200]" in failures
+    assert "comment__no_trigger: expected exactly one event row, found 0" in failures
 
 
 @REAL_HTTP
@@ -188,7 +189,9 @@ def test_control_reply_identity_fails_when_events_and_replies_are_not_unique(har
         cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT inbound_event_key_unique CASCADE")
         cursor.execute("ALTER TABLE reply_actions DROP CONSTRAINT reply_action_key_unique")
     failures = acceptance.reply_identity(harness)
-    assert any("found 3" in f for f in failures), failures
+    # Ingest's upsert converges on the event_key constraint by name (ON CONFLICT (event_key)):
+    # without it no delivery is stored at all, so no reply row is found where one was expected.
+    assert any("found 0" in f for f in failures), failures
 
 
 def test_control_source_proof_fails_when_verification_is_bypassed(harness, monkeypatch):
@@ -247,13 +250,14 @@ def _plant_log(monkeypatch, message: str, value) -> None:
     """Make ingest log `message % value(source, observation)` for every event it accepts."""
     from ingress import services
 
-    real = services._event_upsert
+    real = services._events_write
 
-    def logging_upsert(*, source, observation, at, actor):
-        services.logger.info(message, value(source, observation))
-        return real(source=source, observation=observation, at=at, actor=actor)
+    def logging_write(*, source, first_of, **kwargs):
+        for observation in first_of.values():
+            services.logger.info(message, value(source, observation))
+        return real(source=source, first_of=first_of, **kwargs)
 
-    monkeypatch.setattr(services, "_event_upsert", logging_upsert)
+    monkeypatch.setattr(services, "_events_write", logging_write)
 
 
 @REAL_HTTP

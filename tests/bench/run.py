@@ -42,14 +42,31 @@ def event_doc(event_id: str) -> dict:
     }
 
 
-def workload(level: str, client: int):
-    """Yield event documents: new, duplicate of it, new, duplicate, ..."""
+def workload(level: str, client: int, batch: int = 1):
+    """Yield bodies' event lists.
+
+    One event per body: new, a duplicate of it, new, duplicate, ... (half the
+    deliveries duplicates). A batch of N: two thirds new events and a third
+    duplicates of events this client sent in its previous body.
+    """
     seq = 0
+    if batch == 1:
+        while True:
+            doc = event_doc(f"evt_test_{level}_{client}_{seq}")
+            yield [doc]
+            yield [doc]
+            seq += 1
+    fresh = batch - batch // 3
+    previous: list[dict] = []
     while True:
-        doc = event_doc(f"evt_test_{level}_{client}_{seq}")
-        yield doc
-        yield doc
-        seq += 1
+        docs = [event_doc(f"evt_test_{level}_{client}_{seq + i}") for i in range(fresh)]
+        seq += fresh
+        again = previous[: batch - fresh] or [event_doc(f"evt_test_{level}_{client}_{seq + i}")
+                                               for i in range(batch - fresh)]
+        if not previous:
+            seq += batch - fresh
+        previous = docs
+        yield docs + again
 
 
 def run_clients(clients: int, seconds: float, one) -> tuple[int, list[float]]:
@@ -60,7 +77,7 @@ def run_clients(clients: int, seconds: float, one) -> tuple[int, list[float]]:
     barrier = threading.Barrier(clients)
 
     def loop(index: int) -> None:
-        docs = workload(one.level, index)
+        docs = workload(one.level, index, one.batch)
         barrier.wait()
         while time.monotonic() < stop:
             doc = next(docs)
@@ -90,24 +107,30 @@ class HttpPath:
     kept-alive socket per client with a minimal HTTP/1.1 reader (what wrk does
     in C): signing and header parsing are the provider's work, not Conduit's,
     and on a 2-core machine they would compete with the server being measured.
+    A server that closes the connection after each answer (gunicorn's sync
+    worker) is reconnected to before the next request, as a provider would.
     """
 
-    PRESIGNED = 2500  # per client per round; beyond that they are signed on the fly
+    PRESIGNED = 2500  # requests per client per round; beyond that they are signed on the fly
 
-    def __init__(self, port: int, level: str, clients: int) -> None:
-        self.port, self.level = port, level
-        self.socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(clients)]
-        for sock in self.socks:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, port: int, level: str, clients: int, batch: int = 1) -> None:
+        self.port, self.level, self.batch = port, level, batch
+        self.socks = [self._connect() for _ in range(clients)]
         self.buffers = [b""] * clients
         self.queues: list[list[bytes]] = []
+        presigned = max(20, self.PRESIGNED // batch)
         for client in range(clients):
-            docs = workload(level, client)
-            self.queues.append([self._request(next(docs)) for _ in range(self.PRESIGNED)][::-1])
+            docs = workload(level, client, batch)
+            self.queues.append([self._request(next(docs)) for _ in range(presigned)][::-1])
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     @staticmethod
-    def _request(doc: dict) -> bytes:
-        body = json.dumps({"account": ACCOUNT, "events": [doc]}).encode()
+    def _request(docs: list[dict]) -> bytes:
+        body = json.dumps({"account": ACCOUNT, "events": docs}).encode()
         headers = ADAPTER.sign(body=body, secret=BENCH_SECRET, delivery_id=f"msg_{uuid.uuid4().hex}",
                                at=datetime.now(timezone.utc))
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -116,11 +139,13 @@ class HttpPath:
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode() + body
 
-    def __call__(self, client: int, doc: dict) -> None:
-        # The queue holds this client's workload in order, so it matches `doc`.
+    def __call__(self, client: int, docs: list[dict]) -> None:
+        # The queue holds this client's workload in order, so it matches `docs`.
         queue = self.queues[client]
         sock = self.socks[client]
-        sock.sendall(queue.pop() if queue else self._request(doc))
+        if sock is None:
+            sock = self.socks[client] = self._connect()
+        sock.sendall(queue.pop() if queue else self._request(docs))
         data = self.buffers[client]
         while b"\r\n\r\n" not in data:
             chunk = sock.recv(65536)
@@ -129,92 +154,139 @@ class HttpPath:
             data += chunk
         head, _, rest = data.partition(b"\r\n\r\n")
         status = head[9:12]
-        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        lowered = head.lower()
+        length = int(lowered.split(b"content-length:")[1].split(b"\r\n")[0])
         while len(rest) < length:
             rest += sock.recv(65536)
         self.buffers[client] = rest[length:]
+        if b"connection: close" in lowered:
+            sock.close()
+            self.socks[client] = None
+            self.buffers[client] = b""
         if status != b"200":
             raise RuntimeError(f"HTTP {status.decode()}: {rest[:length][:200]!r}")
 
     def close(self) -> None:
         for sock in self.socks:
-            sock.close()
+            if sock is not None:
+                sock.close()
+
+
+EVENT_INSERT = (
+    "INSERT INTO inbound_events (event_key, source_id, source_system, source_account_ref, "
+    "source_event_id, event_type, conversation_ref, message_ref, sender_ref, occurred_at, "
+    "occurred_at_original, payload_hash, contract_version, canary, trigger_rule_version, "
+    "trigger_match, event_state, reconcile_status, first_received_at, last_received_at, "
+    "seen_count, message_text) VALUES "
+)
+EVENT_ROW = "(%s,%s,'sandbox-social',%s,%s,'comment.created',%s,%s,%s,%s,%s,%s,'event-v1',false,1,true," \
+            "'RECORD_READY','UNRECONCILED',%s,%s,1,%s)"
 
 
 class RawPath:
-    """The same transaction, statement for statement, from a raw psycopg connection."""
+    """The same transaction from a raw psycopg connection: one event per body statement for
+    statement as Conduit ran it before set-based ingest; a batch with the leanest set-based SQL
+    (one multi-row statement per table, duplicates counted by the upsert itself)."""
 
-    def __init__(self, dsn: str, source_id: int, level: str, clients: int) -> None:
-        self.source_id, self.level = source_id, level
+    def __init__(self, dsn: str, source_id: int, level: str, clients: int, batch: int = 1) -> None:
+        self.source_id, self.level, self.batch = source_id, level, batch
         self.conns = [psycopg.connect(dsn) for _ in range(clients)]
 
-    def __call__(self, client: int, doc: dict) -> None:
+    def __call__(self, client: int, docs: list[dict]) -> None:
+        if self.batch == 1:
+            self._one(self.conns[client], docs[0])
+        else:
+            self._many(self.conns[client], docs)
+
+    @staticmethod
+    def _key(doc: dict) -> str:
+        return f"sandbox-social:{ACCOUNT}:comment.created:{doc['id']}"
+
+    def _event_params(self, doc: dict, now: datetime) -> list:
+        return [self._key(doc), self.source_id, ACCOUNT, doc["id"], doc["post_id"], doc["comment_id"],
+                doc["from_id"], now, doc["created_at"], payload_hash(doc), now, now, doc["text"]]
+
+    def _delivery(self, conn, docs: list[dict], now: datetime) -> None:
+        body_hash = sha256_hex(json.dumps({"account": ACCOUNT, "events": docs}))
+        conn.execute(
+            "INSERT INTO ingress_deliveries (source_id, delivery_id, body_hash, event_keys, "
+            "first_received_at, last_received_at, seen_count) VALUES (%s,%s,%s,%s,%s,%s,1) "
+            "ON CONFLICT DO NOTHING RETURNING id",
+            [self.source_id, f"msg_{uuid.uuid4().hex}", body_hash,
+             json.dumps(sorted(self._key(d) for d in docs)), now, now],
+        )
+
+    def _one(self, conn, doc: dict) -> None:
         now = datetime.now(timezone.utc)
-        key = f"sandbox-social:{ACCOUNT}:comment.created:{doc['id']}"
-        digest = payload_hash(doc)
-        body_hash = sha256_hex(json.dumps({"account": ACCOUNT, "events": [doc]}))
-        conn = self.conns[client]
+        key = self._key(doc)
         with conn.transaction():
-            conn.execute(
-                "INSERT INTO ingress_deliveries (source_id, delivery_id, body_hash, event_keys, "
-                "first_received_at, last_received_at, seen_count) VALUES (%s,%s,%s,%s,%s,%s,1) "
-                "ON CONFLICT DO NOTHING RETURNING id",
-                [self.source_id, f"msg_{uuid.uuid4().hex}", body_hash, json.dumps([key]), now, now],
-            )
-            row = conn.execute(
-                "INSERT INTO inbound_events (event_key, source_id, source_system, source_account_ref, "
-                "source_event_id, event_type, conversation_ref, message_ref, sender_ref, occurred_at, "
-                "occurred_at_original, payload_hash, contract_version, canary, trigger_rule_version, "
-                "trigger_match, event_state, reconcile_status, first_received_at, last_received_at, "
-                "seen_count, message_text) VALUES (%s,%s,'sandbox-social',%s,%s,'comment.created',%s,%s,%s,"
-                "%s,%s,%s,'event-v1',false,1,true,'RECORD_READY','UNRECONCILED',%s,%s,1,%s) "
-                "ON CONFLICT DO NOTHING RETURNING id",
-                [key, self.source_id, ACCOUNT, doc["id"], doc["post_id"], doc["comment_id"],
-                 doc["from_id"], now, doc["created_at"], digest, now, now, doc["text"]],
-            ).fetchone()
+            self._delivery(conn, [doc], now)
+            row = conn.execute(EVENT_INSERT + EVENT_ROW + " ON CONFLICT DO NOTHING RETURNING id",
+                               self._event_params(doc, now)).fetchone()
             if row is None:
                 conn.execute(
                     "UPDATE inbound_events SET seen_count = seen_count + 1, last_received_at = %s "
-                    "WHERE event_key = %s AND payload_hash = %s", [now, key, digest],
+                    "WHERE event_key = %s AND payload_hash = %s", [now, key, payload_hash(doc)],
                 )
                 return
-            event_id = row[0]
-            conn.execute(
-                "INSERT INTO inbound_event_transitions (event_id, ledger, prior_state, next_state, at, "
-                "actor, reason_code, refused) VALUES "
-                "(%s,'event',NULL,'RECEIVED',%s,'system:ingest','source_proof_passed',false),"
-                "(%s,'event','RECEIVED','RECORD_READY',%s,'system:ingest','reply_plan_created',false) "
-                "RETURNING id",
-                [event_id, now, event_id, now],
-            )
-            ids = conn.execute(
-                "INSERT INTO reply_actions (reply_key, event_key, purpose, delivery_state, "
-                "approval_state, canary, created_at) VALUES "
-                "(%s,%s,'public_ack','REVIEW_PENDING','REVIEW_PENDING',false,%s),"
-                "(%s,%s,'private_delivery','REVIEW_PENDING','REVIEW_PENDING',false,%s) "
-                "RETURNING id",
-                [reply_key(key, "public_ack"), key, now, reply_key(key, "private_delivery"), key, now],
+            self._plan(conn, [(row[0], key)], now)
+
+    def _many(self, conn, docs: list[dict]) -> None:
+        now = datetime.now(timezone.utc)
+        docs = sorted(docs, key=self._key)
+        with conn.transaction():
+            self._delivery(conn, docs, now)
+            rows = conn.execute(
+                EVENT_INSERT + ",".join([EVENT_ROW] * len(docs))
+                + " ON CONFLICT (event_key) DO UPDATE SET seen_count = inbound_events.seen_count + 1, "
+                "last_received_at = EXCLUDED.last_received_at "
+                "WHERE inbound_events.payload_hash = EXCLUDED.payload_hash RETURNING id, event_key, seen_count",
+                [p for doc in docs for p in self._event_params(doc, now)],
             ).fetchall()
-            conn.execute(
-                "INSERT INTO reply_action_transitions (action_id, ledger, prior_state, next_state, "
-                "at, actor, reason_code, refused) VALUES "
-                "(%s,'reply',NULL,'REVIEW_PENDING',%s,'system:ingest','planned_on_first_receipt',false),"
-                "(%s,'reply',NULL,'REVIEW_PENDING',%s,'system:ingest','planned_on_first_receipt',false) "
-                "RETURNING id",
-                [ids[0][0], now, ids[1][0], now],
-            )
+            self._plan(conn, [(pk, key) for pk, key, seen in rows if seen == 1], now)
+
+    @staticmethod
+    def _plan(conn, new: list[tuple[int, str]], now: datetime) -> None:
+        if not new:
+            return
+        conn.execute(
+            "INSERT INTO inbound_event_transitions (event_id, ledger, prior_state, next_state, at, "
+            "actor, reason_code, refused) VALUES "
+            + ",".join(["(%s,'event',NULL,'RECEIVED',%s,'system:ingest','source_proof_passed',false),"
+                        "(%s,'event','RECEIVED','RECORD_READY',%s,'system:ingest','reply_plan_created',false)"]
+                       * len(new)),
+            [p for pk, _ in new for p in (pk, now, pk, now)],
+        )
+        ids = conn.execute(
+            "INSERT INTO reply_actions (reply_key, event_key, purpose, delivery_state, "
+            "approval_state, canary, created_at) VALUES "
+            + ",".join(["(%s,%s,'public_ack','REVIEW_PENDING','REVIEW_PENDING',false,%s),"
+                        "(%s,%s,'private_delivery','REVIEW_PENDING','REVIEW_PENDING',false,%s)"] * len(new))
+            + " RETURNING id",
+            [p for _, key in new
+             for p in (reply_key(key, "public_ack"), key, now, reply_key(key, "private_delivery"), key, now)],
+        ).fetchall()
+        conn.execute(
+            "INSERT INTO reply_action_transitions (action_id, ledger, prior_state, next_state, "
+            "at, actor, reason_code, refused) VALUES "
+            + ",".join(["(%s,'reply',NULL,'REVIEW_PENDING',%s,'system:ingest','planned_on_first_receipt',false)"]
+                       * len(ids)),
+            [p for (pk,) in ids for p in (pk, now)],
+        )
 
     def close(self) -> None:
         for conn in self.conns:
             conn.close()
 
 
-def start_server(workers: int, threads: int) -> tuple[subprocess.Popen, int]:
+def start_server(workers: int, threads: int, worker_class: str = "gthread",
+                 env_extra: dict | None = None) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    env = {**os.environ, "CONN_MAX_AGE": "600"}
+    env = {**os.environ, "CONN_MAX_AGE": "600", **(env_extra or {})}
+    threading_args = ["--threads", str(threads)] if worker_class == "gthread" else []
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "conduit.wsgi", "--workers", str(workers),
-         "--worker-class", "gthread", "--threads", str(threads), "--keep-alive", "30",
+         "--worker-class", worker_class, *threading_args, "--keep-alive", "30",
          "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--backlog", "256"],
         cwd=ROOT, env=env,
     )
@@ -229,53 +301,104 @@ def start_server(workers: int, threads: int) -> tuple[subprocess.Popen, int]:
     raise SystemExit("bench: gunicorn did not start")
 
 
-def summary(count: int, latencies: list[float], seconds: float) -> tuple[float, float, float]:
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=30)
+
+
+def summary(count: int, latencies: list[float], seconds: float, batch: int = 1) -> tuple[float, float, float]:
+    """(events/s, p50 ms, p99 ms): latencies are per body."""
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else float("nan")
-    return count / seconds, statistics.median(ordered) * 1000, p99 * 1000
+    return count * batch / seconds, statistics.median(ordered) * 1000, p99 * 1000
+
+
+def compare(port: int, dsn: str, source_id: int, clients: int, batch: int, rounds: int, seconds: float,
+            tag: str) -> tuple[list, list]:
+    """Alternating raw and full rounds at one level (after a warm-up of each); the runs."""
+    warm = HttpPath(port, f"warm{tag}", clients, batch)
+    run_clients(clients, 1.0, warm)
+    warm.close()
+    raw = RawPath(dsn, source_id, f"warmraw{tag}", clients, batch)
+    run_clients(clients, 1.0, raw)
+    raw.close()
+    raw_runs, full_runs = [], []
+    for round_ in range(rounds):
+        raw = RawPath(dsn, source_id, f"raw{tag}r{round_}", clients, batch)
+        raw_runs.append(summary(*run_clients(clients, seconds, raw), seconds, batch))
+        raw.close()
+        full = HttpPath(port, f"http{tag}r{round_}", clients, batch)
+        full_runs.append(summary(*run_clients(clients, seconds, full), seconds, batch))
+        full.close()
+    return raw_runs, full_runs
+
+
+def report(label: str, raw_runs: list, full_runs: list) -> None:
+    ratio = statistics.median(f[0] / r[0] for f, r in zip(full_runs, raw_runs))
+    p50_ratio = statistics.median(f[1] / r[1] for f, r in zip(full_runs, raw_runs))
+    for name, runs, extra in (("raw", raw_runs, ""), ("full", full_runs, f"{ratio:>9.2f} {p50_ratio:>9.2f}")):
+        rate, p50, p99 = (statistics.median(col) for col in zip(*runs))
+        print(f"{label:>16} {name:>5} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {extra}", flush=True)
+
+
+HEADER = f"{'level':>16} {'path':>5} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/raw':>9} {'p50 x raw':>9}"
+SERVERS = {
+    # name: (worker class, workers, threads, extra environment)
+    "gthread-4x4": ("gthread", 4, 4, {}),
+    "gthread-4x1": ("gthread", 4, 1, {}),
+    "gthread-2x2": ("gthread", 2, 2, {}),
+    "sync-4": ("sync", 4, 1, {}),
+    "pool-4x4": ("gthread", 4, 4, {"CONDUIT_DB_POOL": "on", "CONDUIT_DB_POOL_MAX_SIZE": "4"}),
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
     parser.add_argument("--rounds", type=int, default=3, help="raw/full pairs per level; medians reported")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16],
+                        help="levels of one event per body")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--batch", type=int, default=100, help="events per body of the batched level (0: none)")
+    parser.add_argument("--batch-clients", type=int, default=4)
+    parser.add_argument("--servers", nargs="*", default=["gthread-4x1", "sync-4", "pool-4x4"],
+                        choices=sorted(SERVERS),
+                        help="other server set-ups measured at --compare-clients beside the default one")
+    parser.add_argument("--compare-clients", type=int, default=4)
     args = parser.parse_args()
 
     source = bench_source("bench", ACCOUNT)
     dsn = raw_dsn()
     connection.close()
-    server, port = start_server(args.workers, args.threads)
     print(f"ingest benchmark: {args.rounds} rounds of {args.seconds:.0f} s per path and level, "
-          f"gunicorn {args.workers} workers x {args.threads} threads, {os.cpu_count()} cores, half the deliveries duplicates;")
-    print("medians of the rounds; full/raw is the median of the per-round ratios\n")
-    print(f"{'clients':>7} {'path':>5} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/raw':>9}")
+          f"gunicorn gthread {args.workers} workers x {args.threads} threads, {os.cpu_count()} cores;")
+    print("one event per body: half the deliveries duplicates; a batch: a third of its events duplicates;")
+    print("medians of the rounds; full/raw (events/s) and p50 x raw are medians of the per-round ratios\n")
+    print(HEADER)
+    server, port = start_server(args.workers, args.threads)
     try:
         for clients in args.clients:
-            # Warm up both paths (imports, connections, caches) before measuring.
-            warm = HttpPath(port, f"warm{clients}", clients)
-            run_clients(clients, 1.0, warm)
-            warm.close()
-            raw = RawPath(dsn, source.pk, f"warmraw{clients}", clients)
-            run_clients(clients, 1.0, raw)
-            raw.close()
-            raw_runs, full_runs = [], []
-            for round_ in range(args.rounds):
-                raw = RawPath(dsn, source.pk, f"raw{clients}r{round_}", clients)
-                raw_runs.append(summary(*run_clients(clients, args.seconds, raw), args.seconds))
-                raw.close()
-                full = HttpPath(port, f"http{clients}r{round_}", clients)
-                full_runs.append(summary(*run_clients(clients, args.seconds, full), args.seconds))
-                full.close()
-            ratio = statistics.median(f[0] / r[0] for f, r in zip(full_runs, raw_runs))
-            for name, runs, extra in (("raw", raw_runs, ""), ("full", full_runs, f"{ratio:>9.2f}")):
-                rate, p50, p99 = (statistics.median(col) for col in zip(*runs))
-                print(f"{clients:>7} {name:>5} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {extra}", flush=True)
+            report(f"{clients} clients", *compare(port, dsn, source.pk, clients, 1, args.rounds, args.seconds,
+                                                  f"c{clients}"))
+        if args.batch > 1:
+            report(f"{args.batch}/body {args.batch_clients}cl",
+                   *compare(port, dsn, source.pk, args.batch_clients, args.batch, args.rounds, args.seconds,
+                            f"b{args.batch}"))
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_server(server)
+    if args.servers:
+        print(f"\nserver set-ups at {args.compare_clients} clients, one event per body "
+              f"(the default above is gthread-{args.workers}x{args.threads} with CONN_MAX_AGE=600):")
+        print(HEADER)
+    for name in args.servers:
+        worker_class, workers, threads, env_extra = SERVERS[name]
+        server, port = start_server(workers, threads, worker_class, env_extra)
+        try:
+            report(name, *compare(port, dsn, source.pk, args.compare_clients, 1, args.rounds, args.seconds,
+                                  f"s{name}"))
+        finally:
+            stop_server(server)
 
 
 if __name__ == "__main__":
