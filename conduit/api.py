@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import JSONParser as DRFJSONParser
 from rest_framework.response import Response
 
@@ -20,6 +21,17 @@ from rest_framework.response import Response
 # deep; the bound keeps the schema validator and every walk of the document far
 # from Python's recursion limit.
 MAX_JSON_DEPTH = 32
+
+
+class JSONOnly(BaseContentNegotiation):
+    """A webhook answers JSON whatever its sender's Accept header says: a provider reads the
+    status, and refusing it a 406 would only earn a retry. No header is parsed to decide it."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
 
 
 def error(status_code: int, code: str, detail: str, **extra: Any) -> Response:

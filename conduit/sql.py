@@ -127,18 +127,25 @@ def insert_rows(
     rows = list(rows)
     if not rows:
         return []
-    column_sql, fields = _columns(model, tuple(columns))
-    qn = connection.ops.quote_name
+    head, tail, fields = _insert_sql(model, tuple(columns), ignore_conflicts)
     keys: list[int | None] = []
     with connection.cursor() as cursor:
         for source, params in _row_sources(fields, rows):
-            cursor.execute(
-                f"INSERT INTO {qn(model._meta.db_table)} ({column_sql}) {source}"
-                f"{' ON CONFLICT DO NOTHING' if ignore_conflicts else ''} RETURNING {qn(model._meta.pk.column)}",
-                params,
-            )
+            cursor.execute(f"{head} {source}{tail}", params)
             keys += [r[0] for r in cursor.fetchall()]
     return keys
+
+
+@lru_cache(maxsize=None)
+def _insert_sql(model: type[models.Model], columns: tuple[str, ...], ignore_conflicts: bool) -> tuple[str, str, tuple]:
+    """An INSERT's text before and after its row source (built once per model and columns)."""
+    column_sql, fields = _columns(model, columns)
+    qn = connection.ops.quote_name
+    return (
+        f"INSERT INTO {qn(model._meta.db_table)} ({column_sql})",
+        f"{' ON CONFLICT DO NOTHING' if ignore_conflicts else ''} RETURNING {qn(model._meta.pk.column)}",
+        fields,
+    )
 
 
 def upsert_counting(
@@ -166,7 +173,20 @@ def upsert_counting(
     rows = list(rows)
     if not rows:
         return {}
-    column_sql, fields = _columns(model, tuple(columns))
+    head, tail, fields = _upsert_sql(model, tuple(columns), tuple(conflict), tuple(same), count, tuple(touch))
+    found: dict[tuple, tuple[int, int]] = {}
+    with connection.cursor() as cursor:
+        for source, params in _row_sources(fields, rows):
+            cursor.execute(f"{head} {source} {tail}", params)
+            found.update({tuple(r[1:-1]): (r[0], r[-1]) for r in cursor.fetchall()})
+    return found
+
+
+@lru_cache(maxsize=None)
+def _upsert_sql(model: type[models.Model], columns: tuple[str, ...], conflict: tuple[str, ...],
+                same: tuple[str, ...], count: str, touch: tuple[str, ...]) -> tuple[str, str, tuple]:
+    """upsert_counting's text before and after its row source (built once per shape)."""
+    column_sql, fields = _columns(model, columns)
     qn = connection.ops.quote_name
     meta = model._meta
     column_of = {name: qn(meta.get_field(name).column) for name in (*conflict, *same, count, *touch)}
@@ -175,17 +195,12 @@ def upsert_counting(
     assign += [f"{column_of[name]} = EXCLUDED.{column_of[name]}" for name in touch]
     unchanged = " AND ".join(f"{held}.{column_of[name]} = EXCLUDED.{column_of[name]}" for name in same)
     returned = ", ".join([qn(meta.pk.column), *(column_of[name] for name in conflict), column_of[count]])
-    found: dict[tuple, tuple[int, int]] = {}
-    with connection.cursor() as cursor:
-        for source, params in _row_sources(fields, rows):
-            cursor.execute(
-                f"INSERT INTO {qn(meta.db_table)} AS {held} ({column_sql}) {source} "
-                f"ON CONFLICT ({', '.join(column_of[name] for name in conflict)}) "
-                f"DO UPDATE SET {', '.join(assign)} WHERE {unchanged} RETURNING {returned}",
-                params,
-            )
-            found.update({tuple(r[1:-1]): (r[0], r[-1]) for r in cursor.fetchall()})
-    return found
+    return (
+        f"INSERT INTO {qn(meta.db_table)} AS {held} ({column_sql})",
+        f"ON CONFLICT ({', '.join(column_of[name] for name in conflict)}) "
+        f"DO UPDATE SET {', '.join(assign)} WHERE {unchanged} RETURNING {returned}",
+        fields,
+    )
 
 
 @lru_cache(maxsize=None)

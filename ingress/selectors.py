@@ -1,5 +1,7 @@
 """Ingress reads."""
 
+import functools
+
 from django.db import connection
 from django.db.models import QuerySet
 
@@ -31,6 +33,12 @@ def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
     )
 
 
+@functools.cache
+def _source_by_name_sql() -> str:
+    qn = connection.ops.quote_name
+    return f"SELECT {select_list(Source, 's')} FROM {qn(Source._meta.db_table)} s WHERE s.{qn('name')} = %s"
+
+
 def source_by_name(name: str) -> Source | None:
     """The registered source named `name`, read fresh on every delivery.
 
@@ -38,10 +46,8 @@ def source_by_name(name: str) -> Source | None:
     the one read on the webhook hot path, and compiling a QuerySet costs more
     CPU than the query itself.
     """
-    qn = connection.ops.quote_name
-    sql = f"SELECT {select_list(Source, 's')} FROM {qn(Source._meta.db_table)} s WHERE s.{qn('name')} = %s"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [name])
+        cursor.execute(_source_by_name_sql(), [name])
         row = cursor.fetchone()
     return None if row is None else from_row(Source, row)[0]
 

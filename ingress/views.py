@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from conduit.api import error
+from conduit.api import JSONOnly, error
 from conduit.metrics import SOURCE_ATTRIBUTE
 from conduit.providers.base import SecretUnavailable
 from ingress.meta import app_sources, meta_webhook_receive, verification_answer
@@ -130,6 +130,7 @@ class WebhookView(APIView):
     authentication_classes: list = []
     permission_classes: list = []
     parser_classes: list = []
+    content_negotiation_class = JSONOnly
     http_method_names = ["post"]  # OPTIONS too is a 405: nothing about the endpoint is described
 
     def post(self, request: Request, source_name: str) -> Response:
@@ -183,6 +184,7 @@ class MetaWebhookView(APIView):
     authentication_classes: list = []
     permission_classes: list = []
     parser_classes: list = []
+    content_negotiation_class = JSONOnly
     http_method_names = ["get", "post"]
 
     def get(self, request: Request, app_id: str):

@@ -88,3 +88,23 @@ def test_positive_control_without_the_split_a_webhook_goes_through_the_full_chai
     unsplit = handlers.webhooks_apart(get_wsgi_application())
     with pytest.raises(AssertionError):
         test_a_webhook_skips_the_back_office_layers_and_the_admin_keeps_them(unsplit)
+
+
+def test_a_webhook_answers_json_whatever_its_sender_accepts(application):
+    """A provider reads the status: an Accept header that excludes JSON must not earn a 406 (and a
+    retry); the answer is the usual JSON."""
+    body = fixture_body("comment__northstar")
+    status, headers, content = call(application, "POST", "/webhooks/sandbox/", body,
+                                    {**sign(body), "Accept": "text/html"})
+    assert (status, headers["Content-Type"]) == (200, "application/json")
+    assert b'"result":"accepted"' in content
+
+
+def test_positive_control_with_drf_s_negotiation_the_sender_s_accept_refuses(application, monkeypatch):
+    from rest_framework.negotiation import DefaultContentNegotiation
+
+    from ingress.views import WebhookView
+
+    monkeypatch.setattr(WebhookView, "content_negotiation_class", DefaultContentNegotiation)
+    with pytest.raises(AssertionError):
+        test_a_webhook_answers_json_whatever_its_sender_accepts(application)
