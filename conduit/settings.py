@@ -256,6 +256,11 @@ CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS = env.float("CONDUIT_RECONCILE_PAGE_TIMEO
 CONDUIT_RECONCILE_PAGE_SIZE = env.int("CONDUIT_RECONCILE_PAGE_SIZE", default=1000)
 CONDUIT_RECONCILE_INTERVAL_SECONDS = env.int("CONDUIT_RECONCILE_INTERVAL_SECONDS", default=3600)
 CONDUIT_RECONCILE_POLL_LIMIT = env.int("CONDUIT_RECONCILE_POLL_LIMIT", default=20)
+# Seed 004's per-scan limits, raised within bounds for a source with a longer history (unset: the
+# seed's 1,000 pages, 10,000 staged items, 32 MiB staged; reconcile/staging.py checks the bounds).
+CONDUIT_RECONCILE_MAX_PAGES = env.int("CONDUIT_RECONCILE_MAX_PAGES", default=None)
+CONDUIT_RECONCILE_MAX_STAGED_ITEMS = env.int("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", default=None)
+CONDUIT_RECONCILE_MAX_STAGED_BYTES = env.int("CONDUIT_RECONCILE_MAX_STAGED_BYTES", default=None)
 # The Graph API version Meta sources are registered against (pinned: Meta changes shapes by version).
 CONDUIT_GRAPH_API_VERSION = env.str("CONDUIT_GRAPH_API_VERSION", default="v26.0")
 if not re.fullmatch(r"v[0-9]{1,3}\.[0-9]{1,2}", CONDUIT_GRAPH_API_VERSION):

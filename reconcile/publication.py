@@ -40,7 +40,12 @@ from reconcile.models import (
 )
 from reconcile.repairs import CHUNK, RECONCILE_ACTOR, repairs_apply
 from reconcile.schedule import schedule_after_publication
-from reconcile.selectors import PERSON_KINDS, RECEIPT_KINDS, open_retry_candidates, open_unexpected_receipts
+from reconcile.selectors import (
+    PERSON_KINDS,
+    RECEIPT_KINDS,
+    open_retry_candidates,
+    open_unexpected_receipts,
+)
 from reconcile.staging import staging_drop
 from replies.models import DeliveryState as S
 from replies.models import ReplyAction
@@ -100,7 +105,10 @@ def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
     actions = ReplyAction.objects.filter(
         Exists(staged.filter(event_key=OuterRef("event_id")))
     ).annotate(receipt_id=Subquery(receipt.values("provider_reply_id")[:1]))
-    with_receipt, without_receipt = Q(receipt_id__isnull=False), Q(receipt_id__isnull=True)
+    # EXISTS, not the annotated subquery's value: the database joins the staged receipts
+    # once (a hash semi/anti-join) instead of probing them again for every action.
+    with_receipt = Q(Exists(receipt))
+    without_receipt = ~with_receipt
     return Comparison(
         local=local,
         missing=staged.filter(~Exists(same_key)),
@@ -138,15 +146,17 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison) -> 
     if run.since is not None:
         quarantined = quarantined.filter(received_at__gte=run.since)
     attached = n(*UNCONFIRMED, receipt=True)
+    # One pass over the matched events for both of their counts.
+    matched = comparison.matched.aggregate(n=Count("pk"), duplicates=Sum(F("seen_count") - 1))
     lost, candidates = n(S.SENT, receipt=False), n(S.SEND_STATUS_UNKNOWN, receipt=False)
     return {
         "events_compared": run.staged_events,
         "events_local": comparison.local.count(),
-        "events_matched": comparison.matched.count(),
+        "events_matched": matched["n"],
         "missing_recovered": comparison.missing.count(),
         "identity_conflicts": comparison.conflicting.count(),
         "source_unverified": comparison.unverified.count(),
-        "duplicates_converged": comparison.matched.aggregate(n=Sum(F("seen_count") - 1))["n"] or 0,
+        "duplicates_converged": matched["duplicates"] or 0,
         "actions_compared": sum(by_state.values()),
         "replies_confirmed": n(S.SENT, receipt=True) + attached,
         "receipts_attached": attached,
@@ -185,9 +195,6 @@ def report_summary(source: Source, run: ReconcileRun, counts: dict[str, int], no
 
 # -- report -----------------------------------------------------------------
 
-# (event_key, reply_key, action_id, action_state) for a finding whose row does not carry them.
-FINDING_DEFAULTS = ("", "", None, "")
-
 # Findings a person closes (decides or acknowledges). While one is open for a reply, a scan
 # that finds the same thing again counts it in the report but adds no second row, so the
 # queues and doctor agree (issue 15); the database refuses a second open row
@@ -208,7 +215,7 @@ def already_recorded(kind: str, *, actions: bool) -> Q:
 
 def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: str = Repair.NONE,
                     detail: str = "", *, actions: bool = False, receipts: bool = False) -> int:
-    """Write one finding per row, streamed in chunks (no table is held in memory).
+    """Write one finding per row, in one statement inside the database (no table is held in memory).
 
     A kind a person closes gets no second row for a reply while one is open (PERSON_KINDS).
     Returns how many rows were left out for that reason."""
@@ -218,23 +225,33 @@ def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: 
         carried = rows.filter(recorded).count()
         rows = rows.filter(~recorded)
     if actions:
-        rows = rows.values_list("event_id", "reply_key", "id", "delivery_state")
+        fields = ("event_id", "reply_key", "id", "delivery_state")
     elif receipts:
-        rows = rows.values_list("event_key", "reply_key")
+        fields = ("event_key", "reply_key")
     else:
-        rows = rows.values_list("event_key")
-    batch = []
-    for row in rows.order_by().iterator(chunk_size=CHUNK):
-        # Rows carry 1 (events), 2 (receipts) or 4 (actions) columns: the rest take their defaults.
-        event_key, reply_key, action_id, action_state = (*row, *FINDING_DEFAULTS[len(row):])
-        batch.append(Finding(report=report, kind=kind, event_key=event_key, reply_key=reply_key,
-                             action_id=action_id, action_state=action_state, repair=repair, detail=detail,
-                             repair_outcome=RepairOutcome.PLANNED if repair != Repair.NONE else ""))
-        if len(batch) >= CHUNK:
-            Finding.objects.bulk_create(batch)
-            batch = []
-    Finding.objects.bulk_create(batch)
+        fields = ("event_key",)
+    _findings_insert_select(report, kind, rows.order_by(), fields, repair, detail)
     return carried
+
+
+def _findings_insert_select(report: ReconcileReport, kind: str, rows: QuerySet, fields: tuple[str, ...],
+                            repair: str, detail: str) -> None:
+    """One INSERT ... SELECT: the comparison's rows become findings inside the database, none
+    read into Python (a set-based statement on PostgreSQL and SQLite alike)."""
+    # Positional aliases c0.. so the outer SELECT names them alike whatever the row's model.
+    rows = rows.values(**{f"c{i}": F(name) for i, name in enumerate(fields)})
+    select, params = rows.query.get_compiler(connection=connection).as_sql()
+    # Rows carry 1 (events), 2 (receipts) or 4 (actions) columns: the rest take their defaults.
+    picked = [f"r.c{i}" for i in range(len(fields))] + ["''", "''", "NULL", "''"][len(fields):]
+    qn = connection.ops.quote_name
+    columns = ["report", "kind", "event_key", "reply_key", "action", "action_state", "repair", "repair_outcome",
+               "detail", "repair_code", "decision", "decided_by", "decision_reason", "decision_result"]
+    names = ", ".join(qn(Finding._meta.get_field(c).column) for c in columns)
+    outcome = RepairOutcome.PLANNED if repair != Repair.NONE else ""
+    sql = (f"INSERT INTO {qn(Finding._meta.db_table)} ({names}) "
+           f"SELECT %s, %s, {', '.join(picked)}, %s, %s, %s, '', '', '', '', '' FROM ({select}) r")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [report.pk, kind, repair, outcome, detail, *params])
 
 
 def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison) -> dict[str, int]:
@@ -268,7 +285,7 @@ def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Compa
         Finding(report=report, kind=FindingKind.INVALID_SOURCE_ITEM,
                 detail=f"page {r['page']} item {r['index']}: {r['code']}")
         for r in run.rejections
-    ])
+    ], batch_size=CHUNK)
     return {kind: carried[kind] for kind in PERSON_KINDS}
 
 
@@ -297,6 +314,9 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
         # fresh statistics keep the comparison's joins on the right plans.
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {StagedEvent._meta.db_table}, {StagedReceipt._meta.db_table}")
+            # The comparison hashes a whole generation against the ledgers: room for its joins
+            # in memory, for this transaction only (the default 4 MB spills them to disk).
+            cursor.execute("SET LOCAL work_mem = '64MB'")
     comparison = generation_compare(source, run)
     counts = report_counts(source, run, comparison)
     # The report and its findings are written before any repair touches a ledger.

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 
-from django.db import DatabaseError, transaction
-from django.db.models import Exists, OuterRef
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Exists, F, OuterRef, QuerySet
+from django.utils import timezone
 
 from conduit.canonical import payload_hash
 from conduit.providers.base import Parsed
-from ingress.models import InboundEvent, ReconcileStatus, Source
-from ingress.services import events_reconcile_mark, observations_accept
+from ingress import services as ingress_services
+from ingress.contract import RECONCILE_TABLE
+from ingress.models import EventTransition, InboundEvent, ReconcileStatus, Source
+from ingress.services import observations_accept
 from reconcile import clock
 from reconcile.lease import LeaseLost, lease_renew
 from reconcile.models import (
@@ -28,15 +31,20 @@ from reconcile.models import (
     StagedEvent,
     StagedReceipt,
 )
-from reconcile.staging import staged_observations
+from reconcile.staging import fast_sql, rows_copy, staged_observations
+from replies.contract import REPLY_TABLE
 from replies.ledger import reply_action_transition
 from replies.models import DeliveryState as S
+from replies.models import ReplyAction, ReplyTransition
 
 logger = logging.getLogger("conduit.reconcile")
 
 RECONCILE_ACTOR = "system:reconcile"
 REPLAY_BATCH = 500
 CHUNK = 2000
+# A chunk of reply-ledger repairs this large moves in one statement (PostgreSQL); a smaller one
+# goes row by row through the ledger's transition function, where a set statement saves little.
+BATCH_MIN_ROWS = 100
 
 
 def repair_code(exc: BaseException) -> str:
@@ -70,6 +78,45 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                                                       repair_code=repair_code(exc))
 
 
+def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, at) -> int:
+    """PostgreSQL: ingress's `events_reconcile_mark` as one statement over the whole set.
+
+    The same effect, row for row: the events are locked in primary-key order;
+    those already in `to` get `reconciled_at` only; the rest move when
+    RECONCILE_TABLE declares their prior (with `reconciled_at`) and stay
+    otherwise, and each gets one history row, refused when undeclared.
+    Returns how many moved.
+    """
+    allowed = sorted(prior for prior, nxt in RECONCILE_TABLE.moves if nxt == to and prior is not None)
+    target = events.values(i=F("id"), s=F("reconcile_status")).order_by("id")
+    select, params = target.query.get_compiler(connection=connection).as_sql()
+    qn = connection.ops.quote_name
+    table, history = qn(InboundEvent._meta.db_table), qn(EventTransition._meta.db_table)
+    sql = f"""
+        WITH target AS ({select} FOR NO KEY UPDATE),
+        same AS (UPDATE {table} e SET reconciled_at = %s FROM target t WHERE e.id = t.i AND t.s = %s),
+        moved AS (UPDATE {table} e SET reconcile_status = %s, reconciled_at = %s FROM target t
+                  WHERE e.id = t.i AND t.s = ANY(%s) RETURNING e.id),
+        recorded AS (INSERT INTO {history} (event_id, ledger, prior_state, next_state, at, actor, reason_code, refused)
+                     SELECT t.i, %s, t.s, %s, %s, %s, %s, NOT (t.s = ANY(%s))
+                     FROM target t WHERE t.s <> %s ORDER BY t.i)
+        SELECT count(*) FROM moved"""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL work_mem = '64MB'")  # the set's joins in memory, this transaction only
+        cursor.execute(sql, [*params, at, to, to, at, allowed,
+                             RECONCILE_TABLE.ledger, to, at, actor, reason_code, allowed, to])
+        return cursor.fetchone()[0]
+
+
+def events_reconcile_mark(*, events: QuerySet, to: str, actor: str, reason_code: str, at) -> int:
+    """The reconcile-status move the evidence repair makes (and the seam tests plant faults in):
+    one set-based statement on PostgreSQL, ingress's own transition function elsewhere."""
+    if fast_sql():
+        return events_mark_set(events=events, to=to, actor=actor, reason_code=reason_code, at=at)
+    return ingress_services.events_reconcile_mark(events=events, to=to, actor=actor, reason_code=reason_code,
+                                                  at=at)
+
+
 def evidence_mark(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:
     """MATCHED for events the source shows with the same payload; SOURCE_UNVERIFIED for the
     local events the report found without source evidence."""
@@ -100,10 +147,69 @@ def evidence_mark(source: Source, token: str, run: ReconcileRun, report: Reconci
         unverified.update(repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc))
 
 
+def _actions_move_set(chunk: list[tuple], receipts: dict[str, str], *, to: str, reason: str) -> list[tuple]:
+    """PostgreSQL: the chunk's declared moves as one compare-and-set UPDATE over arrays.
+
+    Each row moves only from the state its finding saw (what `reply_action_transition`
+    with `expected` does one row at a time); the moved rows get their history rows
+    (one COPY) and their findings `applied` (one UPDATE). Returns the rows left to
+    the one-row path: an undeclared move, or a row that moved on since the report
+    (that path records the refusal as it always did)."""
+    batch = [row for row in chunk if REPLY_TABLE.allows(row[2], to)]
+    if not batch:
+        return chunk
+    if to == S.SENT:
+        assign = "delivery_state = %s, provider_reply_id = v.rid, last_error_code = '', sending_since = NULL"
+        assign_params = [to]
+    else:
+        assign = "delivery_state = %s, last_error_code = %s"
+        assign_params = [to, reason]
+    table = connection.ops.quote_name(ReplyAction._meta.db_table)
+    sql = (f"WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rid)) "
+           f"UPDATE {table} a SET {assign} FROM v WHERE a.id = v.id AND a.delivery_state = v.prior "
+           f"RETURNING a.id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[row[1] for row in batch], [row[2] for row in batch],
+                             [receipts.get(row[3], "") for row in batch], *assign_params])
+        moved = {row[0] for row in cursor.fetchall()}
+    at = timezone.now()
+    rows_copy(ReplyTransition, ("action", "ledger", "prior_state", "next_state", "at", "actor", "reason_code",
+                                "refused"),
+              [(row[1], REPLY_TABLE.ledger, row[2], to, at, RECONCILE_ACTOR, reason, False)
+               for row in batch if row[1] in moved])
+    Finding.objects.filter(pk__in=[row[0] for row in batch if row[1] in moved]).update(
+        repair_outcome=RepairOutcome.APPLIED, repair_code="")
+    return [row for row in chunk if row[1] not in moved]
+
+
+def _action_repair_one(finding_id: int, action_id: int, prior: str, reply_key: str, receipts: dict[str, str], *,
+                       to: str, reason: str) -> None:
+    """One reply-ledger transition, compare-and-set on the state the report saw, with its
+    finding's outcome in one savepoint."""
+    extra = ({"provider_reply_id": receipts.get(reply_key, ""), "last_error_code": "",
+              "sending_since": None} if to == S.SENT else {"last_error_code": reason})
+    try:
+        with transaction.atomic():
+            outcome = reply_action_transition(
+                action_id=action_id, to=to, actor=RECONCILE_ACTOR, reason_code=reason,
+                expected=prior, extra=extra,
+            )
+            Finding.objects.filter(pk=finding_id).update(
+                repair_outcome=RepairOutcome.APPLIED if outcome.applied else RepairOutcome.REFUSED,
+                repair_code="" if outcome.applied else "state_moved",
+            )
+    except Exception as exc:
+        logger.warning("reconcile repair action=%s failed type=%s", action_id, type(exc).__name__)
+        Finding.objects.filter(pk=finding_id).update(
+            repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc))
+
+
 def actions_repair(source: Source, token: str, run: ReconcileRun, report: ReconcileReport, *,
                    kind: str, to: str, reason: str) -> None:
-    """One reply-ledger transition per action, compare-and-set on the state the report saw;
-    each with its finding's outcome in one savepoint, a chunk a transaction."""
+    """The reply-ledger transitions the report planned, compare-and-set on the state the report
+    saw, a chunk a transaction: on PostgreSQL a chunk of BATCH_MIN_ROWS or more moves in one
+    statement (its history and outcomes with it); the rest (and a chunk whose statement failed)
+    go one savepoint a row through `reply_action_transition`."""
     planned = Finding.objects.filter(report=report, kind=kind, repair_outcome=RepairOutcome.PLANNED)
     planned.filter(action__isnull=True).update(repair_outcome=RepairOutcome.REFUSED, repair_code="action_gone")
     while chunk := list(planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]):
@@ -111,23 +217,17 @@ def actions_repair(source: Source, token: str, run: ReconcileRun, report: Reconc
             lease_renew(source.pk, token)
             receipts = dict(StagedReceipt.objects.filter(
                 run=run, reply_key__in=[row[3] for row in chunk]).values_list("reply_key", "provider_reply_id"))
-            for finding_id, action_id, prior, reply_key in chunk:
-                extra = ({"provider_reply_id": receipts.get(reply_key, ""), "last_error_code": "",
-                          "sending_since": None} if to == S.SENT else {"last_error_code": reason})
+            rest = chunk
+            if fast_sql() and len(chunk) >= BATCH_MIN_ROWS:
                 try:
-                    with transaction.atomic():
-                        outcome = reply_action_transition(
-                            action_id=action_id, to=to, actor=RECONCILE_ACTOR, reason_code=reason,
-                            expected=prior, extra=extra,
-                        )
-                        Finding.objects.filter(pk=finding_id).update(
-                            repair_outcome=RepairOutcome.APPLIED if outcome.applied else RepairOutcome.REFUSED,
-                            repair_code="" if outcome.applied else "state_moved",
-                        )
+                    with transaction.atomic():  # a savepoint: a failed statement takes the chunk's batch back
+                        rest = _actions_move_set(chunk, receipts, to=to, reason=reason)
                 except Exception as exc:
-                    logger.warning("reconcile repair action=%s failed type=%s", action_id, type(exc).__name__)
-                    Finding.objects.filter(pk=finding_id).update(
-                        repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc))
+                    logger.warning("reconcile repair batch source=%s run=%s failed type=%s; row by row",
+                                   source.name, run.pk, type(exc).__name__)
+                    rest = chunk
+            for finding_id, action_id, prior, reply_key in rest:
+                _action_repair_one(finding_id, action_id, prior, reply_key, receipts, to=to, reason=reason)
 
 
 def repairs_apply(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:

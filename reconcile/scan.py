@@ -48,11 +48,11 @@ from reconcile.repairs import RECONCILE_ACTOR
 from reconcile.schedule import error_record, schedule_after_failure, schedule_next_page
 from reconcile.staging import (
     MAX_PAGE_BYTES,
-    MAX_PAGES,
     ScanLimit,
     generation_discard,
     page_check,
     page_stage,
+    scan_limit,
 )
 
 logger = logging.getLogger("conduit.reconcile")
@@ -262,7 +262,7 @@ def _page_failed(source: Source, token: str, run: ReconcileRun, failure: PageFai
 def scan_until_done(
     *, source: Source, trigger: str = "command", actor: str = RECONCILE_ACTOR,
     since: datetime | None = None, until: datetime | None = None, base_url: str | None = None,
-    wait_seconds: float = 0.0, retry_every: float = 0.5, max_pages: int = MAX_PAGES + 1,
+    wait_seconds: float = 0.0, retry_every: float = 0.5, max_pages: int | None = None,
     on_page: Callable[[PageOutcome], None] | None = None,
 ) -> PageOutcome:
     """Page calls in the foreground until the scan leaves `staged`: its last outcome.
@@ -271,8 +271,10 @@ def scan_until_done(
     `retry_every` seconds for up to `wait_seconds`, then LeaseBusy is raised.
     ScanConflict (another window is active) is raised at once. `on_page` sees
     each staged page. A scan passes MAX_PAGES only by being discarded, so
-    `max_pages` page calls without an end mean something is wrong: RuntimeError.
+    `max_pages` page calls (default: the page limit plus one) without an end mean something
+    is wrong: RuntimeError.
     """
+    max_pages = scan_limit("pages") + 1 if max_pages is None else max_pages
     deadline = time.monotonic() + wait_seconds
     calls = 0
     while calls < max_pages:

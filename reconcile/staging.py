@@ -13,6 +13,8 @@ import hashlib
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 from django.db.models import F
 
 from conduit.providers.base import Observation, PageFailure, SourcePage
@@ -51,11 +53,33 @@ OBSERVED_FIELDS = tuple(f.name for f in dataclasses.fields(Observation) if f.nam
 STAGED_EVENT_COLUMNS = ("run", "event_key", *OBSERVED_FIELDS)
 STAGED_RECEIPT_COLUMNS = ("run", "reply_key", "provider_reply_id", "event_key")
 
-LIMIT_MESSAGES = {
-    "scan_too_many_pages": f"the scan needs more than {MAX_PAGES} pages",
-    "scan_too_many_items": f"the scan stages more than {MAX_STAGED_ITEMS} items",
-    "scan_too_large": f"the scan stages more than {MAX_STAGED_BYTES // (1024 * 1024)} MiB",
+# Seed 004: "Options permit explicit bounded adjustments." A setting replaces a per-scan
+# default, within these bounds (a bulk backfill or the benchmark's million events).
+LIMIT_SETTINGS = {
+    "pages": ("CONDUIT_RECONCILE_MAX_PAGES", 1, 100_000),
+    "items": ("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", 1, 20_000_000),
+    "bytes": ("CONDUIT_RECONCILE_MAX_STAGED_BYTES", 1, 16 * 1024 * 1024 * 1024),
 }
+
+
+def scan_limit(name: str) -> int:
+    """The per-scan limit in force: the setting when one is given (bounded), else seed 004's default."""
+    default = {"pages": MAX_PAGES, "items": MAX_STAGED_ITEMS, "bytes": MAX_STAGED_BYTES}[name]
+    setting, low, high = LIMIT_SETTINGS[name]
+    value = getattr(settings, setting, None)
+    if value is None:
+        return default
+    if not isinstance(value, int) or not low <= value <= high:
+        raise ImproperlyConfigured(f"{setting} must be an integer from {low} to {high}")
+    return value
+
+
+def _limit_message(code: str) -> str:
+    if code == "scan_too_many_pages":
+        return f"the scan needs more than {scan_limit('pages')} pages"
+    if code == "scan_too_many_items":
+        return f"the scan stages more than {scan_limit('items')} items"
+    return f"the scan stages more than {scan_limit('bytes') // (1024 * 1024)} MiB"
 
 
 class ScanLimit(Exception):
@@ -66,7 +90,7 @@ class ScanLimit(Exception):
         self.code = code
 
     def failure(self) -> PageFailure:
-        return PageFailure("protocol", self.code, LIMIT_MESSAGES[self.code])
+        return PageFailure("protocol", self.code, _limit_message(self.code))
 
 
 def _token_bytes(token: str) -> int:
@@ -117,12 +141,75 @@ def staged_observations(source: Source, run: ReconcileRun, event_keys: list[str]
             for index, row in enumerate(rows.values(*OBSERVED_FIELDS))]
 
 
+def fast_sql() -> bool:
+    """Whether the PostgreSQL set-based paths run (COPY, arrays, data-modifying CTEs).
+
+    Elsewhere (SQLite, the demo's default) the portable paths do the same work
+    row by row; the tests run both (tests/reconcile/test_bulk_paths.py)."""
+    return connection.vendor == "postgresql"
+
+
+def rows_copy(model: type, columns: tuple[str, ...] | list[str], rows: list[tuple]) -> None:
+    """COPY rows (values in `columns` order, field names) into the model's table: PostgreSQL only.
+
+    One statement whatever the count: psycopg streams the rows, so nothing is
+    rendered into SQL text and no placeholder is parsed per value."""
+    if not rows:
+        return
+    meta = model._meta
+    qn = connection.ops.quote_name
+    names = ", ".join(qn(meta.get_field(c).column) for c in columns)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY {qn(meta.db_table)} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
 def _insert_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
     """INSERT ... ON CONFLICT DO NOTHING in bounded statements; how many rows were new."""
     return sum(
         len(insert_rows(model, columns, rows[i:i + STAGE_STATEMENT_ROWS], ignore_conflicts=True))
         for i in range(0, len(rows), STAGE_STATEMENT_ROWS)
     )
+
+
+def _copy_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
+    """PostgreSQL: COPY rows into a page-sized temporary table, then one INSERT ... SELECT ...
+    ON CONFLICT DO NOTHING into the model's table; how many rows were new.
+
+    The unique constraint, not a prior lookup, decides what was staged already
+    (each row one probe of its index); the temporary table is the session's own
+    and is emptied when the transaction ends."""
+    if not rows:
+        return 0
+    meta = model._meta
+    qn = connection.ops.quote_name
+    names = ", ".join(qn(meta.get_field(c).column) for c in columns)
+    page_table = qn(f"page_{meta.db_table}")
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {page_table} ON COMMIT DELETE ROWS AS "
+                       f"SELECT {names} FROM {qn(meta.db_table)} WITH NO DATA")
+        cursor.execute(f"DELETE FROM {page_table}")  # a savepoint rolled back may have left a page
+        with cursor.cursor.copy(f"COPY {page_table} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {qn(meta.db_table)} ({names}) SELECT {names} FROM {page_table} "
+                       f"ON CONFLICT DO NOTHING")
+        return cursor.rowcount
+
+
+def _stage_copy(run: ReconcileRun, page: SourcePage) -> tuple[int, int]:
+    """PostgreSQL: the page's events and receipts staged by COPY; (new events, new receipts).
+
+    As the portable path: an event already staged (by this page or an earlier
+    one) is one event when its payload is the same, and fails the page (its
+    transaction takes the staging back) when not; a receipt staged already stays."""
+    events = [staged_row(run.pk, o) for o in page.observations]
+    new_events = _copy_new(StagedEvent, STAGED_EVENT_COLUMNS, events)
+    if new_events < len(events):
+        _refuse_conflicting_duplicates(run, page.observations)
+    receipts = [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts]
+    return new_events, _copy_new(StagedReceipt, STAGED_RECEIPT_COLUMNS, receipts)
 
 
 def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
@@ -132,24 +219,28 @@ def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
     event; with another payload the page fails (and stages nothing). Raises
     ScanLimit when the generation would pass a per-scan limit.
     """
-    if run.pages + 1 > MAX_PAGES:
+    if run.pages + 1 > scan_limit("pages"):
         raise ScanLimit("scan_too_many_pages")
-    if run.staged_bytes + page.size_bytes > MAX_STAGED_BYTES:
+    if run.staged_bytes + page.size_bytes > scan_limit("bytes"):
         raise ScanLimit("scan_too_large")
-    new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS, [staged_row(run.pk, o) for o in page.observations])
-    if new_events < len(page.observations):
-        # Some were staged already (by this page or an earlier one): same payload or
-        # the page fails, and its transaction takes these inserts back with it.
-        _refuse_conflicting_duplicates(run, page.observations)
-    new_receipts = _insert_new(
-        StagedReceipt, STAGED_RECEIPT_COLUMNS,
-        [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts],
-    )
+    if fast_sql():
+        new_events, new_receipts = _stage_copy(run, page)
+    else:
+        new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS,
+                                 [staged_row(run.pk, o) for o in page.observations])
+        if new_events < len(page.observations):
+            # Some were staged already (by this page or an earlier one): same payload or
+            # the page fails, and its transaction takes these inserts back with it.
+            _refuse_conflicting_duplicates(run, page.observations)
+        new_receipts = _insert_new(
+            StagedReceipt, STAGED_RECEIPT_COLUMNS,
+            [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts],
+        )
     kept = run.rejections
     for rejection in page.rejections:
         if len(kept) < MAX_KEPT_REJECTIONS:
             kept.append({"page": run.pages + 1, "index": rejection.index, "code": rejection.reason_code})
-    if run.staged_events + new_events + run.staged_receipts + new_receipts > MAX_STAGED_ITEMS:
+    if run.staged_events + new_events + run.staged_receipts + new_receipts > scan_limit("items"):
         raise ScanLimit("scan_too_many_items")
     seen = run.cursors_seen + ([_cursor_digest(page.next_cursor)] if page.next_cursor else [])
     ReconcileRun.objects.filter(pk=run.pk).update(
