@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from psycopg.types.json import Jsonb
 
 # Fields whose database value is the Python value itself for str/int/bool.
@@ -34,18 +34,32 @@ def _columns(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tu
 
 
 def _prep(field: models.Field, value: Any) -> Any:
-    kind = type(value)
-    if kind in _PLAIN_VALUES and isinstance(field, _PLAIN_FIELDS):
-        return value
-    # PostgreSQL stores an aware time as it is (the ORM's preparation returns it unchanged).
-    if kind is datetime and value.tzinfo is not None and isinstance(field, models.DateTimeField) \
-            and connection.vendor == "postgresql":
-        return value
-    return field.get_db_prep_save(value, connection)
+    return _preparer(field, connection.vendor == "postgresql", connection)(value)
+
+
+def _preparer(field: models.Field, postgres: bool, database) -> Callable[[Any], Any]:
+    """How one column's values are prepared: as they are where the ORM would return them unchanged
+    (plain strings, integers and booleans; on PostgreSQL an aware time), else get_db_prep_save."""
+    prepare = field.get_db_prep_save
+    plain = isinstance(field, _PLAIN_FIELDS)
+    aware_time = postgres and isinstance(field, models.DateTimeField)
+
+    def prep(value: Any) -> Any:
+        kind = type(value)
+        if plain and kind in _PLAIN_VALUES:
+            return value
+        if aware_time and kind is datetime and value.tzinfo is not None:
+            return value
+        return prepare(value, database)
+
+    return prep
 
 
 def _prepped(fields: tuple, rows: list[Sequence[Any]]) -> list[list[Any]]:
-    return [[_prep(f, v) for f, v in zip(fields, row)] for row in rows]
+    # The connection is resolved once for the rows, not once per value.
+    database = connections[DEFAULT_DB_ALIAS]
+    preparers = [_preparer(f, database.vendor == "postgresql", database) for f in fields]
+    return [[prep(v) for prep, v in zip(preparers, row)] for row in rows]
 
 
 _JSON_PLAIN = (str, int, bool, type(None))
@@ -54,6 +68,7 @@ _JSON_PLAIN = (str, int, bool, type(None))
 def _json_rows(fields: tuple, rows: list[list[Any]]) -> str | None:
     """Prepared rows as one JSON array of arrays, or None when a value has no exact JSON form."""
     encoded = []
+    times: dict[datetime, str] = {}  # a batch repeats its time in every row
     for row in rows:
         out = []
         for field, value in zip(fields, row):
@@ -61,7 +76,10 @@ def _json_rows(fields: tuple, rows: list[list[Any]]) -> str | None:
             if kind in _JSON_PLAIN or isinstance(value, str):  # a TextChoices member is its text
                 out.append(value)
             elif kind is datetime:
-                out.append(value.isoformat())
+                text = times.get(value)
+                if text is None:
+                    text = times[value] = value.isoformat()
+                out.append(text)
             elif isinstance(value, Jsonb) and isinstance(field, models.JSONField) and field.encoder is None:
                 out.append(value.obj)
             else:
