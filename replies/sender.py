@@ -10,7 +10,7 @@ Each action goes out through its own reply route (source + purpose).
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Callable
 
 from django.conf import settings
@@ -22,9 +22,14 @@ from conduit.metrics import observe_send
 from conduit.providers.base import Ambiguous, NotSent
 from conduit.sql import from_row, insert_rows, select_list, update_rows
 from ingress.models import InboundEvent, Source
-from replies.contract import backoff_seconds, failure_is_incurable
+from replies.contract import REPLY_TABLE, backoff_seconds, failure_is_incurable
 from replies.evidence import reply_evidence_resolve
-from replies.ledger import reply_action_transition
+from replies.ledger import (
+    history_insert_sql,
+    one_statement_moves,
+    reply_action_finish,
+    reply_action_transition,
+)
 from replies.models import (
     AttemptTransport,
     CanarySinkRecord,
@@ -112,23 +117,31 @@ def _claim(action: ReplyAction, now: datetime, *, locked: bool = False) -> bool:
 
 
 def _finish(action: ReplyAction, *, to: str, reason: str, attempt: dict, extra: dict) -> str:
-    """Record the attempt's evidence and move SENDING -> `to` in one transaction.
+    """Record the attempt's evidence and move SENDING -> `to`, together (one statement on PostgreSQL).
 
     If the sweeper already parked the action (this worker outlived its lease),
     a receipt still lands: SEND_STATUS_UNKNOWN -> SENT; any other outcome
     leaves it parked for a person.
     """
-    with transaction.atomic():
-        if attempt:
-            update_rows(
-                SendAttempt, assign=attempt,
-                where={"action": action.pk, "attempt_number": action.attempt_count},
+    # One statement, atomic by itself: the attempt's evidence, the move and its history
+    # (PostgreSQL); elsewhere, or for what it does not take, the same writes in a transaction.
+    outcome = reply_action_finish(
+        action_id=action.pk, attempt_number=action.attempt_count, to=to, actor=SENDER,
+        reason_code=reason, extra={"sending_since": None, **extra}, attempt=attempt,
+    )
+    if outcome is None:
+        with transaction.atomic():
+            if attempt:
+                update_rows(
+                    SendAttempt, assign=attempt,
+                    where={"action": action.pk, "attempt_number": action.attempt_count},
+                )
+            outcome = reply_action_transition(
+                action_id=action.pk, to=to, actor=SENDER, reason_code=reason, expected=S.SENDING,
+                extra={"sending_since": None, **extra}, record_lost_race=False,
             )
-        outcome = reply_action_transition(
-            action_id=action.pk, to=to, actor=SENDER, reason_code=reason, expected=S.SENDING,
-            extra={"sending_since": None, **extra}, record_lost_race=False,
-        )
-        if not outcome.applied and outcome.prior == S.SEND_STATUS_UNKNOWN and to == S.SENT:
+    if not outcome.applied and outcome.prior == S.SEND_STATUS_UNKNOWN and to == S.SENT:
+        with transaction.atomic():
             outcome = reply_action_transition(
                 action_id=action.pk, to=S.SENT, actor=SENDER, reason_code="receipt_after_lease_expired",
                 expected=S.SEND_STATUS_UNKNOWN, extra=extra,
@@ -144,8 +157,12 @@ def reply_send(*, action_id: int) -> str:
     Safe to call any number of times for the same id: only a successful claim
     reaches the transport, and only APPROVED or due FAILED_BEFORE_SEND can be claimed.
     """
-    action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
     now = timezone.now()
+    claimed, action = _claim_in_one_statement(now, action_id=action_id)
+    if claimed is not None:
+        return _deliver(claimed, now)
+    if action is None:  # not due (or not PostgreSQL): read it to say why
+        action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
     with transaction.atomic():
         held = _held(action, now)
         if held:
@@ -164,6 +181,9 @@ def reply_send_next() -> tuple[int, str] | None:
     draining together never wait on or contend for the same row.
     """
     now = timezone.now()
+    claimed, _ = _claim_in_one_statement(now)
+    if claimed is not None:
+        return claimed.pk, _deliver(claimed, now)
     # An action held back by its account's budget pauses that account (in the same transaction),
     # so the next lock skips it and finds another account's work; a few tries at most.
     for _ in range(MAX_HELD_PER_CALL):
@@ -214,6 +234,144 @@ def _lock_next(now: datetime) -> ReplyAction | None:
     action.event = event
     action._reply_route = route if route.pk is not None else None  # no route: LEFT JOIN nulls
     return action
+
+
+# --- the claim in one statement -------------------------------------------------------------
+
+# A datetime no caller passes: it marks where `now` goes in the claim's compiled SQL.
+_NOW_MARK = datetime(2000, 1, 1, 0, 0, 0, 424242, tzinfo=UTC)
+# An id no row has, and the mark that takes its place in the by-id claim's params.
+_ID_MARK_INT = -424242
+_ID_MARK = object()
+_claim_sql_cache: dict[tuple, tuple[str, list, list[int]]] = {}
+
+
+def _claim_sql(*, by_id: bool) -> tuple[str, list, list[int]] | None:
+    """The one-statement claim's SQL, its params with `now` marked, and where `now` goes.
+
+    Compiled once per process (and per `_due`, which tests replace to take a guard away):
+    the ORM's compiler costs more than the statement. None when `now` (or the id) cannot be
+    located in the compiled params: the transaction path then claims.
+    """
+    due = _due
+    key = (by_id, due, connection.vendor)
+    if key in _claim_sql_cache:
+        return _claim_sql_cache[key]
+    def compiled(mark: datetime) -> tuple[str, list]:
+        if by_id:
+            # By id (a queue task), only the state decides; the move below checks the source
+            # and budget, and an action it leaves goes to the transaction path, which says why.
+            claimable = Q(pk__in=[])
+            for state, condition in CLAIMABLE.items():
+                claimable |= Q(delivery_state=state, **condition(mark))
+            inner = ReplyAction.objects.select_for_update(no_key=True).filter(claimable, pk=_ID_MARK_INT)
+        else:
+            inner = ReplyAction.objects.select_for_update(skip_locked=True, no_key=True).filter(due(mark))
+            inner = inner.order_by("id")
+        # The compiler refuses a locking read outside a transaction; nothing runs in this one.
+        with transaction.atomic(savepoint=False):
+            inner_sql, inner_params = inner.values("id")[:1].query.sql_with_params()
+        return inner_sql, list(inner_params)
+
+    inner_sql, inner_params = compiled(_NOW_MARK)
+    other_sql, other_params = compiled(_NOW_MARK + timedelta(days=1))
+    # `now` must sit in the params as passed, and nowhere else: compare two compilations.
+    differ = [i for i, (a, b) in enumerate(zip(inner_params, other_params)) if a != b]
+    if other_sql != inner_sql or any(inner_params[i] != _NOW_MARK for i in differ):
+        return None
+    if by_id:
+        at = [i for i, p in enumerate(inner_params) if type(p) is int and p == _ID_MARK_INT]
+        if len(at) != 1:
+            return None
+        inner_params[at[0]] = _ID_MARK
+    qn = connection.ops.quote_name
+    actions, events, sources = (qn(m._meta.db_table) for m in (ReplyAction, InboundEvent, Source))
+    routes, budgets, attempts = (qn(m._meta.db_table) for m in (ReplyRoute, SendBudget, SendAttempt))
+    claimable_from = [state for state in CLAIMABLE if REPLY_TABLE.allows(state, S.SENDING)]
+    returned = select_list(ReplyAction, "a")
+    sql = (
+        f"WITH next AS (SELECT {returned} FROM {actions} a WHERE a.{qn('id')} = ({inner_sql})), "
+        # The move: only what _held would pass without a word (not a canary, its source's token
+        # not refused, its budget row holding no count and no pause); anything else is claimed
+        # (or refused, with its reason) by the transaction path.
+        f"moved AS (UPDATE {actions} a SET {qn('delivery_state')} = %s, {qn('sending_since')} = %s, "
+        f"{qn('next_attempt_at')} = NULL, {qn('attempt_count')} = a.{qn('attempt_count')} + 1 FROM next "
+        f"WHERE a.{qn('id')} = next.{qn('id')} AND a.{qn('delivery_state')} = next.{qn('delivery_state')} "
+        f"AND a.{qn('delivery_state')} IN ({', '.join(['%s'] * len(claimable_from))}) AND NOT a.{qn('canary')} "
+        f"AND EXISTS (SELECT 1 FROM {budgets} b JOIN {events} e ON e.{qn('source_id')} = b.{qn('source_id')} "
+        f"JOIN {sources} s ON s.{qn('id')} = e.{qn('source_id')} AND NOT s.{qn('needs_reauth')} "
+        f"WHERE e.{qn('event_key')} = a.{qn('event_key')} AND b.{qn('purpose')} = a.{qn('purpose')} "
+        f"AND b.{qn('limit')} IS NULL AND (b.{qn('paused_until')} IS NULL OR b.{qn('paused_until')} <= %s)) "
+        f"RETURNING {returned}), "
+        f"history AS ({history_insert_sql(rows_from='moved JOIN next ON next.id = moved.id', id_expr='moved.id', prior_expr='next.delivery_state')}), "
+        f"attempt AS (INSERT INTO {attempts} ({qn('action_id')}, {qn('attempt_number')}, {qn('at')}, "
+        f"{qn('transport')}, {qn('evidence')}, {qn('transport_name')}) "
+        f"SELECT moved.{qn('id')}, moved.{qn('attempt_count')}, %s, %s, %s, COALESCE(r.{qn('transport_name')}, '') "
+        f"FROM moved JOIN {events} e ON e.{qn('event_key')} = moved.{qn('event_key')} "
+        f"LEFT JOIN {routes} r ON r.{qn('source_id')} = e.{qn('source_id')} AND r.{qn('purpose')} = moved.{qn('purpose')}) "
+        # The action as claimed (or, not claimed here, as read), with its event, source and route.
+        f"SELECT moved.{qn('id')}, COALESCE(moved.{qn('delivery_state')}, next.{qn('delivery_state')}), "
+        f"COALESCE(moved.{qn('attempt_count')}, next.{qn('attempt_count')}), "
+        f"COALESCE(moved.{qn('sending_since')}, next.{qn('sending_since')}), "
+        f"{select_list(ReplyAction, 'next')}, {select_list(InboundEvent, 'e')}, "
+        f"{select_list(Source, 's')}, {select_list(ReplyRoute, 'r')} FROM next "
+        f"LEFT JOIN moved ON moved.{qn('id')} = next.{qn('id')} "
+        f"JOIN {events} e ON e.{qn('event_key')} = next.{qn('event_key')} "
+        f"JOIN {sources} s ON s.{qn('id')} = e.{qn('source_id')} "
+        f"LEFT JOIN {routes} r ON r.{qn('source_id')} = s.{qn('id')} AND r.{qn('purpose')} = next.{qn('purpose')}"
+    )
+    params = [*inner_params, S.SENDING.value, _NOW_MARK, *(str(state) for state in claimable_from), _NOW_MARK,
+              S.SENDING.value, _NOW_MARK, SENDER, "claimed",
+              _NOW_MARK, AttemptTransport.SENT.value, "claimed; request about to be written"]
+    now_at = [i for i, p in enumerate(params) if isinstance(p, datetime) and p == _NOW_MARK]
+    _claim_sql_cache[key] = (sql, params, now_at)
+    return _claim_sql_cache[key]
+
+
+
+
+def _claim_in_one_statement(
+    now: datetime, *, action_id: int | None = None
+) -> tuple[ReplyAction | None, ReplyAction | None]:
+    """Claim the next free due action (or `action_id`) in one statement: (claimed, read).
+
+    One round trip, atomic as a statement is: the locking read (FOR NO KEY UPDATE, SKIP
+    LOCKED when draining), the compare-and-set to SENDING, its history row and the attempt
+    row written `sent`, before any transport code runs. It claims only an action whose claim
+    _held would allow without a word: no canary, and a budget row with no count and no pause
+    (an account's budget is counted under its row lock, in the transaction path). Not claimed
+    here, the caller's transaction path decides (it finds no due action, or claims one this
+    statement left to it, or says why it is held); `read` is then the due action this
+    statement found, with its event, source and route, so that path need not read them again.
+    """
+    if not one_statement_moves():
+        return None, None
+    compiled = _claim_sql(by_id=action_id is not None)
+    if compiled is None:
+        return None, None
+    sql, template, now_at = compiled
+    params = list(template)
+    for i in now_at:
+        params[i] = now
+    if action_id is not None:
+        params[params.index(_ID_MARK)] = action_id
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:  # nothing due
+        return None, None
+    claimed, state, attempt_count, sending_since = row[:4]
+    action, rest = from_row(ReplyAction, row[4:])
+    event, rest = from_row(InboundEvent, rest)
+    event.source, rest = from_row(Source, rest)
+    route, _ = from_row(ReplyRoute, rest)
+    action.event = event
+    action._reply_route = route if route.pk is not None else None
+    if claimed is None:  # due, but left to the transaction path: here is what it would read
+        return None, action
+    action.delivery_state, action.attempt_count = state, attempt_count
+    action.sending_since, action.next_attempt_at = sending_since, None
+    return action, None
 
 
 @observe_send(transport_of=_transport_name)

@@ -7,6 +7,9 @@ environment (CONDUIT_LIVE_SEND) and the route's owner both say on.
 
 from __future__ import annotations
 
+import os
+import threading
+
 from django.conf import settings
 
 from conduit.providers.base import Transport
@@ -37,8 +40,24 @@ def route_is_live(route: ReplyRoute) -> bool:
     return live_for(route.target_url) if live_for is not None else cls.live
 
 
+# Transports kept per thread (and process) so their connections stay alive from send to send.
+KEPT_TRANSPORTS = 32
+_kept = threading.local()
+
+
+def _kept_transports() -> dict:
+    if getattr(_kept, "pid", None) != os.getpid():  # a forked child starts with none of its parent's
+        _kept.pid, _kept.transports = os.getpid(), {}
+    return _kept.transports
+
+
 def transport_for(route: ReplyRoute) -> Transport:
-    """Build the route's transport; a live one only when both switches say on."""
+    """The route's transport; a live one only when both switches say on (asked on every call).
+
+    A transport class that keeps a connection alive (`kept_alive`) and acts as no account is
+    built once per (class, address, options) in each thread and handed back on later calls,
+    refreshed as a new build would be; any other is built on every call.
+    """
     cls = transport_class(route.transport_name)
     if route_is_live(route) and not live_send_allowed(route):
         raise LiveSendDisabled(
@@ -46,6 +65,18 @@ def transport_for(route: ReplyRoute) -> Transport:
             "enable live sending for the reply route"
         )
     options = {"timeout": settings.CONDUIT_TRANSPORT_TIMEOUT_SECONDS}
+    if getattr(cls, "kept_alive", False) and not getattr(cls, "source_bound", False):
+        kept = _kept_transports()
+        key = (cls, route.target_url, tuple(sorted(options.items())))
+        transport = kept.get(key)
+        if transport is not None:
+            transport.refresh()
+            return transport
+        transport = cls(route.target_url, **options)
+        if len(kept) >= KEPT_TRANSPORTS:
+            kept.pop(next(iter(kept))).close()
+        kept[key] = transport
+        return transport
     if getattr(cls, "source_bound", False):
         # A platform transport acts as the source's account, with its token (from the variable
         # the source names, never stored).

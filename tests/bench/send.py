@@ -46,7 +46,8 @@ def make_actions(source, count: int, tag: str) -> list[int]:
     sender.enqueue_send = lambda action_id: None  # no cluster here: the workers below send
     ids = list(ReplyAction.objects.filter(delivery_state="REVIEW_PENDING").values_list("id", flat=True))
     for action_id in ids:
-        assert services.reply_approve(action_id=action_id, actor="bench").ok
+        result = services.reply_approve(action_id=action_id, actor="bench")
+        assert result.ok, result
     return ids
 
 
@@ -115,6 +116,9 @@ def main() -> None:
     args = parser.parse_args()
     source = bench_source("sendbench", ACCOUNT)
     for purpose in source.purposes:
+        # Approval needs a route per purpose; its target is set to each run's provider below.
+        ReplyRoute.objects.get_or_create(source=source, purpose=purpose,
+                                         defaults={"transport_name": "sandbox", "target_url": "http://127.0.0.1:9"})
         services.reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose,
                                  text="synthetic bench copy", actor="bench")
     dsn = raw_dsn()
