@@ -214,28 +214,31 @@ def already_recorded(kind: str, *, actions: bool) -> Q:
 
 
 def _findings_write(report: ReconcileReport, kind: str, rows: QuerySet, repair: str = Repair.NONE,
-                    detail: str = "", *, actions: bool = False, receipts: bool = False) -> int:
+                    detail: str = "", *, actions: bool = False, receipts: bool = False,
+                    total: int | None = None) -> int:
     """Write one finding per row, in one statement inside the database (no table is held in memory).
 
     A kind a person closes gets no second row for a reply while one is open (PERSON_KINDS).
-    Returns how many rows were left out for that reason."""
-    carried = 0
+    Returns how many rows were left out for that reason: `total` (the kind's count in the
+    report, when the caller has it) less the rows written."""
+    found = rows
     if kind in PERSON_KINDS:
-        recorded = already_recorded(kind, actions=actions)
-        carried = rows.filter(recorded).count()
-        rows = rows.filter(~recorded)
+        rows = rows.filter(~already_recorded(kind, actions=actions))
     if actions:
         fields = ("event_id", "reply_key", "id", "delivery_state")
     elif receipts:
         fields = ("event_key", "reply_key")
     else:
         fields = ("event_key",)
-    _findings_insert_select(report, kind, rows.order_by(), fields, repair, detail)
-    return carried
+    written = _findings_insert_select(report, kind, rows.order_by(), fields, repair, detail)
+    if kind not in PERSON_KINDS:
+        return 0
+    # Left out = found - written (one count, or none when the report counted the kind already).
+    return max(0, (found.count() if total is None else total) - written)
 
 
 def _findings_insert_select(report: ReconcileReport, kind: str, rows: QuerySet, fields: tuple[str, ...],
-                            repair: str, detail: str) -> None:
+                            repair: str, detail: str) -> int:
     """One INSERT ... SELECT: the comparison's rows become findings inside the database, none
     read into Python (a set-based statement on PostgreSQL and SQLite alike)."""
     # Positional aliases c0.. so the outer SELECT names them alike whatever the row's model.
@@ -252,15 +255,22 @@ def _findings_insert_select(report: ReconcileReport, kind: str, rows: QuerySet, 
            f"SELECT %s, %s, {', '.join(picked)}, %s, %s, %s, '', '', '', '', '' FROM ({select}) r")
     with connection.cursor() as cursor:
         cursor.execute(sql, [report.pk, kind, repair, outcome, detail, *params])
+        return cursor.rowcount
 
 
-def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison) -> dict[str, int]:
+def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison,
+                   counts: dict[str, int] | None = None) -> dict[str, int]:
     """Every finding of the report, each kind with the repair it plans (seed 000's repair table).
 
     Returns, per kind a person closes, how many this scan found again while already open
     (counted in the report, recorded once)."""
     c = comparison
     carried = {}
+    # The report's own counts of the kinds a person closes (the same sets), so that what was
+    # found again is the count less the rows written, without counting the sets again.
+    totals = {FindingKind.RETRY_CANDIDATE: "retry_candidates", FindingKind.UNEXPECTED_RECEIPT: "unexpected_receipts",
+              FindingKind.UNKNOWN_RECEIPT: "unknown_receipts"}
+    total = {kind: counts[name] for kind, name in totals.items()} if counts else {}
     _findings_write(report, FindingKind.MISSING_LOCAL, c.missing, Repair.REPLAYED,
                     "the source has it and Conduit did not: replayed through ingest, replies held for review")
     _findings_write(report, FindingKind.IDENTITY_CONFLICT, c.conflicting, Repair.NONE,
@@ -277,10 +287,11 @@ def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Compa
         (FindingKind.UNEXPECTED_RECEIPT, c.unexpected, Repair.NONE,
          "the provider shows a reply for an action Conduit did not send"),
     ):
-        carried[kind] = _findings_write(report, kind, rows, repair, detail, actions=True)
+        carried[kind] = _findings_write(report, kind, rows, repair, detail, actions=True, total=total.get(kind))
     carried[FindingKind.UNKNOWN_RECEIPT] = _findings_write(
         report, FindingKind.UNKNOWN_RECEIPT, c.unknown_receipts, Repair.NONE,
-        "the provider shows a reply under a key Conduit never planned", receipts=True)
+        "the provider shows a reply under a key Conduit never planned", receipts=True,
+        total=total.get(FindingKind.UNKNOWN_RECEIPT))
     Finding.objects.bulk_create([
         Finding(report=report, kind=FindingKind.INVALID_SOURCE_ITEM,
                 detail=f"page {r['page']} item {r['index']}: {r['code']}")
@@ -322,7 +333,7 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
     # The report and its findings are written before any repair touches a ledger.
     report = ReconcileReport.objects.create(run=run, source=source, created_at=now,
                                             summary=report_summary(source, run, counts, now))
-    carried = findings_write(report, run, comparison)
+    carried = findings_write(report, run, comparison, counts)
     # Unexpected receipts and open decisions are named in the summary, not only counted (issue 15).
     report.summary["needs_a_person"] = attention_summary(report, carried)
     report.save(update_fields=["summary"])

@@ -40,8 +40,10 @@ from replies.models import ReplyAction, ReplyTransition
 logger = logging.getLogger("conduit.reconcile")
 
 RECONCILE_ACTOR = "system:reconcile"
-REPLAY_BATCH = 500
-CHUNK = 2000
+# Missing events replayed per ingest batch (one transaction each): larger batches mean fewer
+# statements per event; each batch's observations are held in memory, so it stays bounded.
+REPLAY_BATCH = 2000
+CHUNK = 5000
 # A chunk of reply-ledger repairs this large moves in one statement (PostgreSQL); a smaller one
 # goes row by row through the ledger's transition function, where a set statement saves little.
 BATCH_MIN_ROWS = 100
@@ -68,7 +70,7 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                     source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{digest[:32]}",
                     body_hash=digest, body_bytes=0, now=clock.now(), actor=RECONCILE_ACTOR,
                 )
-                planned.filter(event_key__in=keys).update(repair_outcome=RepairOutcome.APPLIED)
+                _findings_outcome(planned, keys, RepairOutcome.APPLIED)
         except LeaseLost:
             raise
         except Exception as exc:
@@ -76,6 +78,19 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                            source.name, run.pk, type(exc).__name__)
             planned.filter(event_key__in=keys).update(repair_outcome=RepairOutcome.FAILED,
                                                       repair_code=repair_code(exc))
+
+
+def _findings_outcome(planned: QuerySet, keys: list[str], outcome: str) -> None:
+    """Set the outcome of the planned findings under `keys`: on PostgreSQL one array parameter
+    (`= ANY(%s)`) instead of a placeholder per key."""
+    if not fast_sql():
+        planned.filter(event_key__in=keys).update(repair_outcome=outcome)
+        return
+    select, params = planned.values("id").query.get_compiler(connection=connection).as_sql()
+    table = connection.ops.quote_name(Finding._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET repair_outcome = %s WHERE id IN ({select}) AND event_key = ANY(%s)",
+                       [outcome, *params, keys])
 
 
 def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, at) -> int:
@@ -147,11 +162,12 @@ def evidence_mark(source: Source, token: str, run: ReconcileRun, report: Reconci
         unverified.update(repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc))
 
 
-def _actions_move_set(chunk: list[tuple], receipts: dict[str, str], *, to: str, reason: str) -> list[tuple]:
+def _actions_move_set(run: ReconcileRun, chunk: list[tuple], *, to: str, reason: str) -> list[tuple]:
     """PostgreSQL: the chunk's declared moves as one compare-and-set UPDATE over arrays.
 
     Each row moves only from the state its finding saw (what `reply_action_transition`
-    with `expected` does one row at a time); the moved rows get their history rows
+    with `expected` does one row at a time); a receipt comes from the run's staged
+    receipts, joined in the statement. The moved rows get their history rows
     (one COPY) and their findings `applied` (one UPDATE). Returns the rows left to
     the one-row path: an undeclared move, or a row that moved on since the report
     (that path records the refusal as it always did)."""
@@ -159,26 +175,30 @@ def _actions_move_set(chunk: list[tuple], receipts: dict[str, str], *, to: str, 
     if not batch:
         return chunk
     if to == S.SENT:
-        assign = "delivery_state = %s, provider_reply_id = v.rid, last_error_code = '', sending_since = NULL"
+        assign = ("delivery_state = %s, provider_reply_id = COALESCE(r.provider_reply_id, ''), "
+                  "last_error_code = '', sending_since = NULL")
         assign_params = [to]
     else:
         assign = "delivery_state = %s, last_error_code = %s"
         assign_params = [to, reason]
-    table = connection.ops.quote_name(ReplyAction._meta.db_table)
-    sql = (f"WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rid)) "
-           f"UPDATE {table} a SET {assign} FROM v WHERE a.id = v.id AND a.delivery_state = v.prior "
-           f"RETURNING a.id")
+    qn = connection.ops.quote_name
+    table, staged = qn(ReplyAction._meta.db_table), qn(StagedReceipt._meta.db_table)
+    sql = (f"WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rkey)), "
+           f"r AS (SELECT v.id, s.provider_reply_id FROM v LEFT JOIN {staged} s "
+           f"ON s.run_id = %s AND s.reply_key = v.rkey) "
+           f"UPDATE {table} a SET {assign} FROM v JOIN r ON r.id = v.id "
+           f"WHERE a.id = v.id AND a.delivery_state = v.prior RETURNING a.id")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [[row[1] for row in batch], [row[2] for row in batch],
-                             [receipts.get(row[3], "") for row in batch], *assign_params])
+        cursor.execute(sql, [[row[1] for row in batch], [row[2] for row in batch], [row[3] for row in batch],
+                             run.pk, *assign_params])
         moved = {row[0] for row in cursor.fetchall()}
-    at = timezone.now()
-    rows_copy(ReplyTransition, ("action", "ledger", "prior_state", "next_state", "at", "actor", "reason_code",
-                                "refused"),
-              [(row[1], REPLY_TABLE.ledger, row[2], to, at, RECONCILE_ACTOR, reason, False)
-               for row in batch if row[1] in moved])
-    Finding.objects.filter(pk__in=[row[0] for row in batch if row[1] in moved]).update(
-        repair_outcome=RepairOutcome.APPLIED, repair_code="")
+        at = timezone.now()
+        rows_copy(ReplyTransition, ("action", "ledger", "prior_state", "next_state", "at", "actor", "reason_code",
+                                    "refused"),
+                  [(row[1], REPLY_TABLE.ledger, row[2], to, at, RECONCILE_ACTOR, reason, False)
+                   for row in batch if row[1] in moved])
+        cursor.execute(f"UPDATE {qn(Finding._meta.db_table)} SET repair_outcome = %s, repair_code = '' "
+                       f"WHERE id = ANY(%s)", [RepairOutcome.APPLIED, [row[0] for row in batch if row[1] in moved]])
     return [row for row in chunk if row[1] not in moved]
 
 
@@ -215,17 +235,19 @@ def actions_repair(source: Source, token: str, run: ReconcileRun, report: Reconc
     while chunk := list(planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]):
         with transaction.atomic():
             lease_renew(source.pk, token)
-            receipts = dict(StagedReceipt.objects.filter(
-                run=run, reply_key__in=[row[3] for row in chunk]).values_list("reply_key", "provider_reply_id"))
             rest = chunk
             if fast_sql() and len(chunk) >= BATCH_MIN_ROWS:
                 try:
                     with transaction.atomic():  # a savepoint: a failed statement takes the chunk's batch back
-                        rest = _actions_move_set(chunk, receipts, to=to, reason=reason)
+                        rest = _actions_move_set(run, chunk, to=to, reason=reason)
                 except Exception as exc:
                     logger.warning("reconcile repair batch source=%s run=%s failed type=%s; row by row",
                                    source.name, run.pk, type(exc).__name__)
                     rest = chunk
+            # Only the rows left to the one-row path need their receipts in memory.
+            receipts = dict(StagedReceipt.objects.filter(
+                run=run, reply_key__in=[row[3] for row in rest]).values_list("reply_key", "provider_reply_id")
+            ) if rest and to == S.SENT else {}
             for finding_id, action_id, prior, reply_key in rest:
                 _action_repair_one(finding_id, action_id, prior, reply_key, receipts, to=to, reason=reason)
 

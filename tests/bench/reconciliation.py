@@ -124,7 +124,26 @@ from django.conf import settings
 for name, value in json.loads(sys.argv[2]).items():
     setattr(settings, name, value)
 from django.core.management import call_command
-call_command("reconcile", sys.argv[1], "--actor", "bench")
+if os.environ.get("CONDUIT_BENCH_PROFILE"):  # cProfile of the command, for finding where the time goes
+    import cProfile, time
+    from django.db import connection
+    spent = {}
+    def timed(execute, sql, params, many, context):
+        t = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            key = " ".join(sql.split())
+            n, total = spent.get(key, (0, 0.0))
+            spent[key] = (n + 1, total + time.perf_counter() - t)
+    with connection.execute_wrapper(timed):
+        cProfile.run('call_command("reconcile", sys.argv[1], "--actor", "bench")',
+                     os.environ["CONDUIT_BENCH_PROFILE"] + "." + sys.argv[1])
+    with open(os.environ["CONDUIT_BENCH_PROFILE"] + "." + sys.argv[1] + ".sql", "w") as out:
+        for key, (n, total) in sorted(spent.items(), key=lambda kv: -kv[1][1])[:40]:
+            out.write(f"{total:8.3f} s {n:6d}x  {key}\\n")
+else:
+    call_command("reconcile", sys.argv[1], "--actor", "bench")
 """
 
 
@@ -139,10 +158,11 @@ def _high_water_kib(pid: int) -> int | None:
     return None
 
 
-def reconcile(source: Source, n: int) -> tuple[float, float, int]:
+def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int]:
     """(scan seconds, process wall seconds, peak RSS in KiB) of one `manage.py reconcile`."""
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-c", CHILD, source.name, json.dumps(limits_for(n))],
+    overrides = {**limits_for(n), "CONDUIT_RECONCILE_PAGE_SIZE": page_size}
+    process = subprocess.Popen([sys.executable, "-c", CHILD, source.name, json.dumps(overrides)],
                                cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     peak = 0
     reader = threading.Thread(target=lambda: setattr(process, "output", process.stdout.read().decode()))
@@ -161,6 +181,8 @@ def reconcile(source: Source, n: int) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--page-size", type=int, default=1000,
+                        help="CONDUIT_RECONCILE_PAGE_SIZE for the scan (1 to 5000; the default's 1000)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     server, provider_state = serve(port=0)
@@ -170,7 +192,7 @@ def main() -> None:
         t0 = time.monotonic()
         source = prepare(n, provider_state, url)
         print(f"{n} events: prepared in {time.monotonic() - t0:.1f} s", flush=True)
-        scan, wall, rss = reconcile(source, n)
+        scan, wall, rss = reconcile(source, n, args.page_size)
         counts = ReconcileReport.objects.filter(source=source).get().summary["counts"]
         expected = {"events_compared": n, "missing_recovered": n // 10, "receipts_attached": n // 10,
                     "events_matched": n - n // 10, "source_unverified": 0}
