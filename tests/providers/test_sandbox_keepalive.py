@@ -27,7 +27,7 @@ def counted_provider():
     a kept-alive connection idle that long (as real servers do)."""
     servers = []
 
-    def start(*, idle_close: float | None = None):
+    def start(*, idle_close: float | None = None, nodelay: bool = True):
         sandbox_transport._discovered.cache_clear()
         state = ProviderState(idempotency_key=True, receipt_lookup=True, hang_seconds=2.0, state_path=None)
         base = make_handler(state)
@@ -35,6 +35,7 @@ def counted_provider():
 
         class Handler(base):
             timeout = idle_close  # StreamRequestHandler: the socket's timeout; idle past it, it closes
+            disable_nagle_algorithm = nodelay  # the provider's own guard against delayed ACKs
 
             def setup(self):
                 connections.append(self.client_address)
@@ -202,6 +203,8 @@ def test_kept_alive_sends_are_not_held_by_delayed_acks(counted_provider):
     assert _ten_kept_alive_sends(counted_provider()) < 0.3
 
 
-def test_positive_control_without_the_quick_ack_each_send_waits(counted_provider, monkeypatch):
+def test_positive_control_without_either_guard_each_send_waits(counted_provider, monkeypatch):
+    """Both guards taken away (the provider's TCP_NODELAY and the transport's quick ACK): each
+    kept-alive answer waits for the delayed ACK again."""
     monkeypatch.setattr(sandbox_transport, "_ack_at_once", lambda conn: None)
-    assert _ten_kept_alive_sends(counted_provider()) >= 0.3
+    assert _ten_kept_alive_sends(counted_provider(nodelay=False)) >= 0.3

@@ -267,6 +267,9 @@ class ProviderState:
 def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes: without TCP_NODELAY a kept-alive client
+        # would wait out its delayed ACK (about 40 ms) on every answer.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args) -> None:  # keys and codes only, and quietly
             pass
