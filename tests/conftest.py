@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import uuid
 from datetime import datetime, timezone
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,15 @@ def deliver(client):
         )
 
     return _deliver
+
+
+def loopback_server(handler: type) -> ThreadingHTTPServer:
+    """An HTTP server for `handler` on a free loopback port, serving from a daemon thread; the
+    caller shuts it down (`shutdown()` then `server_close()`)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def free_port() -> int:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from conduit.providers.meta.simulator import serve
 from conduit.providers.meta.webhook import signature_header
+from tests.conftest import loopback_server
 from tests.meta.conftest import (  # noqa: F401  (fixtures, re-exported for this directory)
     APP_ID,
     APP_SECRET,
@@ -43,9 +43,8 @@ class Capture:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = loopback_server(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/callback"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait(self, count: int, timeout: float = 10.0) -> list[dict]:
         deadline = time.monotonic() + timeout

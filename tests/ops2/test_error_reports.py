@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from tests.conftest import loopback_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # A secret-named variable's value with no credential shape: only registration can catch it.
@@ -42,9 +42,7 @@ class _Collector(BaseHTTPRequestHandler):
 def run_and_collect(*args: str) -> tuple[list[dict], str]:
     """Run sentry_run.py with a loopback DSN; return the events received and the raw text."""
     handler = type("Collector", (_Collector,), {"envelopes": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = loopback_server(handler)
     try:
         env = {
             **os.environ,
@@ -115,7 +113,6 @@ def test_positive_control_without_the_scrubber_the_secret_arrives():
 
 def test_without_a_dsn_sentry_is_off():
     import sentry_sdk
-
     from django.conf import settings
 
     assert not settings.SENTRY_DSN

@@ -1,10 +1,8 @@
 """The sandbox transport's kept-alive connection: reused only when it is safe, never confusing outcomes."""
 
 import json
-import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -12,6 +10,7 @@ from conduit.providers.base import Ambiguous, OutboundReply
 from conduit.providers.sandbox import transport as sandbox_transport
 from conduit.providers.sandbox.simulator import ProviderState, make_handler
 from conduit.providers.sandbox.transport import SandboxTransport
+from tests.conftest import loopback_server
 
 
 def reply(n: int) -> OutboundReply:
@@ -41,9 +40,7 @@ def counted_provider():
                 connections.append(self.client_address)
                 super().setup()
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = loopback_server(Handler)
         servers.append(server)
         state.url = f"http://127.0.0.1:{server.server_address[1]}"
         state.connections = connections

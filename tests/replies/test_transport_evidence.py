@@ -1,8 +1,7 @@
 """The sandbox transport's evidence: declared refusals, undeclared 4xx, and capability discovery."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -16,7 +15,7 @@ from conduit.providers.sandbox.transport import (
 from replies.models import SendAttempt
 from replies.sender import due_action_ids, reply_send
 from replies.services import reply_approve
-from tests.conftest import free_port
+from tests.conftest import free_port, loopback_server
 
 REPLY = OutboundReply(
     reply_key="k" * 64, event_key="evt", purpose="public_ack", channel="public_ack",
@@ -54,9 +53,7 @@ def stub():
                 posts.append(dict(self.headers))
                 self._answer(status, {"id": "rcpt_test_stub"} if status < 300 else {"error": "no"})
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = loopback_server(Handler)
         servers.append(server)
         server.url = f"http://127.0.0.1:{server.server_address[1]}"
         server.posts = posts

@@ -7,8 +7,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlencode
+
+from tests.conftest import loopback_server
 
 APP_ID = "app_test_1001"
 # A test-only app secret, generated for the suite; it signs nothing real.
@@ -58,9 +60,8 @@ class Receiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = loopback_server(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/webhooks/meta/{APP_ID}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
