@@ -11,6 +11,7 @@ the ORM. Works on PostgreSQL and SQLite 3.35+.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -91,12 +92,19 @@ def _json_rows(fields: tuple, rows: list[list[Any]]) -> str | None:
         return None
 
 
+def _unbounded(db_type: str) -> str:
+    """A column type without its length: an explicit cast to varchar(n) cuts a longer value to
+    fit, where the INSERT's own conversion to the column refuses it ("value too long"), as a
+    VALUES row does. So each value is cast to the unbounded type and the column checks the length."""
+    return re.sub(r"\(\d+\)$", "", db_type)
+
+
 @lru_cache(maxsize=None)
 def _json_select(fields: tuple) -> str:
     columns = ", ".join(
         # Python's None is SQL NULL in a JSON column too, as the ORM stores it.
         f"NULLIF(r.e->{i}, 'null'::jsonb)" if isinstance(f, models.JSONField)
-        else f"(r.e->>{i})::{f.db_type(connection)}"
+        else f"(r.e->>{i})::{_unbounded(f.db_type(connection))}"
         for i, f in enumerate(fields)
     )
     return f"SELECT {columns} FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) ORDER BY r.n"

@@ -101,12 +101,17 @@ def reply_action_finish(
         params += [*attempt_sets[1], action_id, attempt_number]
     ctes.append(f"history AS ({history_insert_sql(rows_from='moved', id_expr=qn('id'), prior_expr='%s')})")
     params += [DeliveryState.SENDING, to, at, actor, reason_code]
-    # The last SELECT reads the statement's snapshot: the state the row held before it.
-    sql = (f"WITH {', '.join(ctes)} SELECT (SELECT count(*) FROM moved), "
-           f"(SELECT {qn('delivery_state')} FROM {actions} WHERE {qn('id')} = %s)")
-    params.append(action_id)
+    sql = f"WITH {', '.join(ctes)} SELECT count(*) FROM moved"
+    state_sql = f"SELECT {qn('delivery_state')} FROM {actions} WHERE {qn('id')} = %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        moved, prior = cursor.fetchone()
+        (moved,) = cursor.fetchone()
+        if not moved:
+            # Read the state in a statement of its own: the move's statement reads the snapshot
+            # it started with, which predates a move (the sweeper's) committed while it waited
+            # on the row's lock, and the caller decides by that state (a late receipt still lands).
+            cursor.execute(state_sql, [action_id])
+            row = cursor.fetchone()
+    prior = DeliveryState.SENDING if moved else (row[0] if row else None)
     return Outcome(ledger=REPLY_TABLE.ledger, applied=bool(moved), prior=prior, next=to,
                    reason_code=reason_code, at=at)

@@ -318,9 +318,12 @@ def test_identifiers_are_bounded_at_the_boundary_not_by_the_database(deliver):
     assert response.json()["results"][0]["reason_code"] == "invalid_identity"
 
 
-def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_source):
+@pytest.mark.parametrize("members", [1, 2], ids=["one_member", "two_members"])
+def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_source, members):
     """Positive control for the boundary: with contract_refusal switched off, the database's own
-    refusal of an over-long key must still be a 202 refusal (unstorable_value), never store_unavailable."""
+    refusal of an over-long key must still be a 202 refusal (unstorable_value), never store_unavailable.
+    Two members go through the set-based path (several rows as one JSON parameter), which must
+    leave the refusal to the column's own type, never cut the value to fit it."""
     import conduit.providers.base as base
     from ingress.services import source_update
 
@@ -330,7 +333,8 @@ def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_sou
     import conduit.providers.sandbox.webhook as sandbox_social
 
     monkeypatch.setattr(sandbox_social, "MAX_REF_LENGTH", 400)
-    response = deliver(batch_body(item(1, id="e" * 400, type="t" * 64)))
+    response = deliver(batch_body(*(item(n + 1, id=chr(ord("e") + n) * 400, type="t" * 64)
+                                    for n in range(members))))
     assert response.status_code == 202, response.json()
     assert response.json()["results"][0]["reason_code"] == "unstorable_value"
     assert InboundEvent.objects.count() == 0

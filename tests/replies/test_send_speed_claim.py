@@ -1,9 +1,11 @@
 """The sender's one-statement claim and finish: two statements a send, every guarantee kept."""
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -152,3 +154,55 @@ def test_a_receipt_after_the_sweeper_parked_the_send_still_lands(approved_pair, 
     monkeypatch.setattr(SandboxTransport, "send", slow)
     assert reply_send(action_id=public.pk) == "SENT"
     assert [h[3] for h in history(public)[-3:]] == ["claimed", "worker_lease_expired", "receipt_after_lease_expired"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_receipt_lands_when_the_sweeper_commits_while_finish_waits(approved_pair, monkeypatch):
+    """Same guarantee as test_a_receipt_after_the_sweeper_parked_the_send_still_lands, but the
+    sweeper's move is still uncommitted when the finish statement starts (it commits while the
+    finish waits on the row lock): the finish must see the parked state, not its statement's
+    snapshot, and land the receipt (found by the review pass; it failed before the fix)."""
+    from conduit.providers.sandbox.transport import SandboxTransport
+    from replies.ledger import reply_action_transition
+    from replies.models import DeliveryState as S
+
+    _, _, (public, _) = approved_pair
+    real = SandboxTransport.send
+    locked = threading.Event()
+    errors = []
+
+    def sweeper(action_id):
+        try:
+            with transaction.atomic():
+                outcome = reply_action_transition(
+                    action_id=action_id, to=S.SEND_STATUS_UNKNOWN, actor="system:sweeper",
+                    reason_code="worker_lease_expired", expected=S.SENDING, record_lost_race=False,
+                    extra={"sending_since": None, "last_error_code": "worker_lease_expired"})
+                assert outcome.applied
+                locked.set()
+                time.sleep(1.0)  # the finish statement starts and waits on this row lock
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+            locked.set()
+        finally:
+            connection.close()
+
+    threads = []
+
+    def slow(self, reply):
+        receipt = real(self, reply)
+        t = threading.Thread(target=sweeper, args=(public.pk,))
+        t.start()
+        threads.append(t)
+        assert locked.wait(10)
+        return receipt
+
+    monkeypatch.setattr(SandboxTransport, "send", slow)
+    state = reply_send(action_id=public.pk)
+    for t in threads:
+        t.join()
+    assert not errors
+    public.refresh_from_db()
+    hist = list(ReplyTransition.objects.filter(action=public).order_by("id").values_list("reason_code", flat=True))
+    assert (state, public.delivery_state) == ("SENT", "SENT"), (state, public.delivery_state, hist)
+    assert hist[-1] == "receipt_after_lease_expired"
