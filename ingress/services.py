@@ -152,9 +152,10 @@ def _quarantine(
 class _Refusal(Exception):
     """A member the ledgers refuse, found while writing: everything the body wrote is taken back."""
 
-    def __init__(self, parsed: Parsed, invalid: list[tuple[int | None, str, str]]) -> None:
+    def __init__(self, parsed: Parsed, invalid: list[tuple[int | None, str, str]],
+                 quarantine: dict | None = None) -> None:
         super().__init__(invalid[0][1])
-        self.parsed, self.invalid = parsed, invalid
+        self.parsed, self.invalid, self.quarantine = parsed, invalid, quarantine
 
 
 DELIVERY_CONFLICT = (None, "delivery_conflict", "this delivery id was first accepted with a different body")
@@ -291,11 +292,8 @@ def webhook_receive(
         except _Refusal as refusal:
             # The transaction that wrote part of the body is rolled back; its refusal is recorded apart.
             with transaction.atomic(durable=True):
-                result = _batch_refused(
-                    source=source, parsed=refusal.parsed, invalid=refusal.invalid,
-                    quarantine=dict(source=source, authenticated=True, body_sha256=body_hash,
-                                    body_bytes=len(body), at=now, delivery_id=proof.delivery_id),
-                )
+                result = _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
+                                        quarantine=refusal.quarantine)
     except DataError as exc:
         # The adapter's boundary should have refused this value; say so loudly,
         # but answer the provider as a refusal it need not retry.
@@ -419,8 +417,8 @@ def observations_accept(
             outcomes = _events_write(source=source, first_of=first_of, delivery_id=delivery_id,
                                      body_hash=body_hash, at=now, actor=actor, parsed=parsed)
     except _Refusal as refusal:
-        if not savepoint:
-            raise
+        if not savepoint:  # the caller rolls back, then records the refusal with this receipt's fields
+            raise _Refusal(refusal.parsed, refusal.invalid, quarantine) from None
         return _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
                               quarantine=quarantine)
     for observation in repeats:

@@ -91,6 +91,21 @@ def loopback_server(handler: type) -> ThreadingHTTPServer:
     return server
 
 
+@pytest.fixture
+def loopback():
+    """`loopback(handler)` starts a loopback_server for the test; every one is shut down after it."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handler: type) -> ThreadingHTTPServer:
+        servers.append(loopback_server(handler))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
 def free_port() -> int:
     """A free TCP port on loopback."""
     import socket

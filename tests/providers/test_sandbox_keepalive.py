@@ -10,7 +10,6 @@ from conduit.providers.base import Ambiguous, OutboundReply
 from conduit.providers.sandbox import transport as sandbox_transport
 from conduit.providers.sandbox.simulator import ProviderState, make_handler
 from conduit.providers.sandbox.transport import SandboxTransport
-from tests.conftest import loopback_server
 
 
 def reply(n: int) -> OutboundReply:
@@ -21,11 +20,9 @@ def reply(n: int) -> OutboundReply:
 
 
 @pytest.fixture
-def counted_provider():
+def counted_provider(loopback):
     """A sandbox provider that counts the TCP connections it accepts; `idle_close` makes it close
     a kept-alive connection idle that long (as real servers do)."""
-    servers = []
-
     def start(*, idle_close: float | None = None, nodelay: bool = True):
         sandbox_transport._discovered.cache_clear()
         state = ProviderState(idempotency_key=True, receipt_lookup=True, hang_seconds=2.0, state_path=None)
@@ -40,16 +37,12 @@ def counted_provider():
                 connections.append(self.client_address)
                 super().setup()
 
-        server = loopback_server(Handler)
-        servers.append(server)
+        server = loopback(Handler)
         state.url = f"http://127.0.0.1:{server.server_address[1]}"
         state.connections = connections
         return state
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 def control(url: str, **payload) -> None:

@@ -15,7 +15,7 @@ from conduit.providers.sandbox.transport import (
 from replies.models import SendAttempt
 from replies.sender import due_action_ids, reply_send
 from replies.services import reply_approve
-from tests.conftest import free_port, loopback_server
+from tests.conftest import free_port
 
 REPLY = OutboundReply(
     reply_key="k" * 64, event_key="evt", purpose="public_ack", channel="public_ack",
@@ -24,10 +24,8 @@ REPLY = OutboundReply(
 
 
 @pytest.fixture
-def stub():
+def stub(loopback):
     """A provider stand-in: GET /capabilities answers `capabilities_status`, POST /replies `status`."""
-    servers = []
-
     def start(*, status: int = 201, capabilities_status: int = 200):
         posts: list[dict] = []
 
@@ -53,16 +51,12 @@ def stub():
                 posts.append(dict(self.headers))
                 self._answer(status, {"id": "rcpt_test_stub"} if status < 300 else {"error": "no"})
 
-        server = loopback_server(Handler)
-        servers.append(server)
+        server = loopback(Handler)
         server.url = f"http://127.0.0.1:{server.server_address[1]}"
         server.posts = posts
         return server
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 @pytest.mark.parametrize("status", [401, 403, 405, 409, 410, 413, 418, 422, 451])

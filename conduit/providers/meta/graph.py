@@ -116,24 +116,29 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def retry_after_seconds(header: str | None) -> float | None:
-    """The longest `estimated_time_to_regain_access` (minutes) in X-Business-Use-Case-Usage, in seconds.
-
-    The header maps account ids to lists of usage objects; a zero wait, or a
-    header that is not that shape, announces nothing.
-    """
+def _usage_entries(header: str | None) -> list[dict]:
+    """The usage objects of X-Business-Use-Case-Usage (account ids mapped to lists of them);
+    none from a header that is missing, oversized or not that shape."""
     if not header or len(header) > 65536:
-        return None
+        return []
     try:
         usage = json.loads(header)
     except (ValueError, RecursionError):
-        return None
-    minutes = [
-        _int(entry.get("estimated_time_to_regain_access"))
+        return []
+    return [
+        entry
         for entries in (usage.values() if isinstance(usage, dict) else [])
         if isinstance(entries, list)
         for entry in entries if isinstance(entry, dict)
     ]
+
+
+def retry_after_seconds(header: str | None) -> float | None:
+    """The longest `estimated_time_to_regain_access` (minutes) in X-Business-Use-Case-Usage, in seconds.
+
+    A zero wait, or a header that is not that shape, announces nothing.
+    """
+    minutes = [_int(entry.get("estimated_time_to_regain_access")) for entry in _usage_entries(header)]
     longest = max((m for m in minutes if m), default=0)
     return float(min(longest * 60, MAX_RETRY_AFTER_SECONDS)) if longest else None
 
@@ -166,17 +171,9 @@ def usage_pause_seconds(header: str | None) -> float | None:
     """Seconds to pause an account whose successful answer says its usage is near the limit: any
     entry of X-Business-Use-Case-Usage at >= 90 (call_count, total_cputime or total_time) pauses for
     the announced estimated_time_to_regain_access (60 s when none). None when nothing is near."""
-    if not header or len(header) > 65536:
-        return None
-    try:
-        usage = json.loads(header)
-    except (ValueError, RecursionError):
-        return None
     near = any(
         (_int(entry.get(name)) or 0) >= USAGE_NEAR_LIMIT_PERCENT
-        for entries in (usage.values() if isinstance(usage, dict) else [])
-        if isinstance(entries, list)
-        for entry in entries if isinstance(entry, dict)
+        for entry in _usage_entries(header)
         for name in ("call_count", "total_cputime", "total_time")
     )
     if not near:
