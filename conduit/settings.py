@@ -147,11 +147,21 @@ else:
     # A connection that died while idle fails one request with a retryable 503
     # (nothing is half-written) and Django replaces it when that request ends.
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", env.bool("CONN_HEALTH_CHECKS", default=False))
-    # Server-side binding: psycopg sends the parameters apart from the statement, and a
-    # statement a connection runs often (5 times: psycopg's prepare_threshold) is prepared,
-    # so the hot paths' statements are parsed and planned once per connection.
+    # Server-side binding: psycopg sends the parameters apart from the statement. A statement
+    # a connection has run CONDUIT_DB_PREPARE_THRESHOLD times is prepared, so the hot paths'
+    # statements are parsed and planned once per connection (Django turns psycopg's preparing
+    # off unless told; "off" keeps it off, for a pooler in transaction mode).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "server_side_binding", env.bool("CONDUIT_DB_SERVER_BINDING", default=True))
+    _prepare = env.str("CONDUIT_DB_PREPARE_THRESHOLD", default="5").strip().lower()
+    if _prepare != "off":
+        try:
+            if int(_prepare) < 0:
+                raise ValueError(_prepare)
+            DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", int(_prepare))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"CONDUIT_DB_PREPARE_THRESHOLD must be a whole number or off, not {_prepare!r}") from None
     # on: Django's psycopg pool per process instead of one connection per thread kept for
     # CONN_MAX_AGE (Django requires CONN_MAX_AGE=0 with a pool). Closed before django-q2 forks.
     if env.str("CONDUIT_DB_POOL", default="off").lower() == "on":

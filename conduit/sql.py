@@ -26,6 +26,11 @@ _PLAIN_FIELDS = (
 _PLAIN_VALUES = (str, int, bool)
 
 
+def columns_sql(model: type[models.Model], names: Sequence[str]) -> tuple[str, tuple]:
+    """The quoted column list of `names` and their fields (built once per model and names)."""
+    return _columns(model, tuple(names))
+
+
 @lru_cache(maxsize=None)
 def _columns(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tuple]:
     meta = model._meta
@@ -99,14 +104,25 @@ def _unbounded(db_type: str) -> str:
     return re.sub(r"\(\d+\)$", "", db_type)
 
 
+def json_casts(fields: Sequence[models.Field], alias: str, start: int = 0) -> list[str]:
+    """Each field's value read from the JSON array `alias`.e (positions from `start`), cast to its
+    column's type: the row source of an INSERT ... SELECT from one JSON parameter."""
+    return [
+        # Python's None is SQL NULL in a JSON column too, as the ORM stores it.
+        f"NULLIF({alias}.e->{i}, 'null'::jsonb)" if isinstance(f, models.JSONField)
+        else f"({alias}.e->>{i})::{_unbounded(f.db_type(connection))}"
+        for i, f in enumerate(fields, start)
+    ]
+
+
+def json_encoded(fields: Sequence[models.Field], rows: list[Sequence[Any]]) -> str | None:
+    """Rows prepared as the ORM would, as one JSON array of arrays (None: a value has no exact JSON form)."""
+    return _json_rows(tuple(fields), _prepped(tuple(fields), rows))
+
+
 @lru_cache(maxsize=None)
 def _json_select(fields: tuple) -> str:
-    columns = ", ".join(
-        # Python's None is SQL NULL in a JSON column too, as the ORM stores it.
-        f"NULLIF(r.e->{i}, 'null'::jsonb)" if isinstance(f, models.JSONField)
-        else f"(r.e->>{i})::{_unbounded(f.db_type(connection))}"
-        for i, f in enumerate(fields)
-    )
+    columns = ", ".join(json_casts(fields, "r"))
     return f"SELECT {columns} FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) ORDER BY r.n"
 
 
@@ -199,7 +215,7 @@ def upsert_counting(
     rows = list(rows)
     if not rows:
         return {}
-    head, tail, fields = _upsert_sql(model, tuple(columns), tuple(conflict), tuple(same), count, tuple(touch))
+    head, tail, fields = upsert_sql(model, tuple(columns), tuple(conflict), tuple(same), count, tuple(touch))
     found: dict[tuple, tuple[int, int]] = {}
     with connection.cursor() as cursor:
         for source, params in _row_sources(fields, rows):
@@ -209,9 +225,10 @@ def upsert_counting(
 
 
 @lru_cache(maxsize=None)
-def _upsert_sql(model: type[models.Model], columns: tuple[str, ...], conflict: tuple[str, ...],
-                same: tuple[str, ...], count: str, touch: tuple[str, ...]) -> tuple[str, str, tuple]:
-    """upsert_counting's text before and after its row source (built once per shape)."""
+def upsert_sql(model: type[models.Model], columns: Sequence[str], conflict: Sequence[str],
+               same: Sequence[str], count: str, touch: Sequence[str]) -> tuple[str, str, tuple]:
+    """upsert_counting's text before and after its row source (built once per shape): the INSERT
+    head, and the ON CONFLICT ... RETURNING primary key, conflict columns and count."""
     column_sql, fields = _columns(model, columns)
     qn = connection.ops.quote_name
     meta = model._meta

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from django.db import models, transaction
 from django.utils import timezone
@@ -84,7 +84,7 @@ class TransitionRecord(models.Model):
         return f"{verdict}{self.prior_state or '(created)'} -> {self.next_state} by {self.actor} ({self.reason_code})"
 
 
-def _history_columns(owner_field: str) -> list[str]:
+def history_columns(owner_field: str) -> list[str]:
     return [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"]
 
 
@@ -130,16 +130,26 @@ def records_created(
 ) -> None:
     """`record_created` for rows inserted together, each with its own (path, reason codes):
     one INSERT for the whole history of a batch."""
-    at = at or timezone.now()
+    insert_rows(history, history_columns(owner_field),
+                creation_rows(table=table, records=records, actor=actor, at=at or timezone.now()))
+
+
+def creation_rows(
+    *, table: TransitionTable, records: Iterable[tuple[Any, Sequence[str], Sequence[str]]], actor: str,
+    at: datetime,
+) -> list[tuple]:
+    """The history rows (history_columns order) of records created along their paths, each step
+    checked against the table; the owner is whatever the caller gives (an id, or a key a
+    statement resolves to the id)."""
     rows = []
-    for owner_id, path, reason_codes in records:
+    for owner, path, reason_codes in records:
         steps = list(zip([None, *path[:-1]], path))
         refused = [f"{p} -> {n}" for p, n in steps if not table.allows(p, n)]
         if refused or len(reason_codes) != len(steps):
             raise ValueError(f"{table.ledger}: undeclared creation path {refused or list(path)}")
-        rows += [(owner_id, table.ledger, prior, nxt, at, actor, reason, False)
+        rows += [(owner, table.ledger, prior, nxt, at, actor, reason, False)
                  for (prior, nxt), reason in zip(steps, reason_codes)]
-    insert_rows(history, _history_columns(owner_field), rows)
+    return rows
 
 
 def transition(
@@ -201,7 +211,7 @@ def transition(
             if applied:
                 _update(model, {"pk": pk}, {state_field: to, **(extra or {})})
         insert_rows(
-            history, _history_columns(owner_field),
+            history, history_columns(owner_field),
             [(pk, table.ledger, prior, to, at, actor, reason_code, not applied)],
         )
     return Outcome(
@@ -239,7 +249,7 @@ def transition_many(
         moving = [pk for pk, prior in rows if table.allows(prior, to)]
         if moving:
             model.objects.filter(pk__in=moving).update(**{state_field: to, **(extra or {})})
-        insert_rows(history, _history_columns(owner_field), [
+        insert_rows(history, history_columns(owner_field), [
             (pk, table.ledger, prior, to, at, actor, reason_code, not table.allows(prior, to))
             for pk, prior in rows
         ])

@@ -23,7 +23,14 @@ from conduit.providers.base import (
 )
 from conduit.providers.registry import get_adapter
 from conduit.sql import insert_rows, update_rows, upsert_counting
-from conduit.statemachine import Outcome, record_created, records_created, transition, transition_many
+from conduit.statemachine import (
+    Outcome,
+    creation_rows,
+    history_columns,
+    record_created,
+    transition,
+    transition_many,
+)
 from ingress.contract import (
     EVENT_TABLE,
     QUARANTINE_CODES,
@@ -44,7 +51,16 @@ from ingress.models import (
 )
 from ingress.selectors import source_config, source_identity_holder
 from ingress.signals import quarantine_corrected
-from replies.services import reply_actions_plan
+from ingress.writes import DELIVERY_COLUMNS, Refused, SourceChanged, body_write
+from replies.contract import REPLY_TABLE
+from replies.services import (
+    PLANNED_COLUMNS,
+    PLANNED_PATH,
+    PLANNED_REASONS,
+    reply_action_rows,
+    reply_actions_plan,
+    reply_deadline_reads_queue,
+)
 
 logger = logging.getLogger("conduit.ingress")
 
@@ -166,70 +182,108 @@ EVENT_COLUMNS = [
 ]
 
 
-def _events_write(
-    *, source: Source, first_of: dict[str, Observation], delivery_id: str, body_hash: str, at: datetime,
-    actor: str, parsed: Parsed,
-) -> dict[int, EventResult]:
-    """The body's writes, set-based: one statement each for the delivery, the events, their
-    history, their reply actions and those actions' history, whatever the number of events.
+@dataclass
+class _Body:
+    """What a body writes, decided in Python before either writer runs."""
+
+    delivery: tuple
+    ordered: list[tuple[str, Observation]]  # sorted by key: concurrent bodies lock shared keys in one order
+    events: list[list]  # EVENT_COLUMNS order
+    history: list[tuple]  # the new events' history rows, the event's key as owner
+    ready: list[Observation]  # planned if new: RECORD_READY
+
+
+def _body(*, source: Source, first_of: dict[str, Observation], delivery_id: str, body_hash: str, at: datetime,
+          actor: str) -> _Body:
+    # What occurred before the account was connected is history: recorded, never planned.
+    # Platform times are whole seconds: the second of connection counts as after it.
+    connected = source.connected_at.replace(microsecond=0) if source.connected_at is not None else None
+    ordered = sorted(first_of.items())
+    events, records, ready = [], [], []
+    for key, observation in ordered:
+        history = connected is not None and observation.occurred_at < connected
+        trigger = trigger_matches(observation.text, source.trigger_keywords)
+        final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
+        # The event contract's fields, as the dataclass declares them (one list for ingest,
+        # staging and replay); the text is kept apart, as retained content.
+        events.append([key, source.pk, *observation.contract_values().values(),
+                       source.trigger_rule_version, trigger, final_state, "UNRECONCILED", at, at, 1,
+                       observation.text])
+        # Each record is written once, already in the state its plan puts it in; its
+        # history walks the declared moves: created -> RECEIVED -> final state.
+        if final_state == EventState.RECORD_READY:
+            ready.append(observation)
+            reason = "reply_plan_created"
+        else:
+            reason = "before_connection" if history else "trigger_not_matched"
+        records.append((key, [EventState.RECEIVED, final_state], ["source_proof_passed", reason]))
+    return _Body(
+        delivery=(source.pk, delivery_id, body_hash, sorted(first_of), at, at, 1),
+        ordered=ordered, events=events, ready=ready,
+        history=creation_rows(table=EVENT_TABLE, records=records, actor=actor, at=at),
+    )
+
+
+def _conflicts(parsed: Parsed, indexes: list[int | None]) -> _Refusal:
+    return _Refusal(parsed, [(index, "identity_conflict", "this event key was first accepted with a different payload")
+                             for index in indexes])
+
+
+def _events_write(*, source: Source, body: _Body, actor: str, at: datetime, parsed: Parsed) -> dict[int, EventResult]:
+    """The body's writes, set-based, one statement per table: the delivery, the events, their
+    history, their reply actions and those actions' history, whatever the number of events
+    (SQLite, and a body a JSON parameter cannot carry; PostgreSQL writes it in one: ingress.writes).
 
     Each row is inserted or, held already under its unique key with the same
     content, counted as seen again (`upsert_counting`). Raises _Refusal when
     the delivery id or an event key is held with different content: the caller
     takes back everything written here.
     """
-    delivery = upsert_counting(
-        Delivery,
-        ["source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
-         "seen_count"],
-        [(source.pk, delivery_id, body_hash, sorted(first_of), at, at, 1)],
-        conflict=["source", "delivery_id"], same=["body_hash"], count="seen_count", touch=["last_received_at"],
-    )
+    delivery = upsert_counting(Delivery, DELIVERY_COLUMNS, [body.delivery], conflict=["source", "delivery_id"],
+                               same=["body_hash"], count="seen_count", touch=["last_received_at"])
     if not delivery:
         raise _Refusal(Parsed([], []), [DELIVERY_CONFLICT])
-
-    # What occurred before the account was connected is history: recorded, never planned.
-    # Platform times are whole seconds: the second of connection counts as after it.
-    connected = source.connected_at.replace(microsecond=0) if source.connected_at is not None else None
-    # Sorted by key: concurrent bodies lock shared keys in one order, so they cannot deadlock.
-    ordered = sorted(first_of.items())
-    plans = {}
-    rows = []
-    for key, observation in ordered:
-        history = connected is not None and observation.occurred_at < connected
-        trigger = trigger_matches(observation.text, source.trigger_keywords)
-        final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
-        plans[key] = (final_state, "before_connection" if history else "trigger_not_matched")
-        # The event contract's fields, as the dataclass declares them (one list for ingest,
-        # staging and replay); the text is kept apart, as retained content.
-        rows.append([key, source.pk, *observation.contract_values().values(),
-                     source.trigger_rule_version, trigger, final_state, "UNRECONCILED", at, at, 1,
-                     observation.text])
     # Same key: converge only when the payload is the one first accepted.
-    held = upsert_counting(InboundEvent, EVENT_COLUMNS, rows, conflict=["event_key"], same=["payload_hash"],
+    held = upsert_counting(InboundEvent, EVENT_COLUMNS, body.events, conflict=["event_key"], same=["payload_hash"],
                            count="seen_count", touch=["last_received_at"])
-    conflicts = [o.index for key, o in ordered if (key,) not in held]
+    conflicts = [o.index for key, o in body.ordered if (key,) not in held]
     if conflicts:
-        raise _Refusal(parsed, [(index, "identity_conflict",
-                                 "this event key was first accepted with a different payload") for index in conflicts])
-
-    new = {key for key, _ in ordered if held[(key,)][1] == 1}
-    # Each record is written once, already in the state its plan puts it in; its
-    # history walks the declared moves: created -> RECEIVED -> final state.
-    records_created(
-        table=EVENT_TABLE, history=EventTransition, owner_field="event", actor=actor, at=at,
-        records=[
-            (held[(key,)][0], [EventState.RECEIVED, plans[key][0]],
-             ["source_proof_passed",
-              "reply_plan_created" if plans[key][0] == EventState.RECORD_READY else plans[key][1]])
-            for key, _ in ordered if key in new
-        ],
-    )
-    ready = [o for key, o in ordered if key in new and plans[key][0] == EventState.RECORD_READY]
+        raise _conflicts(parsed, conflicts)
+    new = {key for key, _ in body.ordered if held[(key,)][1] == 1}
+    ids = {key: held[(key,)][0] for key in new}
+    insert_rows(EventTransition, history_columns("event"),
+                [(ids[row[0]], *row[1:]) for row in body.history if row[0] in new])
+    ready = [o for o in body.ready if o.event_key in new]
     if ready:
         reply_actions_plan(observations=ready, adapter=source.adapter, purposes=list(source.purposes),
                            actor=actor, at=at)
-    return {o.index: EventResult(o.index, "accepted" if key in new else "duplicate", key) for key, o in ordered}
+    return {o.index: EventResult(o.index, "accepted" if key in new else "duplicate", key) for key, o in body.ordered}
+
+
+def _events_write_at_once(
+    *, source: Source, body: _Body, actor: str, at: datetime, parsed: Parsed,
+) -> dict[int, EventResult] | None:
+    """`_events_write` as one statement on PostgreSQL (ingress.writes); None where it cannot carry the body."""
+    actions, fill_later = reply_action_rows(observations=body.ready, adapter=source.adapter,
+                                            purposes=list(source.purposes), at=at)
+    action_history = creation_rows(table=REPLY_TABLE, records=[(None, PLANNED_PATH, PLANNED_REASONS)],
+                                   actor=actor, at=at)[0]
+    try:
+        written = body_write(source=source, delivery=body.delivery, events=body.events, event_columns=EVENT_COLUMNS,
+                             event_history=body.history, actions=actions, action_columns=PLANNED_COLUMNS,
+                             action_history=action_history)
+    except Refused as refused:
+        if refused.delivery:
+            raise _Refusal(Parsed([], []), [DELIVERY_CONFLICT]) from None
+        raise _conflicts(parsed, [body.ordered[n][1].index for n in refused.members]) from None
+    if written is None:
+        return None
+    held, planned = written
+    # Only the actions of events this body inserted were planned.
+    reply_deadline_reads_queue(action_ids=[planned[actions[position][0]] for position in fill_later
+                                           if actions[position][0] in planned])
+    return {o.index: EventResult(o.index, "accepted" if held[key][1] == 1 else "duplicate", key)
+            for key, o in body.ordered}
 
 
 def _proof_failure_record(
@@ -268,33 +322,48 @@ def webhook_receive(
     SecretUnavailable when the source's secret is not configured. Database
     errors propagate so the caller can answer 503: the transaction guarantees
     nothing was half-written. A value the database refuses (DataError) is a
-    refusal of this input, not an outage: the body is quarantined.
+    refusal of this input, not an outage: the body is quarantined. Raises
+    SourceChanged, having written nothing, when `source` came from this
+    process's cache (ingress.selectors.source_by_name) and anything but the
+    one statement that checks the source's row would decide the answer: the
+    caller reads the source afresh and calls again.
     """
     now = now or timezone.now()
     adapter = get_adapter(source.adapter)
     body_hash = sha256_hex(body)
+    # A source from this process's cache is acted on only by the one statement that checks its
+    # row is unchanged; any other outcome is decided again on the source read afresh.
+    cached = getattr(source, "from_cache", False)
     try:
         proof = adapter.verify(body=body, headers=headers, secret=source_secret(source), now=now)
-    except ProofError as error:
+    except (ProofError, SecretUnavailable) as error:
+        if cached:
+            raise SourceChanged from None
+        if isinstance(error, SecretUnavailable):
+            raise
         receipt_id, coalesced = _proof_failure_record(
             source=source, error=error, body_hash=body_hash, body_bytes=len(body), at=now
         )
         raise ProofRefused(error, receipt_id, coalesced) from None
 
     parsed = adapter.parse_delivery(body=body, config=source_config(source))
+    accept = dict(source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
+                  body_bytes=len(body), now=now)
     try:
-        try:
-            with transaction.atomic(durable=True):
-                result = observations_accept(
-                    source=source, parsed=parsed, delivery_id=proof.delivery_id, body_hash=body_hash,
-                    body_bytes=len(body), now=now, savepoint=False,
-                )
-        except _Refusal as refusal:
-            # The transaction that wrote part of the body is rolled back; its refusal is recorded apart.
-            with transaction.atomic(durable=True):
-                result = _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
-                                        quarantine=refusal.quarantine)
+        if transaction.get_connection().vendor == "postgresql":
+            result = observations_accept(**accept)  # one statement, its own transaction
+        else:
+            try:
+                with transaction.atomic(durable=True):
+                    result = observations_accept(**accept, savepoint=False)
+            except _Refusal as refusal:
+                # The transaction that wrote part of the body is rolled back; its refusal is recorded apart.
+                with transaction.atomic(durable=True):
+                    result = _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
+                                            quarantine=refusal.quarantine)
     except DataError as exc:
+        if cached:
+            raise SourceChanged from None
         # The adapter's boundary should have refused this value; say so loudly,
         # but answer the provider as a refusal it need not retry.
         logger.error("store refused a value source=%s delivery=%s error=%s",
@@ -380,14 +449,19 @@ def observations_accept(
     """Accept one delivery's normalized observations, all or nothing: the one ingest path.
 
     The webhook calls it after the proof passed; reconciliation calls it to
-    replay source events missing locally. It must run inside the caller's
-    transaction, so a delivery and everything it plans commit together.
+    replay source events missing locally. It runs inside the caller's
+    transaction, so a delivery and everything it plans commit together; on
+    PostgreSQL it may also run outside one (the webhook), where the body's
+    writes are one statement and so their own transaction.
     Delivery dedup, the event upsert by event_key and reply planning happen
     here. Seed 004: "Any invalid member rolls back the entire batch, including
     canonical identity ownership": a rejection, a conflicting repeat inside the
     body or an identity conflict refuses the whole body with one receipt.
     """
-    if not transaction.get_connection().in_atomic_block:
+    database = transaction.get_connection()
+    at_once = database.vendor == "postgresql"
+    outside = not database.in_atomic_block
+    if outside and not at_once:
         raise RuntimeError("observations_accept must run inside a transaction")
     quarantine = dict(source=source, authenticated=True, body_sha256=body_hash, body_bytes=body_bytes,
                       at=now, delivery_id=delivery_id)
@@ -403,24 +477,38 @@ def observations_accept(
                 invalid.append((observation.index, "identity_conflict",
                                 "the body holds this event twice with different payloads"))
     if invalid:
+        if getattr(source, "from_cache", False):  # a refusal is recorded against the source read afresh
+            raise SourceChanged
         # Already refused: still name every member the ledgers would refuse, so the one
         # receipt is complete (a reviewer's correction must not meet a second surprise).
-        invalid += _stored_conflicts(source=source, first_of=first_of, delivery_id=delivery_id,
-                                     body_hash=body_hash)
-        return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
+        with transaction.atomic(savepoint=False):  # the caller's transaction, or its own
+            invalid += _stored_conflicts(source=source, first_of=first_of, delivery_id=delivery_id,
+                                         body_hash=body_hash)
+            return _batch_refused(source=source, parsed=parsed, invalid=invalid, quarantine=quarantine)
 
-    # Everything below is taken back as one if any member turns out to conflict: by a
-    # savepoint, or (savepoint=False, for a caller whose transaction holds nothing else)
-    # by the caller's rollback, which spares two round trips on every body.
+    body = _body(source=source, first_of=first_of, delivery_id=delivery_id, body_hash=body_hash, at=now, actor=actor)
+    write = dict(source=source, body=body, actor=actor, at=now, parsed=parsed)
+    # Everything below is taken back as one if any member turns out to conflict. On
+    # PostgreSQL the body is one statement: outside a transaction its own, inside one under
+    # a savepoint. Otherwise, and for a body one statement cannot carry, statement by
+    # statement under a savepoint, or (savepoint=False, for a caller whose transaction
+    # holds nothing else) taken back by the caller's rollback.
     try:
-        with transaction.atomic(savepoint=savepoint):
-            outcomes = _events_write(source=source, first_of=first_of, delivery_id=delivery_id,
-                                     body_hash=body_hash, at=now, actor=actor, parsed=parsed)
+        outcomes = None
+        if at_once and outside:
+            outcomes = _events_write_at_once(**write)
+        elif at_once:
+            with transaction.atomic(savepoint=savepoint):
+                outcomes = _events_write_at_once(**write)
+        if outcomes is None:
+            with transaction.atomic(savepoint=savepoint):
+                outcomes = _events_write(**write)
     except _Refusal as refusal:
-        if not savepoint:  # the caller rolls back, then records the refusal with this receipt's fields
+        if not savepoint and not outside:  # the caller rolls back, then records the refusal with this receipt's fields
             raise _Refusal(refusal.parsed, refusal.invalid, quarantine) from None
-        return _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
-                              quarantine=quarantine)
+        with transaction.atomic(savepoint=False):
+            return _batch_refused(source=source, parsed=refusal.parsed, invalid=refusal.invalid,
+                                  quarantine=quarantine)
     for observation in repeats:
         outcomes[observation.index] = EventResult(observation.index, "duplicate", observation.event_key)
     return IngestResult(delivery_id=delivery_id, results=[outcomes[i] for i in sorted(outcomes)])

@@ -17,6 +17,7 @@ from conduit.providers.base import SecretUnavailable
 from ingress.meta import app_sources, meta_webhook_receive, verification_answer
 from ingress.selectors import source_by_name
 from ingress.services import ProofRefused, webhook_receive
+from ingress.writes import SourceChanged
 
 logger = logging.getLogger("conduit.ingress")
 
@@ -142,11 +143,15 @@ class WebhookView(APIView):
         headers = {name: _header_text(request.headers.get(name, "")) for name in PROOF_HEADERS}
 
         def receive():
-            source = source_by_name(source_name)
-            if source is None:
-                return self._unknown_source()
-            setattr(request._request, SOURCE_ATTRIBUTE, source.name)  # a registered name: a metrics label
-            return webhook_receive(source=source, body=body, headers=headers)
+            for cached in (True, False):
+                source = source_by_name(source_name, cached=cached)
+                if source is None:
+                    return self._unknown_source()
+                setattr(request._request, SOURCE_ATTRIBUTE, source.name)  # a registered name: a metrics label
+                try:
+                    return webhook_receive(source=source, body=body, headers=headers)
+                except SourceChanged:  # nothing was written: again, with the source read afresh
+                    continue
 
         result = _stored(receive, source_name)
         if isinstance(result, Response):

@@ -79,8 +79,34 @@ def reply_actions_plan(
     actions and one for their history, whatever the number of events. Returns
     the new ids, event by event in purpose order.
     """
+    rows, fill_later = reply_action_rows(observations=observations, adapter=adapter, purposes=purposes, at=at)
+    ids = insert_rows(ReplyAction, PLANNED_COLUMNS, rows)
+    record_created(
+        table=REPLY_TABLE,
+        history=ReplyTransition,
+        owner_field="action",
+        owner_ids=ids,
+        path=PLANNED_PATH,
+        actor=actor,
+        reason_codes=PLANNED_REASONS,
+        at=at,
+    )
+    reply_deadline_reads_queue(action_ids=[ids[position] for position in fill_later])
+    return ids
+
+
+PLANNED_COLUMNS = ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
+                   "reply_deadline"]
+PLANNED_PATH, PLANNED_REASONS = [S.REVIEW_PENDING], ["planned_on_first_receipt"]
+
+
+def reply_action_rows(
+    *, observations: Sequence[Observation], adapter: str, purposes: list[str], at: datetime
+) -> tuple[list[tuple], list[int]]:
+    """The planned actions' rows (PLANNED_COLUMNS order), event by event in purpose order, and the
+    positions of those whose deadline needs the comment's real time (read after commit)."""
     rows = []
-    fill_later = []  # rows whose deadline needs the comment's real time, read after commit
+    fill_later = []
     for observation in observations:
         for purpose in purposes:
             deadline, later = _private_deadline(observation, adapter, purpose)
@@ -88,25 +114,13 @@ def reply_actions_plan(
                 fill_later.append(len(rows))
             rows.append((reply_key(observation.event_key, purpose), observation.event_key, purpose,
                          S.REVIEW_PENDING, ApprovalState.REVIEW_PENDING, observation.canary, at, deadline))
-    ids = insert_rows(
-        ReplyAction,
-        ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
-         "reply_deadline"],
-        rows,
-    )
-    record_created(
-        table=REPLY_TABLE,
-        history=ReplyTransition,
-        owner_field="action",
-        owner_ids=ids,
-        path=[S.REVIEW_PENDING],
-        actor=actor,
-        reason_codes=["planned_on_first_receipt"],
-        at=at,
-    )
-    for position in fill_later:
-        transaction.on_commit(functools.partial(_enqueue_deadline_fill, ids[position]))
-    return ids
+    return rows, fill_later
+
+
+def reply_deadline_reads_queue(*, action_ids: Sequence[int]) -> None:
+    """Queue the read of each comment's real time once the actions are committed (at once outside a transaction)."""
+    for action_id in action_ids:
+        transaction.on_commit(functools.partial(_enqueue_deadline_fill, action_id))
 
 
 # --- the private-reply window ---------------------------------------------------------------

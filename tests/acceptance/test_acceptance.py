@@ -250,14 +250,14 @@ def _plant_log(monkeypatch, message: str, value) -> None:
     """Make ingest log `message % value(source, observation)` for every event it accepts."""
     from ingress import services
 
-    real = services._events_write
+    real = services._body  # what every accepted body writes, whichever writer writes it
 
-    def logging_write(*, source, first_of, **kwargs):
+    def logging_body(*, source, first_of, **kwargs):
         for observation in first_of.values():
             services.logger.info(message, value(source, observation))
         return real(source=source, first_of=first_of, **kwargs)
 
-    monkeypatch.setattr(services, "_events_write", logging_write)
+    monkeypatch.setattr(services, "_body", logging_body)
 
 
 @REAL_HTTP

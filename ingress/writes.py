@@ -1,0 +1,155 @@
+"""A body's writes as one PostgreSQL statement: delivery, events, their history, reply actions and
+theirs, in one round trip (data-modifying WITH queries).
+
+The multi-statement path in ingress.services (`_events_write`) does the same
+with one statement per table; SQLite, which has no data-modifying WITH, takes
+it, and tests/ingress/test_one_statement.py holds the two to the same rows.
+A refusal (the delivery id or an event key held with other content) raises
+inside the statement, through the `conduit_refuse` function (migration
+ingress 0009), so nothing of the body stays written: in autocommit the
+statement's own transaction, in a caller's transaction its savepoint, is
+rolled back. Rows travel as JSON parameters, so the statement's text is the
+same for every body and PostgreSQL prepares it once per connection.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Sequence
+
+from django.db import DatabaseError, connection
+
+from conduit.sql import columns_sql, json_casts, json_encoded, upsert_sql
+from conduit.statemachine import history_columns
+from ingress.models import Delivery, EventTransition, InboundEvent, Source
+from replies.models import ReplyAction, ReplyTransition
+
+REFUSED_STATE = "CDR01"  # the SQLSTATE conduit_refuse raises (migration ingress 0009)
+
+
+class Refused(Exception):
+    """The statement found the delivery id or these members held with other content; it wrote nothing."""
+
+    def __init__(self, delivery: bool, members: list[int]) -> None:
+        super().__init__("refused")
+        self.delivery, self.members = delivery, members
+
+
+class SourceChanged(Exception):
+    """The source's row no longer reads as it did when this process cached it: nothing was written."""
+
+
+DELIVERY_COLUMNS = ["source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
+                    "seen_count"]
+
+
+@functools.cache
+def _statement(event_columns: tuple[str, ...], action_columns: tuple[str, ...]) -> str:
+    qn = connection.ops.quote_name
+    d_head, d_tail, d_fields = upsert_sql(Delivery, tuple(DELIVERY_COLUMNS), ("source", "delivery_id"),
+                                          ("body_hash",), "seen_count", ("last_received_at",))
+    e_head, e_tail, e_fields = upsert_sql(InboundEvent, event_columns, ("event_key",), ("payload_hash",),
+                                          "seen_count", ("last_received_at",))
+    eh_columns, eh_fields = columns_sql(EventTransition, history_columns("event"))
+    a_columns, a_fields = columns_sql(ReplyAction, action_columns)
+    ah_columns, ah_fields = columns_sql(ReplyTransition, history_columns("action"))
+    key = qn(InboundEvent._meta.get_field("event_key").column)
+    # Positions in the JSON rows: an event's key is its first value; a planned action's event key
+    # its second; a history row's first value is its owner's key, resolved here to the new id.
+    action_event = action_columns.index("event")
+    return f"""
+WITH src AS (
+  SELECT 1 FROM {qn(Source._meta.db_table)} s WHERE s.id = %s AND (%s::text IS NULL OR s::text = %s::text)
+), d AS (
+  {d_head} SELECT {", ".join(json_casts(d_fields, "r"))} FROM (SELECT %s::jsonb AS e) r
+  WHERE EXISTS (SELECT 1 FROM src) {d_tail}
+), ev AS (
+  SELECT r.e, r.n FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n)
+), e AS (
+  {e_head} SELECT {", ".join(json_casts(e_fields, "r"))} FROM ev r
+  WHERE EXISTS (SELECT 1 FROM d) ORDER BY r.n {e_tail}
+), eh AS (
+  INSERT INTO {qn(EventTransition._meta.db_table)} ({eh_columns})
+  SELECT e.id, {", ".join(json_casts(eh_fields[1:], "r", 1))}
+  FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) JOIN e ON e.{key} = r.e->>0
+  WHERE e.seen_count = 1 ORDER BY r.n
+), a AS (
+  INSERT INTO {qn(ReplyAction._meta.db_table)} ({a_columns})
+  SELECT {", ".join(json_casts(a_fields, "r"))}
+  FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) JOIN e ON e.{key} = r.e->>{action_event}
+  WHERE e.seen_count = 1 ORDER BY r.n
+  RETURNING id, reply_key
+), ah AS (
+  INSERT INTO {qn(ReplyTransition._meta.db_table)} ({ah_columns})
+  SELECT a.id, {", ".join(json_casts(ah_fields[1:], "r", 1))}
+  FROM a CROSS JOIN (SELECT %s::jsonb AS e) r ORDER BY a.id
+), bad AS (
+  SELECT r.n FROM ev r LEFT JOIN e ON e.{key} = r.e->>0 WHERE e.id IS NULL
+)
+SELECT 'e', e.{key}, e.id, e.seen_count FROM e
+UNION ALL SELECT 'a', a.reply_key, a.id, NULL FROM a
+UNION ALL SELECT 'stale', NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM src)
+UNION ALL SELECT 'refused', conduit_refuse(json_build_object(
+    'delivery', NOT EXISTS (SELECT 1 FROM d), 'members', (SELECT json_agg(n ORDER BY n) FROM bad))::text),
+  NULL, NULL
+  WHERE EXISTS (SELECT 1 FROM src) AND (NOT EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM bad))
+"""
+
+
+def body_write(
+    *, source: Source, delivery: Sequence, events: list[Sequence], event_columns: Sequence[str],
+    event_history: list[Sequence], actions: list[Sequence], action_columns: Sequence[str],
+    action_history: Sequence,
+) -> tuple[dict[str, tuple[int, int]], dict[str, int]] | None:
+    """Write one body in one statement: ({event key: (id, seen count)}, {reply key: action id}).
+
+    `delivery` is one row in DELIVERY_COLUMNS order; `events` rows in
+    `event_columns` order, sorted by key (concurrent bodies lock shared keys in
+    one order); `event_history` rows in history_columns order with the event's
+    key as owner, written for the events this statement inserts; `actions`
+    rows in `action_columns` order, planned for those same events, and each
+    gets `action_history` (one history row without its owner). With a source
+    that came from this process's cache (`from_cache`), the statement writes
+    only if the source's row still reads as `row_text`, else raises
+    SourceChanged. Raises Refused when the delivery id or an event key is held
+    with other content (nothing written), and None when a value has no exact
+    JSON form (the caller takes the multi-statement path).
+    """
+    sql = _statement(tuple(event_columns), tuple(action_columns))
+    encoded = [
+        json_encoded(fields, rows) for fields, rows in (
+            (columns_sql(Delivery, DELIVERY_COLUMNS)[1], [delivery]),
+            (columns_sql(InboundEvent, event_columns)[1], events),
+            (columns_sql(EventTransition, history_columns("event"))[1], event_history),
+            (columns_sql(ReplyAction, action_columns)[1], actions),
+            (columns_sql(ReplyTransition, history_columns("action"))[1], [action_history]),
+        )
+    ]
+    if None in encoded:
+        return None
+    delivery_json, events_json, event_history_json, actions_json, action_history_json = encoded
+    row_text = source.row_text if getattr(source, "from_cache", False) else None
+    params = [source.pk, row_text, row_text, delivery_json[1:-1], events_json, event_history_json, actions_json,
+              action_history_json[1:-1]]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    except DatabaseError as exc:
+        cause = exc.__cause__
+        if getattr(cause, "sqlstate", None) != REFUSED_STATE:
+            raise
+        found = json.loads(cause.diag.message_detail)
+        raise Refused(found["delivery"], [n - 1 for n in found["members"] or []]) from None
+    held: dict[str, tuple[int, int]] = {}
+    planned: dict[str, int] = {}
+    for kind, key, pk, count in rows:
+        if kind == "stale":
+            raise SourceChanged
+        if kind == "e":
+            held[key] = (pk, count)
+        else:
+            planned[key] = pk
+    return held, planned
+
