@@ -40,17 +40,19 @@ def _columns(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tu
 
 
 def _prep(field: models.Field, value: Any) -> Any:
-    return _preparer(field, connection.vendor == "postgresql", connection)(value)
+    return _preparer(field, connection.vendor == "postgresql")(value, connection)
 
 
-def _preparer(field: models.Field, postgres: bool, database) -> Callable[[Any], Any]:
+@lru_cache(maxsize=None)
+def _preparer(field: models.Field, postgres: bool) -> Callable[[Any, Any], Any]:
     """How one column's values are prepared: as they are where the ORM would return them unchanged
-    (plain strings, integers and booleans; on PostgreSQL an aware time), else get_db_prep_save."""
+    (plain strings, integers and booleans; on PostgreSQL an aware time), else get_db_prep_save
+    (decided once per field)."""
     prepare = field.get_db_prep_save
     plain = isinstance(field, _PLAIN_FIELDS)
     aware_time = postgres and isinstance(field, models.DateTimeField)
 
-    def prep(value: Any) -> Any:
+    def prep(value: Any, database) -> Any:
         kind = type(value)
         if plain and kind in _PLAIN_VALUES:
             return value
@@ -64,8 +66,9 @@ def _preparer(field: models.Field, postgres: bool, database) -> Callable[[Any], 
 def _prepped(fields: tuple, rows: list[Sequence[Any]]) -> list[list[Any]]:
     # The connection is resolved once for the rows, not once per value.
     database = connections[DEFAULT_DB_ALIAS]
-    preparers = [_preparer(f, database.vendor == "postgresql", database) for f in fields]
-    return [[prep(v) for prep, v in zip(preparers, row)] for row in rows]
+    postgres = database.vendor == "postgresql"
+    preparers = [_preparer(f, postgres) for f in fields]
+    return [[prep(v, database) for prep, v in zip(preparers, row)] for row in rows]
 
 
 _JSON_PLAIN = (str, int, bool, type(None))

@@ -52,15 +52,7 @@ from ingress.models import (
 from ingress.selectors import source_config, source_identity_holder
 from ingress.signals import quarantine_corrected
 from ingress.writes import DELIVERY_COLUMNS, Refused, SourceChanged, body_write
-from replies.contract import REPLY_TABLE
-from replies.services import (
-    PLANNED_COLUMNS,
-    PLANNED_PATH,
-    PLANNED_REASONS,
-    reply_action_rows,
-    reply_actions_plan,
-    reply_deadline_reads_queue,
-)
+from replies.services import PLANNED, reply_action_rows, reply_actions_plan, reply_deadline_reads_queue
 
 logger = logging.getLogger("conduit.ingress")
 
@@ -266,12 +258,10 @@ def _events_write_at_once(
     """`_events_write` as one statement on PostgreSQL (ingress.writes); None where it cannot carry the body."""
     actions, fill_later = reply_action_rows(observations=body.ready, adapter=source.adapter,
                                             purposes=list(source.purposes), at=at)
-    action_history = creation_rows(table=REPLY_TABLE, records=[(None, PLANNED_PATH, PLANNED_REASONS)],
-                                   actor=actor, at=at)[0]
     try:
         written = body_write(source=source, delivery=body.delivery, events=body.events, event_columns=EVENT_COLUMNS,
-                             event_history=body.history, actions=actions, action_columns=PLANNED_COLUMNS,
-                             action_history=action_history)
+                             event_history=body.history, actions=actions, plan=PLANNED,
+                             action_history=PLANNED.history_row(actor=actor, at=at))
     except Refused as refused:
         if refused.delivery:
             raise _Refusal(Parsed([], []), [DELIVERY_CONFLICT]) from None

@@ -23,7 +23,6 @@ from django.db import DatabaseError, connection
 from conduit.sql import columns_sql, json_casts, json_encoded, upsert_sql
 from conduit.statemachine import history_columns
 from ingress.models import Delivery, EventTransition, InboundEvent, Source
-from replies.models import ReplyAction, ReplyTransition
 
 REFUSED_STATE = "CDR01"  # the SQLSTATE conduit_refuse raises (migration ingress 0009)
 
@@ -45,19 +44,19 @@ DELIVERY_COLUMNS = ["source", "delivery_id", "body_hash", "event_keys", "first_r
 
 
 @functools.cache
-def _statement(event_columns: tuple[str, ...], action_columns: tuple[str, ...]) -> str:
+def _statement(event_columns: tuple[str, ...], plan) -> str:
     qn = connection.ops.quote_name
     d_head, d_tail, d_fields = upsert_sql(Delivery, tuple(DELIVERY_COLUMNS), ("source", "delivery_id"),
                                           ("body_hash",), "seen_count", ("last_received_at",))
     e_head, e_tail, e_fields = upsert_sql(InboundEvent, event_columns, ("event_key",), ("payload_hash",),
                                           "seen_count", ("last_received_at",))
     eh_columns, eh_fields = columns_sql(EventTransition, history_columns("event"))
-    a_columns, a_fields = columns_sql(ReplyAction, action_columns)
-    ah_columns, ah_fields = columns_sql(ReplyTransition, history_columns("action"))
+    a_columns, a_fields = columns_sql(plan.model, plan.columns)
+    ah_columns, ah_fields = columns_sql(plan.history, history_columns("action"))
     key = qn(InboundEvent._meta.get_field("event_key").column)
     # Positions in the JSON rows: an event's key is its first value; a planned action's event key
     # its second; a history row's first value is its owner's key, resolved here to the new id.
-    action_event = action_columns.index("event")
+    action_event = plan.columns.index("event")
     return f"""
 WITH src AS (
   SELECT 1 FROM {qn(Source._meta.db_table)} s WHERE s.id = %s AND (%s::text IS NULL OR s::text = %s::text)
@@ -75,13 +74,13 @@ WITH src AS (
   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) JOIN e ON e.{key} = r.e->>0
   WHERE e.seen_count = 1 ORDER BY r.n
 ), a AS (
-  INSERT INTO {qn(ReplyAction._meta.db_table)} ({a_columns})
+  INSERT INTO {qn(plan.model._meta.db_table)} ({a_columns})
   SELECT {", ".join(json_casts(a_fields, "r"))}
   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) JOIN e ON e.{key} = r.e->>{action_event}
   WHERE e.seen_count = 1 ORDER BY r.n
   RETURNING id, reply_key
 ), ah AS (
-  INSERT INTO {qn(ReplyTransition._meta.db_table)} ({ah_columns})
+  INSERT INTO {qn(plan.history._meta.db_table)} ({ah_columns})
   SELECT a.id, {", ".join(json_casts(ah_fields[1:], "r", 1))}
   FROM a CROSS JOIN (SELECT %s::jsonb AS e) r ORDER BY a.id
 ), bad AS (
@@ -99,8 +98,7 @@ UNION ALL SELECT 'refused', conduit_refuse(json_build_object(
 
 def body_write(
     *, source: Source, delivery: Sequence, events: list[Sequence], event_columns: Sequence[str],
-    event_history: list[Sequence], actions: list[Sequence], action_columns: Sequence[str],
-    action_history: Sequence,
+    event_history: list[Sequence], actions: list[Sequence], plan, action_history: Sequence,
 ) -> tuple[dict[str, tuple[int, int]], dict[str, int]] | None:
     """Write one body in one statement: ({event key: (id, seen count)}, {reply key: action id}).
 
@@ -108,22 +106,24 @@ def body_write(
     `event_columns` order, sorted by key (concurrent bodies lock shared keys in
     one order); `event_history` rows in history_columns order with the event's
     key as owner, written for the events this statement inserts; `actions`
-    rows in `action_columns` order, planned for those same events, and each
-    gets `action_history` (one history row without its owner). With a source
+    rows in `plan.columns` order (replies.services.PLANNED: the reply
+    ledger's tables come from replies, the one app ingest plans into),
+    planned for those same events, and each gets `action_history` (one
+    history row without its owner). With a source
     that came from this process's cache (`from_cache`), the statement writes
     only if the source's row still reads as `row_text`, else raises
     SourceChanged. Raises Refused when the delivery id or an event key is held
     with other content (nothing written), and None when a value has no exact
     JSON form (the caller takes the multi-statement path).
     """
-    sql = _statement(tuple(event_columns), tuple(action_columns))
+    sql = _statement(tuple(event_columns), plan)
     encoded = [
         json_encoded(fields, rows) for fields, rows in (
             (columns_sql(Delivery, DELIVERY_COLUMNS)[1], [delivery]),
             (columns_sql(InboundEvent, event_columns)[1], events),
             (columns_sql(EventTransition, history_columns("event"))[1], event_history),
-            (columns_sql(ReplyAction, action_columns)[1], actions),
-            (columns_sql(ReplyTransition, history_columns("action"))[1], [action_history]),
+            (columns_sql(plan.model, plan.columns)[1], actions),
+            (columns_sql(plan.history, history_columns("action"))[1], [action_history]),
         )
     ]
     if None in encoded:

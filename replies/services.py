@@ -17,7 +17,7 @@ from django.utils import timezone
 from conduit.providers.base import Ambiguous, Observation
 from conduit.providers.registry import TRANSPORTS
 from conduit.sql import insert_rows
-from conduit.statemachine import Outcome, record_created
+from conduit.statemachine import Outcome, TransitionTable, creation_rows, record_created
 from ingress.models import InboundEvent, Source
 from replies import sender
 from replies.contract import REPLY_TABLE, reply_key
@@ -80,30 +80,52 @@ def reply_actions_plan(
     the new ids, event by event in purpose order.
     """
     rows, fill_later = reply_action_rows(observations=observations, adapter=adapter, purposes=purposes, at=at)
-    ids = insert_rows(ReplyAction, PLANNED_COLUMNS, rows)
+    ids = insert_rows(ReplyAction, PLANNED.columns, rows)
     record_created(
         table=REPLY_TABLE,
         history=ReplyTransition,
         owner_field="action",
         owner_ids=ids,
-        path=PLANNED_PATH,
+        path=PLANNED.path,
         actor=actor,
-        reason_codes=PLANNED_REASONS,
+        reason_codes=PLANNED.reasons,
         at=at,
     )
     reply_deadline_reads_queue(action_ids=[ids[position] for position in fill_later])
     return ids
 
 
-PLANNED_COLUMNS = ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
-                   "reply_deadline"]
-PLANNED_PATH, PLANNED_REASONS = [S.REVIEW_PENDING], ["planned_on_first_receipt"]
+@dataclass(frozen=True)
+class ActionPlan:
+    """How planned actions are written, for ingest to write them in its own statement
+    (ingress.writes): their model and history, reply_action_rows' columns, and the creation
+    path with its reason codes as the reply table declares it."""
+
+    model: type
+    history: type
+    columns: tuple[str, ...]
+    table: TransitionTable
+    path: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+    def history_row(self, *, actor: str, at: datetime) -> tuple:
+        """The one history row each planned action gets, its owner left blank (None)."""
+        (row,) = creation_rows(table=self.table, records=[(None, self.path, self.reasons)], actor=actor, at=at)
+        return row
+
+
+PLANNED = ActionPlan(
+    model=ReplyAction, history=ReplyTransition,
+    columns=("reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
+             "reply_deadline"),
+    table=REPLY_TABLE, path=(S.REVIEW_PENDING,), reasons=("planned_on_first_receipt",),
+)
 
 
 def reply_action_rows(
     *, observations: Sequence[Observation], adapter: str, purposes: list[str], at: datetime
 ) -> tuple[list[tuple], list[int]]:
-    """The planned actions' rows (PLANNED_COLUMNS order), event by event in purpose order, and the
+    """The planned actions' rows (PLANNED.columns order), event by event in purpose order, and the
     positions of those whose deadline needs the comment's real time (read after commit)."""
     rows = []
     fill_later = []

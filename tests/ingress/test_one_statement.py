@@ -92,7 +92,7 @@ def test_positive_control_parity_sees_a_statement_that_writes_history_for_a_dupl
         return real(*args).replace('JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count = 1',
                                    'JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count >= 1')
 
-    assert "WHERE e.seen_count >= 1" in broken(tuple(EVENT_COLUMNS), tuple(services.PLANNED_COLUMNS))
+    assert "WHERE e.seen_count >= 1" in broken(tuple(EVENT_COLUMNS), services.PLANNED)
     monkeypatch.setattr(writes, "_statement", broken)
     one, several = _both_paths(sandbox_source, monkeypatch)
     assert one["event_history"] != several["event_history"]

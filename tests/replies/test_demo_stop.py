@@ -211,9 +211,11 @@ def test_make_demo_ends_without_an_error_when_stopped(demo, to_demo_only):
     run = demo(command=["make", "--no-print-directory", "demo"])
     run.wait_for(BANNER)
     if to_demo_only:
-        (script,) = [pid for pid, info in run.seen.items()
-                     if "scripts/demo" in info["cmd"] and "make" not in info["cmd"] and info["ppid"] != 1
-                     and pid != run.proc.pid and info["cmd"].startswith(("bash", "/bin/bash", "/usr/bin/bash"))]
+        shells = {pid: info for pid, info in run.seen.items()
+                  if "scripts/demo" in info["cmd"] and "make" not in info["cmd"] and info["ppid"] != 1
+                  and pid != run.proc.pid and info["cmd"].startswith(("bash", "/bin/bash", "/usr/bin/bash"))}
+        # The script's own subshells carry its command line too: the script is the one whose parent is not one.
+        (script,) = [pid for pid, info in shells.items() if info["ppid"] not in shells]
         os.kill(script, signal.SIGTERM)
         status = run.proc.wait(timeout=90)
         assert status == 0, (status, run.output[-2000:])
