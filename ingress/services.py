@@ -491,6 +491,8 @@ def observations_accept(
             with transaction.atomic(savepoint=savepoint):
                 outcomes = _events_write_at_once(**write)
         if outcomes is None:
+            if getattr(source, "from_cache", False):  # only the one statement checks a cached source
+                raise SourceChanged
             with transaction.atomic(savepoint=savepoint):
                 outcomes = _events_write(**write)
     except _Refusal as refusal:
