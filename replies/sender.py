@@ -10,7 +10,7 @@ Each action goes out through its own reply route (source + purpose).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 from django.conf import settings
@@ -207,12 +207,12 @@ def _lock_next(now: datetime) -> ReplyAction | None:
     (FOR NO KEY UPDATE SKIP LOCKED where the database has it); the outer one
     joins only that row, so a claim costs the same whatever the backlog.
     """
-    inner = (
-        ReplyAction.objects.select_for_update(skip_locked=True, no_key=True)
-        .filter(_due(now)).order_by("id").values("id")[:1]
-    )
-    inner_sql, params = inner.query.sql_with_params()
     qn = connection.ops.quote_name
+    due, count = _due_sql("c")
+    lock = " FOR NO KEY UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    inner_sql = (f"SELECT c.{qn('id')} FROM {qn(ReplyAction._meta.db_table)} c WHERE {due} "
+                 f"ORDER BY c.{qn('id')} LIMIT 1{lock}")
+    params = [now] * count
     sql = (
         f"SELECT {select_list(ReplyAction, 'a')}, {select_list(InboundEvent, 'e')}, "
         f"{select_list(Source, 's')}, {select_list(ReplyRoute, 'r')} FROM {qn(ReplyAction._meta.db_table)} a "
@@ -238,10 +238,8 @@ def _lock_next(now: datetime) -> ReplyAction | None:
 
 # --- the claim in one statement -------------------------------------------------------------
 
-# A datetime no caller passes: it marks where `now` goes in the claim's compiled SQL.
-_NOW_MARK = datetime(2000, 1, 1, 0, 0, 0, 424242, tzinfo=UTC)
-# An id no row has, and the mark that takes its place in the by-id claim's params.
-_ID_MARK_INT = -424242
+# Where `now` (and, by id, the action's id) goes in the claim's params: filled in per call.
+_NOW_MARK = object()
 _ID_MARK = object()
 _claim_sql_cache: dict[tuple, tuple[str, list, list[int]]] = {}
 
@@ -249,44 +247,30 @@ _claim_sql_cache: dict[tuple, tuple[str, list, list[int]]] = {}
 def _claim_sql(*, by_id: bool) -> tuple[str, list, list[int]] | None:
     """The one-statement claim's SQL, its params with `now` marked, and where `now` goes.
 
-    Compiled once per process (and per `_due`, which tests replace to take a guard away):
-    the ORM's compiler costs more than the statement. None when `now` (or the id) cannot be
-    located in the compiled params: the transaction path then claims.
+    Plain SQL, built once per process (and per `_due_sql`, which tests replace to take a guard
+    away): the locking read is `_due_sql`'s rule, kept equal to `_due` by
+    tests/replies/test_due_parity.py. None off PostgreSQL (the transaction path claims).
     """
-    due = _due
-    key = (by_id, due, connection.vendor)
+    if not one_statement_moves():
+        return None
+    due_sql = _due_sql
+    key = (by_id, due_sql, connection.vendor)
     if key in _claim_sql_cache:
         return _claim_sql_cache[key]
-    def compiled(mark: datetime) -> tuple[str, list]:
-        if by_id:
-            # By id (a queue task), only the state decides; the move below checks the source
-            # and budget, and an action it leaves goes to the transaction path, which says why.
-            claimable = Q(pk__in=[])
-            for state, condition in CLAIMABLE.items():
-                claimable |= Q(delivery_state=state, **condition(mark))
-            inner = ReplyAction.objects.select_for_update(no_key=True).filter(claimable, pk=_ID_MARK_INT)
-        else:
-            inner = ReplyAction.objects.select_for_update(skip_locked=True, no_key=True).filter(due(mark))
-            inner = inner.order_by("id")
-        # The compiler refuses a locking read outside a transaction; nothing runs in this one.
-        with transaction.atomic(savepoint=False):
-            inner_sql, inner_params = inner.values("id")[:1].query.sql_with_params()
-        return inner_sql, list(inner_params)
-
-    inner_sql, inner_params = compiled(_NOW_MARK)
-    other_sql, other_params = compiled(_NOW_MARK + timedelta(days=1))
-    # `now` must sit in the params as passed, and nowhere else: compare two compilations.
-    differ = [i for i, (a, b) in enumerate(zip(inner_params, other_params)) if a != b]
-    if other_sql != inner_sql or any(inner_params[i] != _NOW_MARK for i in differ):
-        return None
-    if by_id:
-        at = [i for i, p in enumerate(inner_params) if type(p) is int and p == _ID_MARK_INT]
-        if len(at) != 1:
-            return None
-        inner_params[at[0]] = _ID_MARK
     qn = connection.ops.quote_name
     actions, events, sources = (qn(m._meta.db_table) for m in (ReplyAction, InboundEvent, Source))
     routes, budgets, attempts = (qn(m._meta.db_table) for m in (ReplyRoute, SendBudget, SendAttempt))
+    if by_id:
+        # By id (a queue task), only the state decides; the move below checks the source and
+        # budget, and an action it leaves goes to the transaction path, which says why.
+        inner_sql = (f"SELECT c.{qn('id')} FROM {actions} c WHERE c.{qn('id')} = %s AND {_claimable_sql('c')} "
+                     f"LIMIT 1 FOR NO KEY UPDATE")
+        inner_params = [_ID_MARK] + [_NOW_MARK] * _claimable_sql('c').count("%s")
+    else:
+        due, due_params = due_sql("c")
+        inner_sql = (f"SELECT c.{qn('id')} FROM {actions} c WHERE {due} "
+                     f"ORDER BY c.{qn('id')} LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED")
+        inner_params = [_NOW_MARK] * due_params
     claimable_from = [state for state in CLAIMABLE if REPLY_TABLE.allows(state, S.SENDING)]
     returned = select_list(ReplyAction, "a")
     sql = (
@@ -323,11 +307,9 @@ def _claim_sql(*, by_id: bool) -> tuple[str, list, list[int]] | None:
     params = [*inner_params, S.SENDING.value, _NOW_MARK, *(str(state) for state in claimable_from), _NOW_MARK,
               S.SENDING.value, _NOW_MARK, SENDER, "claimed",
               _NOW_MARK, AttemptTransport.SENT.value, "claimed; request about to be written"]
-    now_at = [i for i, p in enumerate(params) if isinstance(p, datetime) and p == _NOW_MARK]
+    now_at = [i for i, p in enumerate(params) if p is _NOW_MARK]
     _claim_sql_cache[key] = (sql, params, now_at)
     return _claim_sql_cache[key]
-
-
 
 
 def _claim_in_one_statement(
@@ -501,6 +483,44 @@ def _due(now: datetime) -> Q:
     paused = SendBudget.objects.filter(source__events__event_key=OuterRef("event_id"), purpose=OuterRef("purpose"),
                                        paused_until__gt=now)
     return due & ~Exists(needs_reauth) & ~Exists(paused)
+
+
+# _due as plain SQL, for the claims' locking reads (compiling the ORM's query costs more than the
+# statement). tests/replies/test_due_parity.py holds the two to the same rows; change both.
+# Per claimable state, the condition its claim adds (CLAIMABLE's), on the row `{a}`; `%s` is now.
+CLAIMABLE_SQL: dict[str, str] = {
+    S.APPROVED: "",
+    S.FAILED_BEFORE_SEND: "{a}.next_attempt_at <= %s",
+}
+
+
+def _claimable_sql(a: str) -> str:
+    """A claimable state with its condition, on the actions row `a`; each `%s` is now.
+
+    The state list comes first, as the `reply_action_claimable` index's predicate reads, so
+    the planner can walk that index in id order."""
+    states = ", ".join(f"'{state}'" for state in CLAIMABLE_SQL)
+    arms = " OR ".join(f"({a}.delivery_state = '{state}'" + (f" AND {cond.format(a=a)})" if cond else ")")
+                       for state, cond in CLAIMABLE_SQL.items())
+    return f"{a}.delivery_state IN ({states}) AND ({arms})"
+
+
+def _due_sql(a: str) -> tuple[str, int]:
+    """_due on the actions row `a`: the SQL and how many params it takes (each is now).
+
+    OFFSET 0 keeps each NOT EXISTS a per-row check: pulled up into anti-joins, the planner
+    (which cannot know how few sources need re-auth or accounts are paused) sorts the whole
+    backlog to find its first row; as checks, the claim walks the claimable index in id order
+    and stops at the first due row, whatever the backlog."""
+    fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
+    sql = (
+        f"{_claimable_sql(a)} "
+        f"AND NOT EXISTS (SELECT 1 FROM inbound_events e JOIN ingress_source s ON s.id = e.source_id "
+        f"WHERE e.event_key = {a}.event_key AND s.needs_reauth{fence}) "
+        f"AND NOT EXISTS (SELECT 1 FROM reply_send_budgets b JOIN inbound_events e ON e.source_id = b.source_id "
+        f"WHERE e.event_key = {a}.event_key AND b.purpose = {a}.purpose AND b.paused_until > %s{fence})"
+    )
+    return sql, sql.count("%s")
 
 
 # --- token health and shared send budgets ---------------------------------------------------

@@ -89,8 +89,16 @@ def test_positive_control_a_claim_that_ignores_needs_reauth_keeps_sending(approv
             due |= Q(delivery_state=state, **condition(now))
         return due
 
+    real_due_sql = sender._due_sql
+
+    def due_sql_without_reauth(a):  # the claims' plain-SQL rule, the same guard taken away
+        sql, count = real_due_sql(a)
+        head, rest = sql.split(" AND NOT EXISTS (SELECT 1 FROM inbound_events e JOIN ingress_source s", 1)
+        return head + " AND NOT EXISTS" + rest.split(" AND NOT EXISTS", 1)[1], count
+
     real_held = sender._held
     monkeypatch.setattr(sender, "_due", due_without_reauth)
+    monkeypatch.setattr(sender, "_due_sql", due_sql_without_reauth)
     monkeypatch.setattr(sender, "_held", lambda action, now: "" if real_held(action, now) == "waiting_reauth"
                         else real_held(action, now))
     assert _190_mid_run(graph) > 0

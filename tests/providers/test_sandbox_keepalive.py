@@ -6,6 +6,7 @@ import urllib.request
 
 import pytest
 
+from conduit.providers import keepalive
 from conduit.providers.base import Ambiguous, OutboundReply
 from conduit.providers.sandbox import transport as sandbox_transport
 from conduit.providers.sandbox.simulator import ProviderState, make_handler
@@ -76,7 +77,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(counted_provide
     """The task: "the sandbox simulator closing an idle keep-alive connection" must not turn the
     next send into a maybe-applied one. The idle socket is found closed before anything is
     written (the write retry below is taken away here, so only this check protects)."""
-    monkeypatch.setattr(sandbox_transport, "STALE_ON_WRITE", ())
+    monkeypatch.setattr(keepalive, "STALE_ON_WRITE", ())
     state, transport = _send_after_the_server_closed_the_idle_connection(counted_provider)
     receipt = transport.send(reply(2))
     assert receipt.provider_reply_id == state.receipts[reply(2).reply_key]
@@ -88,7 +89,7 @@ def test_a_write_that_fails_on_a_reused_connection_goes_once_more_on_a_fresh_one
     """The race the idle check cannot close (the server closes just after the check): the write
     fails on the reused connection, no whole request reached the provider, so the request goes
     once more on a fresh connection: applied once, with its own receipt."""
-    monkeypatch.setattr(sandbox_transport, "_quiet", lambda conn: True)  # the check saw it open
+    monkeypatch.setattr(keepalive, "_quiet", lambda conn: True)  # the check saw it open
     state, transport = _send_after_the_server_closed_the_idle_connection(counted_provider)
     receipt = transport.send(reply(2))
     assert receipt.provider_reply_id == state.receipts[reply(2).reply_key]
@@ -100,8 +101,8 @@ def test_positive_control_without_either_guard_the_closed_connection_parks_a_sen
     """Both guards removed (no idle check, every write failure read as maybe sent): the request
     goes down the closed connection and the send is Ambiguous, a needless SEND_STATUS_UNKNOWN,
     although the provider never saw it."""
-    monkeypatch.setattr(sandbox_transport, "_quiet", lambda conn: True)
-    monkeypatch.setattr(sandbox_transport, "STALE_ON_WRITE", ())
+    monkeypatch.setattr(keepalive, "_quiet", lambda conn: True)
+    monkeypatch.setattr(keepalive, "STALE_ON_WRITE", ())
     state, transport = _send_after_the_server_closed_the_idle_connection(counted_provider)
     with pytest.raises(Ambiguous) as raised:
         transport.send(reply(2))
@@ -129,15 +130,15 @@ def test_a_connection_whose_request_ended_ambiguously_is_never_reused(counted_pr
     receipt, error = _late_answer_then_next(state, transport)
     assert error is None
     assert receipt.provider_reply_id == state.receipts[reply(2).reply_key]
-    assert transport._kept is not None  # the fresh connection, kept
+    assert transport.kept._kept is not None  # the fresh connection, kept
 
 
 def test_positive_control_reusing_after_a_timeout_confuses_the_next_send(counted_provider, monkeypatch):
     """The discard removed (the connection kept whatever happened): the next send does not come
     back with its own receipt (http.client refuses the half-used connection, or the late answer
     is read as this one's)."""
-    real = SandboxTransport._give_back
-    monkeypatch.setattr(SandboxTransport, "_give_back",
+    real = keepalive.KeptConnection.give_back
+    monkeypatch.setattr(keepalive.KeptConnection, "give_back",
                         lambda self, conn, reusable: real(self, conn, conn.sock is not None))
     state = counted_provider()
     transport = SandboxTransport(state.url, timeout=0.3)
@@ -160,9 +161,9 @@ def test_a_forked_child_never_writes_on_its_parents_connection(counted_provider,
     state = counted_provider()
     transport = SandboxTransport(state.url)
     transport.send(reply(1))
-    kept = transport._kept[0]
-    monkeypatch.setattr(sandbox_transport.os, "getpid", lambda: -1)  # as if in a child
-    assert transport._take() is None
+    kept = transport.kept._kept[0]
+    monkeypatch.setattr(keepalive.os, "getpid", lambda: -1)  # as if in a child
+    assert transport.kept.take() is None
     assert kept.sock is not None  # left open for the parent, never closed or written by the child
 
 
@@ -196,5 +197,5 @@ def test_kept_alive_sends_are_not_held_by_delayed_acks(counted_provider):
 def test_positive_control_without_either_guard_each_send_waits(counted_provider, monkeypatch):
     """Both guards taken away (the provider's TCP_NODELAY and the transport's quick ACK): each
     kept-alive answer waits for the delayed ACK again."""
-    monkeypatch.setattr(sandbox_transport, "_ack_at_once", lambda conn: None)
+    monkeypatch.setattr(keepalive, "_ack_at_once", lambda conn: None)
     assert _ten_kept_alive_sends(counted_provider(nodelay=False)) >= 0.3

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from urllib.parse import urlencode, urlsplit
 
 from conduit.loopback import loopback_address
+from conduit.providers.keepalive import ExchangeFailed, kept_connection
 
 # Error meanings are data (STYLE habit 14): code -> outcome, with where each row comes from.
 # Throttled, not applied: graph-api/guides/error-handling and the rate-limiting BUC table.
@@ -204,9 +205,37 @@ def _connection(base_url: str, timeout: float) -> tuple[http.client.HTTPConnecti
     return http.client.HTTPConnection(*address, timeout=timeout), prefix
 
 
+def _exchange_kept(base_url: str, method: str, path: str, timeout: float, max_bytes: int,
+                   ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """The request on this thread's kept-alive connection to the Graph host
+    (conduit.providers.keepalive: the sandbox transport's guards), failures as GraphCallFailed."""
+    parts = urlsplit(base_url)
+    if parts.scheme == "https" and parts.hostname:
+        scheme, host, port = "https", parts.hostname, parts.port or 443
+    else:
+        address = loopback_address(base_url)
+        if address is None:
+            raise GraphCallFailed("url_refused", "the Graph URL must be https://, or http:// on this host",
+                                  sent=False)
+        scheme, (host, port) = "http", address
+    kept = kept_connection(scheme, host, port, timeout)
+    try:
+        return kept.exchange(method, path, None, {"Accept": "application/json"}, max_bytes=max_bytes)
+    except ExchangeFailed as exc:
+        timed_out = isinstance(exc.__cause__, TimeoutError)
+        if exc.stage == "connect":  # the connection never opened: nothing left the process
+            raise GraphCallFailed("timeout" if timed_out else "transport",
+                                  f"the Graph connection failed ({type(exc.__cause__).__name__})",
+                                  sent=False) from None
+        if exc.stage == "timeout":
+            raise GraphCallFailed("timeout", f"no Graph answer within {timeout:g} s") from None
+        raise GraphCallFailed("transport", f"the Graph connection failed ({type(exc.__cause__).__name__})",
+                              sent=True) from None
+
+
 def graph_request(
     *, method: str = "GET", base_url: str, path: str, params: Mapping[str, str], access_token: str,
-    timeout: float, max_bytes: int = DEFAULT_MAX_BYTES,
+    timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, keep_alive: bool = False,
 ) -> GraphResponse:
     """One Graph call: `<base_url>/<path>?<params>&access_token=...`, its JSON object back.
 
@@ -216,6 +245,11 @@ def graph_request(
     Meta documents; it is never part of any failure.
     """
     query = urlencode({**params, "access_token": access_token})
+    if keep_alive:
+        prefix = urlsplit(base_url).path.rstrip("/")
+        status, headers, payload = _exchange_kept(base_url, method, f"{prefix}/{path.lstrip('/')}?{query}",
+                                                  timeout, max_bytes)
+        return _graph_answer(status, headers, payload, max_bytes=max_bytes, had_cursor="after" in params)
     conn, prefix = _connection(base_url, timeout)
     sent = False
     try:
@@ -233,11 +267,17 @@ def graph_request(
                               sent=sent) from None
     finally:
         conn.close()
+    return _graph_answer(response.status, response.headers, payload, max_bytes=max_bytes,
+                         had_cursor="after" in params)
+
+
+def _graph_answer(status: int, headers: http.client.HTTPMessage, payload: bytes, *, max_bytes: int,
+                  had_cursor: bool) -> GraphResponse:
+    """A whole answer as a GraphResponse, or GraphError / GraphCallFailed."""
     if len(payload) > max_bytes:
         raise GraphCallFailed("too_large", f"the Graph answer exceeds {max_bytes} bytes")
-    had_cursor = "after" in params
-    if response.status != 200:
-        raise graph_error(response.status, payload, response.headers, had_cursor=had_cursor)
+    if status != 200:
+        raise graph_error(status, payload, headers, had_cursor=had_cursor)
     try:
         document = json.loads(payload)
     except (ValueError, RecursionError):
@@ -245,8 +285,8 @@ def graph_request(
     if not isinstance(document, dict):
         raise GraphCallFailed("malformed", "the Graph answer is not an object")
     if "error" in document:
-        raise graph_error(response.status, payload, response.headers, had_cursor=had_cursor)
-    return GraphResponse(document, len(payload), usage_pause_seconds(response.headers.get(USAGE_HEADER)))
+        raise graph_error(status, payload, headers, had_cursor=had_cursor)
+    return GraphResponse(document, len(payload), usage_pause_seconds(headers.get(USAGE_HEADER)))
 
 
 def graph_get(*, base_url: str, path: str, params: Mapping[str, str], access_token: str,

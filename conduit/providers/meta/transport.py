@@ -176,8 +176,10 @@ class _MetaReplyTransport(Transport):
                                        "nothing was sent.")
         path, params = self._write(reply)
         try:
+            # Kept alive per worker thread and Graph host (conduit.providers.keepalive's guards).
             response = graph_request(method="POST", base_url=self.url, path=path, params=params,
-                                     access_token=self._token, timeout=self.timeout, max_bytes=SEND_MAX_BYTES)
+                                     access_token=self._token, timeout=self.timeout, max_bytes=SEND_MAX_BYTES,
+                                     keep_alive=True)
         except GraphError as error:
             return self._refused(error, reply)
         except GraphCallFailed as failure:

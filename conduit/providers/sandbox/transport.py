@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import select
-import socket
 import threading
 import time
 
@@ -18,6 +15,11 @@ from conduit.providers.base import (
     OutboundReply,
     Receipt,
     Transport,
+)
+from conduit.providers.keepalive import (
+    ExchangeFailed,
+    KeptConnection,
+    NoDelayHTTPConnection,
 )
 
 TIMEOUT_SECONDS = 10.0
@@ -90,64 +92,11 @@ class _Discovery:
 
 _discovered = _Discovery()
 
-# A kept-alive connection idle longer than this is closed rather than reused: servers close
-# idle connections on their own clock, and a request written just as one does would be lost
-# with nothing to say whether it arrived. A fresh loopback connection costs a fraction of a ms.
-KEEPALIVE_IDLE_SECONDS = 1.0
-
-
-def _quiet(conn: http.client.HTTPConnection) -> bool:
-    """An idle connection with nothing to read: not closed by the server, no stray bytes."""
-    sock = conn.sock
-    if sock is None:
-        return False
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return False
-    return not readable
-
-
-# A failed write on a reused connection: the server had already closed the idle connection.
-STALE_ON_WRITE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
-
-
-class _Connection(http.client.HTTPConnection):
-    """http.client writes a request's headers, then its body: on a kept-alive connection Nagle's
-    algorithm holds the body until the server's delayed ACK of the headers (40 ms on Linux).
-    No delay: both go out at once."""
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def _ack_at_once(conn: http.client.HTTPConnection) -> None:
-    """Acknowledge the answer's first segment at once (Linux TCP_QUICKACK, which the kernel
-    clears again by itself, hence per request). A server that writes its headers and its body
-    apart without TCP_NODELAY (http.server's default, the sandbox provider's) holds the body
-    until that ACK, which a kept-alive connection would otherwise delay by 40 ms."""
-    quickack = getattr(socket, "TCP_QUICKACK", None)
-    if quickack is not None and conn.sock is not None:
-        try:
-            conn.sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
-        except OSError:
-            pass  # only a delay
-
-
-class _StaleConnection(Exception):
-    """A reused connection the server had closed: the request did not reach it."""
-
-
 class SandboxTransport(Transport):
     """One instance keeps one connection alive for its sends (the sender keeps one instance per
-    route and worker: replies.transports). A connection goes back only after a complete answer
-    that leaves it open; after anything else (a timeout, a dropped or unreadable answer, an
-    error of any kind) it is closed, so a late answer to one request is never read as another's.
-    Before reuse it must be idle and quiet (readable means the server closed it, or sent what
-    no request asked for), young (KEEPALIVE_IDLE_SECONDS), of this process (a forked child
-    never writes on its parent's socket) and of the current discovery generation (a provider
-    forgotten or rediscovered from scratch is never spoken to on an old connection)."""
+    route and worker: replies.transports), with conduit.providers.keepalive's guards; its
+    generation is the discovery's (a provider forgotten or rediscovered from scratch is never
+    spoken to on an old connection)."""
 
     name = "sandbox"
     live = False
@@ -159,41 +108,15 @@ class SandboxTransport(Transport):
         if address is None:
             raise ValueError("the sandbox transport only talks to a loopback http:// URL")
         (self.host, self.port), self.timeout = address, timeout
-        self._kept: tuple[http.client.HTTPConnection, float, int, int] | None = None
+        self.kept = KeptConnection(self._connection, generation=lambda: _discovered.generation)
         self._set_capabilities(capabilities or _discovered(self.host, self.port))
 
     def refresh(self) -> None:
         """Read the provider's capabilities as a new build would (a kept instance's next send)."""
         self._set_capabilities(_discovered(self.host, self.port))
 
-    def _take(self) -> http.client.HTTPConnection | None:
-        """The kept connection if it is still fit for a request, else None (closed)."""
-        kept, self._kept = self._kept, None
-        if kept is None:
-            return None
-        conn, idle_since, pid, generation = kept
-        if pid != os.getpid():
-            return None  # the parent's socket: leave it alone
-        if (generation != _discovered.generation or time.monotonic() - idle_since > KEEPALIVE_IDLE_SECONDS
-                or not _quiet(conn)):
-            conn.close()
-            return None
-        return conn
-
-    def _give_back(self, conn: http.client.HTTPConnection, reusable: bool) -> None:
-        """Keep `conn` for the next send when `reusable`; close it otherwise."""
-        if self._kept is not None:
-            self._kept[0].close()
-            self._kept = None
-        if not reusable or conn.sock is None:
-            conn.close()
-            return
-        self._kept = (conn, time.monotonic(), os.getpid(), _discovered.generation)
-
     def close(self) -> None:
-        if self._kept is not None:
-            self._kept[0].close()
-            self._kept = None
+        self.kept.close()
 
     def _set_capabilities(self, found: Capabilities | None) -> None:
         # Undiscovered: readers get the conservative answer, and send() refuses
@@ -208,7 +131,7 @@ class SandboxTransport(Transport):
         return self.discovered
 
     def _connection(self) -> http.client.HTTPConnection:
-        return _Connection(self.host, self.port, timeout=self.timeout)
+        return NoDelayHTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def send(self, reply: OutboundReply) -> Receipt:
         body = json.dumps({
@@ -220,56 +143,18 @@ class SandboxTransport(Transport):
         headers = {"Content-Type": "application/json"}
         if self.capabilities.idempotency_key:
             headers["Idempotency-Key"] = reply.reply_key
-        conn = self._take()
-        if conn is not None:
-            try:
-                return self._answer(*self._exchange(conn, body, headers, reused=True))
-            except _StaleConnection:
-                pass  # nothing reached the provider: the request goes once more, on a fresh connection
-        conn = self._connection()
         try:
-            conn.connect()
-        except OSError as exc:
-            conn.close()
-            # Nothing left the process. The provider is down: whatever comes
-            # back on this address is asked for its capabilities again.
-            _discovered.forget(self.host, self.port)
-            raise NotSent("connect_failed") from exc
-        return self._answer(*self._exchange(conn, body, headers, reused=False))
-
-    def _exchange(self, conn: http.client.HTTPConnection, body: bytes, headers: dict,
-                  *, reused: bool) -> tuple[int, bytes]:
-        """POST /replies on `conn` and read the whole answer; the connection is kept only after
-        a complete answer that leaves it open, and closed after anything else."""
-        reusable = False
-        try:
-            try:
-                conn.request("POST", "/replies", body=body, headers=headers)
-            except STALE_ON_WRITE as exc:
-                if reused:
-                    # A write that fails was not taken whole (http.client writes the headers,
-                    # then the body), and a server cannot act on a request it did not receive
-                    # whole (the body is framed by Content-Length). On a reused connection the
-                    # peer reset it: the server had closed it while idle, just after _quiet looked.
-                    raise _StaleConnection() from exc
-                raise Ambiguous("write_failed") from exc
-            except OSError as exc:
-                # Part of the request may have been written: the provider may have it.
-                raise Ambiguous("write_failed") from exc
-            try:
-                _ack_at_once(conn)
-                response = conn.getresponse()
-                payload = response.read()
-            except socket.timeout as exc:
-                raise Ambiguous("timeout_after_request") from exc
-            except (OSError, http.client.HTTPException) as exc:
-                # Also on a reused connection: the request was written whole, and the server
-                # may have applied it before the connection closed (drop_after_accept does).
-                raise Ambiguous("connection_lost_after_request") from exc
-            reusable = not response.will_close
-            return response.status, payload
-        finally:
-            self._give_back(conn, reusable)
+            status, _, payload = self.kept.exchange("POST", "/replies", body, headers)
+        except ExchangeFailed as exc:
+            if exc.stage == "connect":
+                # Nothing left the process. The provider is down: whatever comes
+                # back on this address is asked for its capabilities again.
+                _discovered.forget(self.host, self.port)
+                raise NotSent("connect_failed") from exc
+            # Part of the request may have been written, or all of it: the provider may have it.
+            raise Ambiguous({"write": "write_failed", "timeout": "timeout_after_request"}.get(
+                exc.stage, "connection_lost_after_request")) from exc
+        return self._answer(status, payload)
 
     def _answer(self, status: int, payload: bytes) -> Receipt:
         """Read a complete answer: a receipt, or NotSent/Ambiguous as the status says."""
