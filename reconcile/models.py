@@ -240,7 +240,12 @@ class Finding(models.Model):
     class Meta:
         ordering = ["id"]
         permissions = [("decide_finding", "Can decide reconciliation findings")]
-        indexes = [models.Index(fields=["report", "kind"], name="finding_report_kind")]
+        indexes = [
+            models.Index(fields=["report", "kind"], name="finding_report_kind"),
+            # A scan asks, per reply it found, whether that reply's finding of a kind is open or
+            # acknowledged already (reconcile.publication.already_recorded): one probe each.
+            models.Index(fields=["reply_key", "kind"], name="finding_reply_kind"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=FindingKind.values), name="finding_kind_valid"),
             models.CheckConstraint(

@@ -46,7 +46,7 @@ from reconcile.selectors import (
     open_retry_candidates,
     open_unexpected_receipts,
 )
-from reconcile.staging import staging_drop
+from reconcile.staging import bulk_session, staging_drop
 from replies.models import DeliveryState as S
 from replies.models import ReplyAction
 
@@ -325,9 +325,9 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
         # fresh statistics keep the comparison's joins on the right plans.
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {StagedEvent._meta.db_table}, {StagedReceipt._meta.db_table}")
-            # The comparison hashes a whole generation against the ledgers: room for its joins
-            # in memory, for this transaction only (the default 4 MB spills them to disk).
-            cursor.execute("SET LOCAL work_mem = '64MB'")
+    # The comparison hashes a whole generation against the ledgers: room for its joins in
+    # memory and no JIT compilation, for this transaction only.
+    bulk_session()
     comparison = generation_compare(source, run)
     counts = report_counts(source, run, comparison)
     # The report and its findings are written before any repair touches a ledger.

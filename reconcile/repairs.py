@@ -31,7 +31,7 @@ from reconcile.models import (
     StagedEvent,
     StagedReceipt,
 )
-from reconcile.staging import fast_sql, rows_copy, staged_observations
+from reconcile.staging import bulk_session, fast_sql, rows_copy, staged_observations
 from replies.contract import REPLY_TABLE
 from replies.ledger import reply_action_transition
 from replies.models import DeliveryState as S
@@ -64,6 +64,7 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
         try:
             with transaction.atomic():
                 lease_renew(source.pk, token)
+                bulk_session()
                 batch = staged_observations(source, run, keys)
                 digest = payload_hash(sorted([o.event_key, o.payload_hash] for o in batch))
                 observations_accept(
@@ -117,7 +118,7 @@ def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, 
                      FROM target t WHERE t.s <> %s ORDER BY t.i)
         SELECT count(*) FROM moved"""
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL work_mem = '64MB'")  # the set's joins in memory, this transaction only
+        bulk_session()  # the set's joins in memory, no JIT: this transaction only
         cursor.execute(sql, [*params, at, to, to, at, allowed,
                              RECONCILE_TABLE.ledger, to, at, actor, reason_code, allowed, to])
         return cursor.fetchone()[0]
@@ -235,6 +236,7 @@ def actions_repair(source: Source, token: str, run: ReconcileRun, report: Reconc
     while chunk := list(planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]):
         with transaction.atomic():
             lease_renew(source.pk, token)
+            bulk_session()
             rest = chunk
             if fast_sql() and len(chunk) >= BATCH_MIN_ROWS:
                 try:

@@ -49,6 +49,7 @@ from reconcile.schedule import error_record, schedule_after_failure, schedule_ne
 from reconcile.staging import (
     MAX_PAGE_BYTES,
     ScanLimit,
+    bulk_session,
     generation_discard,
     page_check,
     page_stage,
@@ -222,6 +223,7 @@ def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage
             logger.warning("reconcile scan source=%s run=%s discarded code=%s", source.name, run.pk, limit.code)
             return PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events, error=failure)
         if page.complete:
+            bulk_session()  # the statements below each read the whole generation
             # Stand-in times (a notification without the item's own) take the time the read showed.
             events_occurred_at_correct(source=source, observed=StagedEvent.objects.filter(run=run),
                                        actor=RECONCILE_ACTOR)

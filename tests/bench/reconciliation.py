@@ -14,6 +14,9 @@ Seed 004's default scan limits (10,000 staged items, 32 MiB, 1,000 pages) are
 raised for the run with the explicit bounded adjustment the seed allows
 (CONDUIT_RECONCILE_MAX_STAGED_ITEMS, _MAX_STAGED_BYTES, _MAX_PAGES), sized to the level.
 Targets: 100k/10k time at most 11x (linear), peak memory flat (streamed pages).
+CONDUIT_BENCH_PROFILE=/path/prefix writes a cProfile of the command and its 40 slowest
+statements; CONDUIT_BENCH_EXPLAIN=MS adds the plans of statements slower than MS ms
+(auto_explain with ANALYZE, as notices) to <prefix>.<source>.plans.
 """
 
 from __future__ import annotations
@@ -136,6 +139,15 @@ if os.environ.get("CONDUIT_BENCH_PROFILE"):  # cProfile of the command, for find
             key = " ".join(sql.split())
             n, total = spent.get(key, (0, 0.0))
             spent[key] = (n + 1, total + time.perf_counter() - t)
+    if os.environ.get("CONDUIT_BENCH_EXPLAIN"):  # plans of the slow statements (auto_explain, as notices)
+        connection.ensure_connection()
+        plans = open(os.environ["CONDUIT_BENCH_PROFILE"] + "." + sys.argv[1] + ".plans", "w")
+        connection.connection.add_notice_handler(lambda d: plans.write(d.message_primary + "\\n\\n"))
+        with connection.cursor() as c:
+            c.execute("LOAD 'auto_explain'")
+            c.execute("SET auto_explain.log_min_duration = %s" % int(os.environ["CONDUIT_BENCH_EXPLAIN"]))
+            c.execute("SET auto_explain.log_analyze = on")
+            c.execute("SET auto_explain.log_level = notice")
     with connection.execute_wrapper(timed):
         cProfile.run('call_command("reconcile", sys.argv[1], "--actor", "bench")',
                      os.environ["CONDUIT_BENCH_PROFILE"] + "." + sys.argv[1])

@@ -1,0 +1,130 @@
+"""Issue 17 target 4: the faster reconcile paths keep the guarantees of the paths they replace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conduit import canonical
+from conduit.canonical import canonical_json, payload_hash
+from reconcile import staging
+from reconcile.models import ReconcileRun, StagedEvent
+from reconcile.scan import reconcile_page
+from tests.reconcile.test_scan_protocol import page, scripted
+
+
+# -- canonical JSON: the same bytes from the encoder built once ------------------------------
+
+def _reference(value) -> bytes:
+    """Canonical JSON as json.dumps writes it with the canonical arguments (the former implementation)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_canonical_json_writes_the_bytes_json_dumps_writes(value):
+    """Hashes are stored and compared with webhook-ingested rows: the encoder kept once must
+    write, for any JSON value, exactly the bytes json.dumps writes with the same arguments."""
+    assert canonical_json(value) == _reference(value)
+
+
+def test_canonical_hash_of_a_known_payload_is_unchanged():
+    """A digest computed by the implementation before this change (json.dumps per call)."""
+    value = {"b": [1, 2.5, None, True], "a": "é\u2028x", "c": {"z": '"', "y": -0.0}}
+    assert payload_hash(value) == "6d101289d9aa2658d8c8804814b028d209d58fc02bd2112bc6ad419a79b1302b"
+
+
+@pytest.mark.parametrize("value, error", [(float("nan"), ValueError), ({"a": float("inf")}, ValueError),
+                                          ("\ud800", UnicodeEncodeError)])
+def test_canonical_json_refuses_what_json_dumps_refuses(value, error):
+    """The adapters turn these errors into rejections: the same value must raise the same class."""
+    with pytest.raises(error):
+        _reference(value)
+    with pytest.raises(error):
+        canonical_json(value)
+
+
+def test_positive_control_an_encoder_without_sorted_keys_is_caught(monkeypatch):
+    """The property above can fail: an encoder that keeps insertion order writes other bytes."""
+    monkeypatch.setattr(canonical, "_CANONICAL", json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
+                                                                  allow_nan=False))
+    assert canonical_json({"b": 1, "a": 2}) != _reference({"b": 1, "a": 2})
+
+
+# -- staging: a page that repeats nothing is COPYed straight into the staged tables -----------
+
+def _staged_by_temporary_table(queries) -> bool:
+    return any("CREATE TEMPORARY TABLE" in q["sql"] for q in queries.captured_queries)
+
+
+@pytest.mark.django_db
+def test_a_new_page_goes_straight_in_and_a_repeat_takes_the_careful_path(source_side, monkeypatch):
+    """Seed 004 (staging): an event an earlier page staged with the same payload is one event.
+    The direct COPY relies on the unique constraint to refuse the repeat; its savepoint takes
+    the COPY back and the page is staged row by row (ON CONFLICT DO NOTHING)."""
+    _, source = source_side
+    scripted(monkeypatch, [page(source, 1, 2, cursor="A"), page(source, 2, 3, cursor="B")])
+    with CaptureQueriesContext(connection) as first:
+        assert reconcile_page(source=source).staged_events == 2
+    assert not _staged_by_temporary_table(first)  # nothing repeated: straight in
+    with CaptureQueriesContext(connection) as second:
+        assert reconcile_page(source=source).staged_events == 3
+    assert _staged_by_temporary_table(second)  # event 2 again: the careful path
+    keys = list(StagedEvent.objects.values_list("event_key", flat=True))
+    assert len(keys) == len(set(keys)) == 3
+    assert ReconcileRun.objects.get().staged_events == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_positive_control_without_the_unique_constraint_a_repeat_is_staged_twice(source_side, monkeypatch):
+    """The direct COPY has no guard of its own: drop staged_event_unique and the repeated event
+    is staged twice (so the test above would fail). The constraint is put back afterwards."""
+    _, source = source_side
+    table = StagedEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT staged_event_unique")
+    try:
+        scripted(monkeypatch, [page(source, 1, 2, cursor="A"), page(source, 2, 3, cursor="B")])
+        reconcile_page(source=source)
+        reconcile_page(source=source)
+        keys = list(StagedEvent.objects.values_list("event_key", flat=True))
+        assert len(keys) == 4 and len(set(keys)) == 3
+    finally:
+        StagedEvent.objects.all().delete()
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT staged_event_unique UNIQUE (run_id, event_key)")
+
+
+# -- the whole-generation statements' session settings ------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_bulk_settings_hold_for_their_transaction_only():
+    """JIT off and the larger work_mem apply to the reconcile transaction that asks, then end."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        default_jit = cursor.fetchone()[0]
+        cursor.execute("SHOW work_mem")
+        default_mem = cursor.fetchone()[0]
+        with transaction.atomic():
+            staging.bulk_session()
+            cursor.execute("SHOW jit")
+            assert cursor.fetchone()[0] == "off"
+            cursor.execute("SHOW work_mem")
+            assert cursor.fetchone()[0] == "64MB"
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == default_jit
+        cursor.execute("SHOW work_mem")
+        assert cursor.fetchone()[0] == default_mem
