@@ -102,9 +102,11 @@ class Observation:
 
     def contract_values(self) -> dict[str, Any]:
         """The event contract's fields (not the batch index, not the retained text)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("index", "text")}
+        return {name: getattr(self, name) for name in _contract_names()}
 
-    @property
+    # Computed once per observation (ingest and a scan's staging read it several times); a frozen
+    # dataclass still takes it, as cached_property writes the instance's __dict__ directly.
+    @functools.cached_property
     def event_key(self) -> str:
         return event_key(
             source_system=self.source_system,
@@ -114,6 +116,11 @@ class Observation:
             conversation_ref=self.conversation_ref,
             message_ref=self.message_ref,
         )
+
+
+@functools.cache
+def _contract_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Observation) if f.name not in ("index", "text"))
 
 
 @dataclass(frozen=True)
