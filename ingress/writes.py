@@ -109,10 +109,9 @@ def body_write(
     rows in `plan.columns` order (replies.services.PLANNED: the reply
     ledger's tables come from replies, the one app ingest plans into),
     planned for those same events, and each gets `action_history` (one
-    history row without its owner). With a source
-    that came from this process's cache (`from_cache`), the statement writes
-    only if the source's row still reads as `row_text`, else raises
-    SourceChanged. Raises Refused when the delivery id or an event key is held
+    history row without its owner). With a source that came from this
+    process's cache (`from_cache`), the statement writes only if the source's
+    row still reads as `row_text`, else raises SourceChanged. Raises Refused when the delivery id or an event key is held
     with other content (nothing written), and None when a value has no exact
     JSON form (the caller takes the multi-statement path).
     """
