@@ -155,13 +155,9 @@ else:
         "server_side_binding", env.bool("CONDUIT_DB_SERVER_BINDING", default=True))
     _prepare = env.str("CONDUIT_DB_PREPARE_THRESHOLD", default="5").strip().lower()
     if _prepare != "off":
-        try:
-            if int(_prepare) < 0:
-                raise ValueError(_prepare)
-            DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", int(_prepare))
-        except ValueError:
-            raise ImproperlyConfigured(
-                f"CONDUIT_DB_PREPARE_THRESHOLD must be a whole number or off, not {_prepare!r}") from None
+        if not _prepare.isdigit():
+            raise ImproperlyConfigured(f"CONDUIT_DB_PREPARE_THRESHOLD must be a whole number or off, not {_prepare!r}")
+        DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", int(_prepare))
     # on: Django's psycopg pool per process instead of one connection per thread kept for
     # CONN_MAX_AGE (Django requires CONN_MAX_AGE=0 with a pool). Closed before django-q2 forks.
     if env.str("CONDUIT_DB_POOL", default="off").lower() == "on":

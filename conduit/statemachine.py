@@ -115,23 +115,9 @@ def record_created(
     every step must be in the table, so creation obeys the same declared moves
     as `transition`. One reason code per step.
     """
-    records_created(table=table, history=history, owner_field=owner_field, actor=actor, at=at,
-                    records=[(owner_id, path, reason_codes) for owner_id in owner_ids])
-
-
-def records_created(
-    *,
-    table: TransitionTable,
-    history: type[TransitionRecord],
-    owner_field: str,
-    records: Iterable[tuple[int, Sequence[str], Sequence[str]]],
-    actor: str,
-    at: datetime | None = None,
-) -> None:
-    """`record_created` for rows inserted together, each with its own (path, reason codes):
-    one INSERT for the whole history of a batch."""
-    insert_rows(history, history_columns(owner_field),
-                creation_rows(table=table, records=records, actor=actor, at=at or timezone.now()))
+    insert_rows(history, history_columns(owner_field), creation_rows(
+        table=table, records=[(owner_id, path, reason_codes) for owner_id in owner_ids], actor=actor,
+        at=at or timezone.now()))
 
 
 def creation_rows(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -51,7 +52,7 @@ from ingress.models import (
 )
 from ingress.selectors import source_config, source_identity_holder
 from ingress.signals import quarantine_corrected
-from ingress.writes import DELIVERY_COLUMNS, Refused, SourceChanged, body_write
+from ingress.writes import DELIVERY_COLUMNS, DELIVERY_UPSERT, EVENT_UPSERT, Refused, SourceChanged, body_write
 from replies.services import PLANNED, reply_action_rows, reply_actions_plan, reply_deadline_reads_queue
 
 logger = logging.getLogger("conduit.ingress")
@@ -231,13 +232,10 @@ def _events_write(*, source: Source, body: _Body, actor: str, at: datetime, pars
     the delivery id or an event key is held with different content: the caller
     takes back everything written here.
     """
-    delivery = upsert_counting(Delivery, DELIVERY_COLUMNS, [body.delivery], conflict=["source", "delivery_id"],
-                               same=["body_hash"], count="seen_count", touch=["last_received_at"])
-    if not delivery:
+    if not upsert_counting(Delivery, DELIVERY_COLUMNS, [body.delivery], **DELIVERY_UPSERT):
         raise _Refusal(Parsed([], []), [DELIVERY_CONFLICT])
     # Same key: converge only when the payload is the one first accepted.
-    held = upsert_counting(InboundEvent, EVENT_COLUMNS, body.events, conflict=["event_key"], same=["payload_hash"],
-                           count="seen_count", touch=["last_received_at"])
+    held = upsert_counting(InboundEvent, EVENT_COLUMNS, body.events, **EVENT_UPSERT)
     conflicts = [o.index for key, o in body.ordered if (key,) not in held]
     if conflicts:
         raise _conflicts(parsed, conflicts)
@@ -485,10 +483,8 @@ def observations_accept(
     # holds nothing else) taken back by the caller's rollback.
     try:
         outcomes = None
-        if at_once and outside:
-            outcomes = _events_write_at_once(**write)
-        elif at_once:
-            with transaction.atomic(savepoint=savepoint):
+        if at_once:
+            with nullcontext() if outside else transaction.atomic(savepoint=savepoint):
                 outcomes = _events_write_at_once(**write)
         if outcomes is None:
             if getattr(source, "from_cache", False):  # only the one statement checks a cached source

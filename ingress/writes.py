@@ -39,17 +39,21 @@ class SourceChanged(Exception):
     """The source's row no longer reads as it did when this process cached it: nothing was written."""
 
 
-DELIVERY_COLUMNS = ["source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
-                    "seen_count"]
+DELIVERY_COLUMNS = ("source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
+                    "seen_count")
+# How a delivery and an event are inserted or counted as seen again (conduit.sql.upsert_counting's
+# shape), for both writers: this statement, and ingress.services' statement by statement.
+DELIVERY_UPSERT = dict(conflict=("source", "delivery_id"), same=("body_hash",), count="seen_count",
+                       touch=("last_received_at",))
+EVENT_UPSERT = dict(conflict=("event_key",), same=("payload_hash",), count="seen_count", touch=("last_received_at",))
 
 
 @functools.cache
-def _statement(event_columns: tuple[str, ...], plan) -> str:
+def _statement(event_columns: tuple[str, ...], plan) -> tuple[str, tuple]:
+    """The statement's text, and the fields of each JSON parameter's rows in parameter order."""
     qn = connection.ops.quote_name
-    d_head, d_tail, d_fields = upsert_sql(Delivery, tuple(DELIVERY_COLUMNS), ("source", "delivery_id"),
-                                          ("body_hash",), "seen_count", ("last_received_at",))
-    e_head, e_tail, e_fields = upsert_sql(InboundEvent, event_columns, ("event_key",), ("payload_hash",),
-                                          "seen_count", ("last_received_at",))
+    d_head, d_tail, d_fields = upsert_sql(Delivery, DELIVERY_COLUMNS, **DELIVERY_UPSERT)
+    e_head, e_tail, e_fields = upsert_sql(InboundEvent, event_columns, **EVENT_UPSERT)
     eh_columns, eh_fields = columns_sql(EventTransition, history_columns("event"))
     a_columns, a_fields = columns_sql(plan.model, plan.columns)
     ah_columns, ah_fields = columns_sql(plan.history, history_columns("action"))
@@ -93,7 +97,7 @@ UNION ALL SELECT 'refused', conduit_refuse(json_build_object(
     'delivery', NOT EXISTS (SELECT 1 FROM d), 'members', (SELECT json_agg(n ORDER BY n) FROM bad))::text),
   NULL, NULL
   WHERE EXISTS (SELECT 1 FROM src) AND (NOT EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM bad))
-"""
+""", (d_fields, e_fields, eh_fields, a_fields, ah_fields)
 
 
 def body_write(
@@ -115,16 +119,9 @@ def body_write(
     with other content (nothing written), and None when a value has no exact
     JSON form (the caller takes the multi-statement path).
     """
-    sql = _statement(tuple(event_columns), plan)
-    encoded = [
-        json_encoded(fields, rows) for fields, rows in (
-            (columns_sql(Delivery, DELIVERY_COLUMNS)[1], [delivery]),
-            (columns_sql(InboundEvent, event_columns)[1], events),
-            (columns_sql(EventTransition, history_columns("event"))[1], event_history),
-            (columns_sql(plan.model, plan.columns)[1], actions),
-            (columns_sql(plan.history, history_columns("action"))[1], [action_history]),
-        )
-    ]
+    sql, fields = _statement(tuple(event_columns), plan)
+    encoded = [json_encoded(f, rows) for f, rows in
+               zip(fields, ([delivery], events, event_history, actions, [action_history]))]
     if None in encoded:
         return None
     delivery_json, events_json, event_history_json, actions_json, action_history_json = encoded

@@ -89,10 +89,11 @@ def test_positive_control_parity_sees_a_statement_that_writes_history_for_a_dupl
     real = writes._statement
 
     def broken(*args):
-        return real(*args).replace('JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count = 1',
-                                   'JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count >= 1')
+        sql, fields = real(*args)
+        return sql.replace('JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count = 1',
+                           'JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count >= 1'), fields
 
-    assert "WHERE e.seen_count >= 1" in broken(tuple(EVENT_COLUMNS), services.PLANNED)
+    assert "WHERE e.seen_count >= 1" in broken(tuple(EVENT_COLUMNS), services.PLANNED)[0]
     monkeypatch.setattr(writes, "_statement", broken)
     one, several = _both_paths(sandbox_source, monkeypatch)
     assert one["event_history"] != several["event_history"]
@@ -152,3 +153,17 @@ def test_a_proof_failure_under_a_cached_source_is_decided_on_the_source_read_afr
         assert (response.status_code, QuarantineReceipt.objects.count()) == (200, 0)
     else:
         assert (response.status_code, QuarantineReceipt.objects.count()) == (401, 1)
+
+
+@pytest.mark.parametrize("guard", [True, False], ids=["guarded", "positive_control_guard_removed"])
+@pytest.mark.django_db(transaction=True)
+def test_a_member_refused_under_a_cached_source_is_decided_on_the_source_read_afresh(
+        sandbox_source, deliver, monkeypatch, guard):
+    """An event type allowlisted after this process cached the source: its event is accepted, not
+    quarantined under the allowlist as the cache had it."""
+    if not guard:
+        _trust_the_cache_blindly(monkeypatch)
+    assert deliver(body(item(1))).status_code == 200  # caches the source
+    source_update(source_id=sandbox_source.pk, changes={"event_types": ["comment.created", "comment.edited"]})
+    response = deliver(body(item(2, type="comment.edited")))
+    assert response.status_code == (200 if guard else 202), response.json()

@@ -100,7 +100,9 @@ def test_a_receipt_staged_again_keeps_the_first(source_side, monkeypatch, path):
     reconcile_page(source=source)
     assert dict(StagedReceipt.objects.values_list("reply_key", "provider_reply_id")) == {
         "a" * 64: "msg_test_1", "b" * 64: "msg_test_3"}
-    assert ReconcileRun.objects.get().staged_receipts == 2
+    # The repeated receipt sent page 2 down the careful path: its new event is staged all the same.
+    assert (ReconcileRun.objects.get().staged_receipts, ReconcileRun.objects.get().staged_events) == (2, 2)
+    assert StagedEvent.objects.count() == 2
 
 
 def _staging_sql(monkeypatch, source) -> list[str]:

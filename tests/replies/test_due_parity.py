@@ -29,14 +29,18 @@ def _event(source: Source, n: int) -> InboundEvent:
 @pytest.fixture
 def grid(sandbox_source):
     """Every state x next_attempt_at (none, past, exactly now, future) x purpose, on a source in
-    good standing and on one whose token needs re-authorisation; budgets paused (future), paused
-    until exactly now, and paused in the past."""
+    good standing, on one whose token needs re-authorisation, and on one in good standing without
+    budgets (a pause holds its own source's actions only); budgets paused (future), paused until
+    exactly now, and paused in the past."""
     now = timezone.now()
     stopped = Source.objects.get(pk=sandbox_source.pk)
     stopped.pk, stopped.name, stopped.account_ref, stopped.needs_reauth = None, "parity-stopped", "acct_test_02", True
     stopped.save()
+    unpaused = Source.objects.get(pk=sandbox_source.pk)
+    unpaused.pk, unpaused.name, unpaused.account_ref = None, "parity-unpaused", "acct_test_03"
+    unpaused.save()
     n = 0
-    for source in (sandbox_source, stopped):
+    for source in (sandbox_source, stopped, unpaused):
         for purpose in ("public_ack", "private_delivery", "extra_purpose"):
             for state in DeliveryState.values:
                 for next_at in (None, now - timedelta(seconds=5), now, now + timedelta(seconds=30)):
@@ -46,7 +50,7 @@ def grid(sandbox_source):
     SendBudget.objects.create(source=sandbox_source, purpose="public_ack", paused_until=now + timedelta(minutes=5))
     SendBudget.objects.create(source=sandbox_source, purpose="private_delivery", paused_until=now)
     SendBudget.objects.create(source=sandbox_source, purpose="extra_purpose", paused_until=now - timedelta(minutes=5))
-    return now, sandbox_source
+    return now, sandbox_source, unpaused
 
 
 def orm_due(now) -> set[int]:
@@ -63,23 +67,27 @@ def sql_due(now) -> set[int]:
 def test_the_plain_sql_due_rule_selects_exactly_the_orms_rows(grid):
     """Issue 17: "replace it with plain SQL written beside `_due`, and a parity test holding the two
     to the same rows". Non-trivial: both keep and drop rows of every kind in the grid."""
-    now, source = grid
+    now, source, unpaused = grid
     due = orm_due(now)
     assert sql_due(now) == due
     rows = ReplyAction.objects.filter(id__in=due)
     assert set(rows.values_list("delivery_state", flat=True)) == {"APPROVED", "FAILED_BEFORE_SEND"}
-    assert set(rows.values_list("event__source_id", flat=True)) == {source.pk}  # not the re-auth one
-    assert set(rows.values_list("purpose", flat=True)) == {"private_delivery", "extra_purpose"}  # public paused
+    assert set(rows.values_list("event__source_id", flat=True)) == {source.pk, unpaused.pk}  # not the re-auth one
+    paused_source = rows.filter(event__source=source)
+    assert set(paused_source.values_list("purpose", flat=True)) == {"private_delivery", "extra_purpose"}
+    # The pause is the source's own: another source's public replies stay due.
+    assert set(rows.filter(event__source=unpaused).values_list("purpose", flat=True)) == {
+        "public_ack", "private_delivery", "extra_purpose"}
     # FAILED_BEFORE_SEND: due at its time or after, not before, not without one.
-    failed = rows.filter(delivery_state="FAILED_BEFORE_SEND")
+    failed = paused_source.filter(delivery_state="FAILED_BEFORE_SEND")
     assert failed.count() == 4  # 2 purposes x (past, now)
     assert not failed.filter(next_attempt_at__gt=now).exists()
 
 
-@pytest.mark.parametrize("broken", ["sql_ignores_pauses", "orm_backoff_strict"])
+@pytest.mark.parametrize("broken", ["sql_ignores_pauses", "sql_pause_on_any_source", "orm_backoff_strict"])
 def test_positive_control_a_rule_changed_on_one_side_fails_the_parity(grid, monkeypatch, broken):
     """Change one side only: the parity check above no longer holds."""
-    now, _ = grid
+    now, *_ = grid
     if broken == "sql_ignores_pauses":
         real = sender._due_sql
 
@@ -88,6 +96,16 @@ def test_positive_control_a_rule_changed_on_one_side_fails_the_parity(grid, monk
             return sql.split(" AND NOT EXISTS (SELECT 1 FROM reply_send_budgets")[0], count - 1
 
         monkeypatch.setattr(sender, "_due_sql", without_pauses)
+    elif broken == "sql_pause_on_any_source":
+        real = sender._due_sql
+
+        def pause_everywhere(a):  # a paused budget holds its purpose on every source
+            sql, count = real(a)
+            return sql.replace(f"JOIN inbound_events e ON e.source_id = b.source_id "
+                               f"WHERE e.event_key = {a}.event_key AND b.purpose", "WHERE b.purpose"), count
+
+        assert "WHERE b.purpose" in pause_everywhere("a")[0]
+        monkeypatch.setattr(sender, "_due_sql", pause_everywhere)
     else:
         monkeypatch.setitem(sender.CLAIMABLE, DeliveryState.FAILED_BEFORE_SEND,
                             lambda now: {"next_attempt_at__lt": now})
