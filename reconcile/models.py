@@ -217,7 +217,8 @@ class RepairOutcome(models.TextChoices):
 class Finding(models.Model):
     """One difference a complete scan found, the repair the rules allow, and any human decision."""
 
-    report = models.ForeignKey(ReconcileReport, on_delete=models.PROTECT, related_name="findings")
+    # Indexed by (report, kind) below: a report_id index of its own would only slow the writes.
+    report = models.ForeignKey(ReconcileReport, on_delete=models.PROTECT, related_name="findings", db_index=False)
     kind = models.CharField(max_length=32, choices=FindingKind.choices)
     event_key = models.CharField(max_length=512, blank=True)
     reply_key = models.CharField(max_length=64, blank=True)

@@ -134,8 +134,14 @@ def _actions_by_state(comparison: Comparison) -> dict[tuple[str, bool], int]:
             for row in grouped.annotate(n=Count("pk")).order_by()}
 
 
-def report_counts(source: Source, run: ReconcileRun, comparison: Comparison) -> dict[str, int]:
-    """The report's counts, in the order of REPORT_COUNTS."""
+def report_counts(source: Source, run: ReconcileRun, comparison: Comparison,
+                  found: dict[str, int] | None = None) -> dict[str, int]:
+    """The report's counts, in the order of REPORT_COUNTS.
+
+    `found` holds the counts of EVENT_FINDINGS as their inserts wrote them; without it
+    those sets are counted here."""
+    if found is None:
+        found = {count: getattr(comparison, rows).count() for _, rows, count, _, _ in EVENT_FINDINGS}
     by_state = _actions_by_state(comparison)
 
     def n(*states: str, receipt: bool | None = None) -> int:
@@ -153,9 +159,9 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison) -> 
         "events_compared": run.staged_events,
         "events_local": comparison.local.count(),
         "events_matched": matched["n"],
-        "missing_recovered": comparison.missing.count(),
-        "identity_conflicts": comparison.conflicting.count(),
-        "source_unverified": comparison.unverified.count(),
+        "missing_recovered": found["missing_recovered"],
+        "identity_conflicts": found["identity_conflicts"],
+        "source_unverified": found["source_unverified"],
         "duplicates_converged": matched["duplicates"] or 0,
         "actions_compared": sum(by_state.values()),
         "replies_confirmed": n(S.SENT, receipt=True) + attached,
@@ -258,12 +264,39 @@ def _findings_insert_select(report: ReconcileReport, kind: str, rows: QuerySet, 
         return cursor.rowcount
 
 
+# The event ledger's findings: the comparison's set each is, the report count its rows are,
+# its repair and its detail. No kind here is one a person closes, so every row found is
+# written, and the insert's row count is the report's count (no second pass to count it).
+EVENT_FINDINGS = (
+    (FindingKind.MISSING_LOCAL, "missing", "missing_recovered", Repair.REPLAYED,
+     "the source has it and Conduit did not: replayed through ingest, replies held for review"),
+    (FindingKind.IDENTITY_CONFLICT, "conflicting", "identity_conflicts", Repair.NONE,
+     "the source's payload differs from the one first accepted: the first stays"),
+    (FindingKind.SOURCE_UNVERIFIED, "unverified", "source_unverified", Repair.MARKED_UNVERIFIED,
+     "no source evidence in this window: kept, marked SOURCE_UNVERIFIED"),
+)
+
+
+def event_findings_write(report: ReconcileReport, comparison: Comparison) -> dict[str, int]:
+    """The event ledger's findings (EVENT_FINDINGS); returns their report counts by name."""
+    return {count: _findings_insert_select(report, kind, getattr(comparison, rows).order_by(), ("event_key",),
+                                           repair, detail)
+            for kind, rows, count, repair, detail in EVENT_FINDINGS}
+
+
 def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison,
                    counts: dict[str, int] | None = None) -> dict[str, int]:
     """Every finding of the report, each kind with the repair it plans (seed 000's repair table).
 
     Returns, per kind a person closes, how many this scan found again while already open
     (counted in the report, recorded once)."""
+    event_findings_write(report, comparison)
+    return reply_findings_write(report, run, comparison, counts)
+
+
+def reply_findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Comparison,
+                         counts: dict[str, int] | None = None) -> dict[str, int]:
+    """The reply ledger's and the page's findings; returns what findings_write returns."""
     c = comparison
     carried = {}
     # The report's own counts of the kinds a person closes (the same sets), so that what was
@@ -271,12 +304,6 @@ def findings_write(report: ReconcileReport, run: ReconcileRun, comparison: Compa
     totals = {FindingKind.RETRY_CANDIDATE: "retry_candidates", FindingKind.UNEXPECTED_RECEIPT: "unexpected_receipts",
               FindingKind.UNKNOWN_RECEIPT: "unknown_receipts"}
     total = {kind: counts[name] for kind, name in totals.items()} if counts else {}
-    _findings_write(report, FindingKind.MISSING_LOCAL, c.missing, Repair.REPLAYED,
-                    "the source has it and Conduit did not: replayed through ingest, replies held for review")
-    _findings_write(report, FindingKind.IDENTITY_CONFLICT, c.conflicting, Repair.NONE,
-                    "the source's payload differs from the one first accepted: the first stays")
-    _findings_write(report, FindingKind.SOURCE_UNVERIFIED, c.unverified, Repair.MARKED_UNVERIFIED,
-                    "no source evidence in this window: kept, marked SOURCE_UNVERIFIED")
     for kind, rows, repair, detail in (
         (FindingKind.RECEIPT_ATTACHED, c.attach, Repair.RECEIPT_ATTACHED,
          "the provider shows this reply applied: receipt attached, SENT"),
@@ -320,20 +347,16 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
     """
     now = clock.now()
     timer = time.monotonic()
-    if connection.vendor == "postgresql":
-        # The staged tables grew by a whole generation since autovacuum last looked:
-        # fresh statistics keep the comparison's joins on the right plans.
-        with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {StagedEvent._meta.db_table}, {StagedReceipt._meta.db_table}")
     # The comparison hashes a whole generation against the ledgers: room for its joins in
     # memory and no JIT compilation, for this transaction only.
     bulk_session()
     comparison = generation_compare(source, run)
-    counts = report_counts(source, run, comparison)
-    # The report and its findings are written before any repair touches a ledger.
-    report = ReconcileReport.objects.create(run=run, source=source, created_at=now,
-                                            summary=report_summary(source, run, counts, now))
-    carried = findings_write(report, run, comparison, counts)
+    # The report and its findings are written before any repair touches a ledger. The
+    # event findings come first: their inserts' row counts are three of the report's counts.
+    report = ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
+    counts = report_counts(source, run, comparison, found=event_findings_write(report, comparison))
+    carried = reply_findings_write(report, run, comparison, counts)
+    report.summary = report_summary(source, run, counts, now)
     # Unexpected receipts and open decisions are named in the summary, not only counted (issue 15).
     report.summary["needs_a_person"] = attention_summary(report, carried)
     report.save(update_fields=["summary"])

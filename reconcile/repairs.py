@@ -60,7 +60,8 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
     same batch is the same delivery (ingest dedups it)."""
     planned = Finding.objects.filter(report=report, kind=FindingKind.MISSING_LOCAL,
                                      repair_outcome=RepairOutcome.PLANNED)
-    while keys := list(planned.order_by("event_key").values_list("event_key", flat=True)[:REPLAY_BATCH]):
+    while batch_rows := list(planned.order_by("event_key").values_list("id", "event_key")[:REPLAY_BATCH]):
+        ids, keys = [row[0] for row in batch_rows], [row[1] for row in batch_rows]
         try:
             with transaction.atomic():
                 lease_renew(source.pk, token)
@@ -71,7 +72,7 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                     source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{digest[:32]}",
                     body_hash=digest, body_bytes=0, now=clock.now(), actor=RECONCILE_ACTOR,
                 )
-                _findings_outcome(planned, keys, RepairOutcome.APPLIED)
+                _findings_outcome(planned, ids, RepairOutcome.APPLIED)
         except LeaseLost:
             raise
         except Exception as exc:
@@ -81,17 +82,16 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                                                       repair_code=repair_code(exc))
 
 
-def _findings_outcome(planned: QuerySet, keys: list[str], outcome: str) -> None:
-    """Set the outcome of the planned findings under `keys`: on PostgreSQL one array parameter
-    (`= ANY(%s)`) instead of a placeholder per key."""
+def _findings_outcome(planned: QuerySet, ids: list[int], outcome: str) -> None:
+    """Set the outcome of the planned findings with these ids: on PostgreSQL one array parameter
+    (`= ANY(%s)`, a primary-key probe each) instead of a placeholder per id."""
     if not fast_sql():
-        planned.filter(event_key__in=keys).update(repair_outcome=outcome)
+        planned.filter(pk__in=ids).update(repair_outcome=outcome)
         return
-    select, params = planned.values("id").query.get_compiler(connection=connection).as_sql()
     table = connection.ops.quote_name(Finding._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET repair_outcome = %s WHERE id IN ({select}) AND event_key = ANY(%s)",
-                       [outcome, *params, keys])
+        cursor.execute(f"UPDATE {table} SET repair_outcome = %s WHERE id = ANY(%s) AND repair_outcome = %s",
+                       [outcome, ids, RepairOutcome.PLANNED])
 
 
 def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, at) -> int:

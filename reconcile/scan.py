@@ -50,6 +50,7 @@ from reconcile.staging import (
     MAX_PAGE_BYTES,
     ScanLimit,
     bulk_session,
+    generation_analyze,
     generation_discard,
     page_check,
     page_stage,
@@ -224,6 +225,7 @@ def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage
             return PageOutcome(source.name, run.pk, "discarded", run.pages, run.staged_events, error=failure)
         if page.complete:
             bulk_session()  # the statements below each read the whole generation
+            generation_analyze()
             # Stand-in times (a notification without the item's own) take the time the read showed.
             events_occurred_at_correct(source=source, observed=StagedEvent.objects.filter(run=run),
                                        actor=RECONCILE_ACTOR)

@@ -128,3 +128,73 @@ def test_bulk_settings_hold_for_their_transaction_only():
         assert cursor.fetchone()[0] == default_jit
         cursor.execute("SHOW work_mem")
         assert cursor.fetchone()[0] == default_mem
+
+
+# -- the event ledger keeps room on its pages: reconcile's marks rewrite each row in place ------
+
+def _events(source, n: int) -> None:
+    """n events of `source`, as ingest leaves them (UNRECONCILED), written in one statement."""
+    from django.utils import timezone
+
+    from ingress.models import InboundEvent
+
+    now = timezone.now()
+    InboundEvent.objects.bulk_create([
+        InboundEvent(event_key=f"sandbox-social:{source.account_ref}:comment.created:evt_test_hot_{i:05d}",
+                     source=source, source_system="sandbox-social", source_account_ref=source.account_ref,
+                     source_event_id=f"evt_test_hot_{i:05d}", event_type="comment.created",
+                     conversation_ref=f"post_test_{i % 7}", message_ref=f"msg_test_hot_{i:05d}",
+                     sender_ref=f"person_test_{i % 13}", occurred_at=now, occurred_at_original=now.isoformat(),
+                     payload_hash=f"{i:064x}", contract_version="event-v1", canary=False, trigger_rule_version=1,
+                     trigger_match=True, event_state="RECORD_READY", reconcile_status="UNRECONCILED",
+                     first_received_at=now, last_received_at=now, seen_count=1, message_text="CHECKLIST " * 8)
+        for i in range(n)
+    ])
+
+
+def _marked_in_place(source, n: int) -> tuple[int, int]:
+    """(rows updated, of which HOT) when the evidence mark moves the source's n events to MATCHED,
+    from this transaction's own statistics (pg_stat_xact_user_tables)."""
+    from django.utils import timezone
+
+    from ingress.models import InboundEvent
+    from reconcile.repairs import events_mark_set
+
+    _events(source, n)
+
+    def updated() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+                           [InboundEvent._meta.db_table])
+            return cursor.fetchone()
+
+    before = updated()
+    assert events_mark_set(events=InboundEvent.objects.filter(source=source), to="MATCHED", actor="tester",
+                           reason_code="source_shows_same_payload", at=timezone.now()) == n
+    after = updated()
+    return after[0] - before[0], after[1] - before[1]
+
+
+@pytest.mark.django_db
+def test_the_evidence_mark_rewrites_each_event_on_its_own_page(source_side):
+    """Reconcile marks every event it compares (status and reconciled_at, neither indexed).
+    Ingress migration 0010 keeps half of each page free (fillfactor 50), so the mark is a HOT
+    update: the new row version stays on its page and no index of the ledger gets an entry."""
+    _, source = source_side
+    updated, hot = _marked_in_place(source, 400)
+    assert updated == 400
+    assert hot >= 0.95 * updated, f"{hot} of {updated} marks were HOT"
+
+
+@pytest.mark.django_db
+def test_positive_control_packed_pages_force_every_mark_into_the_indexes(source_side):
+    """With packed pages (fillfactor 100, PostgreSQL's default; rolled back with the test's
+    transaction) the same marks move their rows off the page, so the test above would fail."""
+    from ingress.models import InboundEvent
+
+    _, source = source_side
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {InboundEvent._meta.db_table} SET (fillfactor = 100)")
+    updated, hot = _marked_in_place(source, 400)
+    assert updated == 400
+    assert hot < 0.5 * updated, f"{hot} of {updated} marks were HOT"
