@@ -184,13 +184,14 @@ def rows_copy(model: type, columns: tuple[str, ...] | list[str], rows: list[tupl
     """COPY rows (values in `columns` order, field names) into the model's table: PostgreSQL only.
 
     One statement whatever the count: psycopg streams the rows, so nothing is
-    rendered into SQL text and no placeholder is parsed per value."""
+    rendered into SQL text and no placeholder is parsed per value. The driver's errors
+    come out as Django's (IntegrityError and the rest), as from any other statement."""
     if not rows:
         return
     meta = model._meta
     qn = connection.ops.quote_name
     names = ", ".join(qn(meta.get_field(c).column) for c in columns)
-    with connection.cursor() as cursor, cursor.cursor.copy(
+    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(
             f"COPY {qn(meta.db_table)} ({names}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
