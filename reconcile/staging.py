@@ -173,10 +173,13 @@ def generation_analyze() -> None:
 
     They grew by a whole generation since autovacuum last looked. With the stale
     ones (an empty table) the planner drives the stand-in time correction from all
-    the staged rows, one index probe each, instead of the few events that need it."""
+    the staged rows, one index probe each, instead of the few events that need it.
+    The joins need row counts and whether keys repeat, which a sample of 3,000 rows
+    shows as well as the default's 30,000, in a tenth of the time (this transaction only)."""
     if not fast_sql():
         return
     with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL default_statistics_target = 10")
         cursor.execute(f"ANALYZE {StagedEvent._meta.db_table}, {StagedReceipt._meta.db_table}")
 
 
