@@ -132,8 +132,8 @@ class ReconcileRunTransition(TransitionRecord):
 class StagedEvent(models.Model):
     """A normalized source event staged by an incomplete scan; removed when the scan ends."""
 
-    # The run is checked once per statement by triggers, not per row by a foreign key
-    # (migration 0010): a page's COPY of a thousand rows is one check.
+    # The run is checked once per statement (conduit.references, migration 0010), not per
+    # row by a foreign key: a page's COPY of a thousand rows is one check.
     run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False,
                             db_constraint=False)
     event_key = models.CharField(max_length=512)
@@ -223,12 +223,16 @@ class Finding(models.Model):
     """One difference a complete scan found, the repair the rules allow, and any human decision."""
 
     # Indexed by (report, kind) below: a report_id index of its own would only slow the writes.
-    report = models.ForeignKey(ReconcileReport, on_delete=models.PROTECT, related_name="findings", db_index=False)
+    # A report's findings are written a kind at a time (INSERT ... SELECT): report and action are
+    # checked once per statement (conduit.references, migration 0011), not per row by a key.
+    report = models.ForeignKey(ReconcileReport, on_delete=models.PROTECT, related_name="findings", db_index=False,
+                               db_constraint=False)
     kind = models.CharField(max_length=32, choices=FindingKind.choices)
     event_key = models.CharField(max_length=512, blank=True)
     reply_key = models.CharField(max_length=64, blank=True)
     action = models.ForeignKey(
-        ReplyAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="findings"
+        ReplyAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="findings",
+        db_constraint=False,
     )
     repair = models.CharField(max_length=32, choices=Repair.choices, default=Repair.NONE)
     # planned -> applied | refused (a move the reply ledger refused, e.g. a lost race) | failed.

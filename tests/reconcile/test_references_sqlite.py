@@ -1,4 +1,4 @@
-"""The embedded default (SQLite) holds a staged row's run with the same triggers' rule, row by row."""
+"""The embedded default (SQLite) holds a statement-checked reference too, row by row (conduit.references)."""
 
 import os
 import subprocess
@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 call_command("migrate", verbosity=0)
+from conduit.references import Reference
 from ingress.services import source_register
 from reconcile.models import ReconcileRun, StagedReceipt
 source, _ = source_register(name="lite", adapter="sandbox-social", account_ref="acct_test_lite",
@@ -28,8 +29,8 @@ run = ReconcileRun.objects.create(source=source, trigger="command", requested_by
                                   created_at=now)
 if sys.argv[3] == "control":
     with connection.cursor() as cursor:
-        for name in ("reconcile_stagedreceipt_insert_runs_exist", "reconcile_reconcilerun_delete_keeps_staging"):
-            cursor.execute("DROP TRIGGER " + name)
+        for sql in Reference("reconcile_stagedreceipt", "run_id", "reconcile_reconcilerun").sqlite_drop():
+            cursor.execute(sql)
 outcomes = []
 try:
     with transaction.atomic():
