@@ -7,12 +7,17 @@ A `Reference` holds the same rule with triggers the migrations create:
 
 - after each statement that inserts or updates referring rows, every row they refer
   to must exist, and is locked FOR KEY SHARE, as the key's own check locks it
-  (PostgreSQL reads the statement's rows as a transition table);
+  (PostgreSQL reads the statement's rows as a transition table). A row whose current
+  version this transaction wrote itself is not locked again: a concurrent delete
+  already waits for this transaction (reconcile's evidence mark updates each event
+  and writes its history in one statement);
 - a referred-to row cannot be deleted, nor its key changed, while rows refer to it
   (Django's on_delete runs before the delete, as with the key).
 
 Both raise SQLSTATE 23503 (foreign_key_violation), an IntegrityError as the key's was.
 SQLite, the embedded default, checks row by row. A NULL refers to nothing.
+Migrations call these at the time they run: a change to the SQL here reaches an
+existing database only through a new migration that creates the triggers again.
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ class Reference:
             DECLARE
               missing text;
             BEGIN
+              -- A row version this transaction wrote (age 0: its xmin is our own xid) needs no
+              -- lock: another transaction deleting it must first wait for this one to end.
               PERFORM 1 FROM {p} p WHERE p.{k} IN (SELECT DISTINCT n.{c} FROM written n)
-                ORDER BY p.{k} FOR KEY SHARE OF p;
+                AND age(p.xmin) <> 0 ORDER BY p.{k} FOR KEY SHARE OF p;
               SELECT n.{c}::text INTO missing FROM written n
                 WHERE n.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p} p WHERE p.{k} = n.{c}) LIMIT 1;
               IF FOUND THEN

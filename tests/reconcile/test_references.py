@@ -1,8 +1,8 @@
 """References checked once per statement (conduit.references) hold what the foreign keys held.
 
 Each reference replaced a foreign key on a table written a set at a time: a scan's
-staged rows (run), a report's findings (report, action) and the event history
-(event). Each must refuse what the key refused, lock what it locked, keep its
+staged rows (run), a report's findings (report, action) and the event and action
+histories (event, action). Each must refuse what the key refused, lock what it locked, keep its
 target from being deleted, and fail when its triggers are taken away.
 """
 
@@ -23,7 +23,7 @@ from ingress.models import EventTransition, InboundEvent
 from ingress.services import source_register
 from reconcile.models import Finding, ReconcileReport, ReconcileRun, StagedEvent, StagedReceipt
 from reconcile.staging import STAGED_RECEIPT_COLUMNS, rows_copy
-from replies.models import ReplyAction
+from replies.models import ReplyAction, ReplyTransition
 
 # -- the references, each with a way to make its target and a row referring to it ----------------
 
@@ -110,6 +110,11 @@ CASES = [
          Finding),
     Case(Reference("inbound_event_transitions", "event_id", "inbound_events"), lambda: _event().pk, _history,
          EventTransition),
+    Case(Reference("reply_action_transitions", "action_id", "reply_actions"), _action,
+         lambda action_id: ReplyTransition.objects.create(
+             action_id=action_id, ledger="reply", prior_state="SENDING", next_state="SENT", at=timezone.now(),
+             actor="tester", reason_code="x"),
+         ReplyTransition),
 ]
 
 
@@ -304,3 +309,21 @@ def test_a_page_staged_while_its_run_is_deleted_waits_then_is_refused():
     stager.join(10)
     assert outcome["result"].startswith("refused") and "no such" in outcome["result"]
     assert not StagedEvent.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_this_transaction_updated_is_not_locked_again_and_still_kept():
+    """The check locks no row version its own transaction wrote (the scan updates its run in the
+    page's transaction): a concurrent delete already waits for that transaction, and once it
+    commits the delete is refused. The test above (a run written earlier) is the control: there
+    the lock is what makes the delete wait."""
+    run = _run()
+    outcome: dict = {}
+    with transaction.atomic():
+        ReconcileRun.objects.filter(pk=run).update(pages=1)
+        _staged_event(run)
+        thread = _background(lambda: _delete_run(run), outcome)
+        waited = _still_waiting(thread)
+    thread.join(10)
+    assert waited and "still referred to" in outcome["result"]
+    assert ReconcileRun.objects.filter(pk=run).exists() and StagedEvent.objects.filter(run_id=run).exists()

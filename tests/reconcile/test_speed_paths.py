@@ -130,7 +130,7 @@ def test_bulk_settings_hold_for_their_transaction_only():
         assert cursor.fetchone()[0] == default_mem
 
 
-# -- the event ledger keeps room on its pages: reconcile's marks rewrite each row in place ------
+# -- the event ledger and the findings keep room on their pages: reconcile rewrites rows in place --
 
 def _events(source, n: int) -> None:
     """n events of `source`, as ingest leaves them (UNRECONCILED), written in one statement."""
@@ -152,49 +152,80 @@ def _events(source, n: int) -> None:
     ])
 
 
-def _marked_in_place(source, n: int) -> tuple[int, int]:
-    """(rows updated, of which HOT) when the evidence mark moves the source's n events to MATCHED,
-    from this transaction's own statistics (pg_stat_xact_user_tables)."""
+def _updated_in_place(table: str, update) -> tuple[int, int]:
+    """(rows `update()` updated in `table`, of which HOT), from this transaction's own statistics
+    (pg_stat_xact_user_tables)."""
+    def counts() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+                           [table])
+            return cursor.fetchone()
+
+    before = counts()
+    update()
+    after = counts()
+    return after[0] - before[0], after[1] - before[1]
+
+
+def _events_marked(source, n: int) -> tuple[int, int]:
+    """The evidence mark moves the source's n new events to MATCHED (status and reconciled_at)."""
     from django.utils import timezone
 
     from ingress.models import InboundEvent
     from reconcile.repairs import events_mark_set
 
     _events(source, n)
+    return _updated_in_place(InboundEvent._meta.db_table, lambda: events_mark_set(
+        events=InboundEvent.objects.filter(source=source), to="MATCHED", actor="tester",
+        reason_code="source_shows_same_payload", at=timezone.now()))
 
-    def updated() -> tuple[int, int]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
-                           [InboundEvent._meta.db_table])
-            return cursor.fetchone()
 
-    before = updated()
-    assert events_mark_set(events=InboundEvent.objects.filter(source=source), to="MATCHED", actor="tester",
-                           reason_code="source_shows_same_payload", at=timezone.now()) == n
-    after = updated()
-    return after[0] - before[0], after[1] - before[1]
+def _findings_applied(source, n: int) -> tuple[int, int]:
+    """A replay batch's n planned findings get their outcome (repair_outcome)."""
+    from django.utils import timezone
+
+    from reconcile.models import Finding, ReconcileReport, RepairOutcome
+    from reconcile.repairs import _findings_outcome
+
+    now = timezone.now()
+    run = ReconcileRun.objects.create(source=source, trigger="command", requested_by="tester", until=now,
+                                      created_at=now)
+    report = ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
+    Finding.objects.bulk_create([
+        Finding(report=report, kind="MISSING_LOCAL", event_key=f"sandbox-social:acct:comment.created:evt_test_{i}",
+                repair="replayed_through_ingest", repair_outcome=RepairOutcome.PLANNED,
+                detail="the source has it and Conduit did not: replayed through ingest, replies held for review")
+        for i in range(n)])
+    planned = Finding.objects.filter(report=report, repair_outcome=RepairOutcome.PLANNED)
+    ids = list(planned.values_list("id", flat=True))
+    return _updated_in_place(Finding._meta.db_table,
+                             lambda: _findings_outcome(planned, ids, RepairOutcome.APPLIED))
+
+
+ROOMY = [("inbound_events", _events_marked), ("reconcile_finding", _findings_applied)]
 
 
 @pytest.mark.django_db
-def test_the_evidence_mark_rewrites_each_event_on_its_own_page(source_side):
-    """Reconcile marks every event it compares (status and reconciled_at, neither indexed).
-    Ingress migration 0010 keeps half of each page free (fillfactor 50), so the mark is a HOT
-    update: the new row version stays on its page and no index of the ledger gets an entry."""
+@pytest.mark.parametrize("table, rewrite", ROOMY, ids=[table for table, _ in ROOMY])
+def test_each_row_is_rewritten_on_its_own_page(source_side, table, rewrite):
+    """Reconcile rewrites every event it compares (status and reconciled_at) and every finding
+    it repairs (its outcome); none of those columns is indexed. The tables keep half of each
+    page free (ingress migration 0010, reconcile 0012: fillfactor 50), so each rewrite is a HOT
+    update: the new row version stays on its page and no index gets an entry."""
     _, source = source_side
-    updated, hot = _marked_in_place(source, 400)
+    updated, hot = rewrite(source, 400)
     assert updated == 400
-    assert hot >= 0.95 * updated, f"{hot} of {updated} marks were HOT"
+    assert hot >= 0.95 * updated, f"{hot} of {updated} rewrites were HOT"
 
 
 @pytest.mark.django_db
-def test_positive_control_packed_pages_force_every_mark_into_the_indexes(source_side):
+@pytest.mark.parametrize("table, rewrite", ROOMY, ids=[table for table, _ in ROOMY])
+def test_positive_control_packed_pages_force_every_rewrite_into_the_indexes(source_side, table, rewrite):
     """With packed pages (fillfactor 100, PostgreSQL's default; rolled back with the test's
-    transaction) the same marks move their rows off the page, so the test above would fail."""
-    from ingress.models import InboundEvent
-
+    transaction) the same rewrites move their rows off the page, so the test above would fail."""
     _, source = source_side
     with connection.cursor() as cursor:
-        cursor.execute(f"ALTER TABLE {InboundEvent._meta.db_table} SET (fillfactor = 100)")
-    updated, hot = _marked_in_place(source, 400)
+        cursor.execute(f"ALTER TABLE {table} SET (fillfactor = 100)")
+    updated, hot = rewrite(source, 400)
     assert updated == 400
-    assert hot < 0.5 * updated, f"{hot} of {updated} marks were HOT"
+    assert hot < 0.5 * updated, f"{hot} of {updated} rewrites were HOT"
