@@ -168,30 +168,31 @@ def _actions_move_set(run: ReconcileRun, chunk: list[tuple], *, to: str, reason:
 
     Each row moves only from the state its finding saw (what `reply_action_transition`
     with `expected` does one row at a time); a receipt comes from the run's staged
-    receipts, joined in the statement. The moved rows get their history rows
+    receipts, looked up in the statement. The moved rows get their history rows
     (one COPY) and their findings `applied` (one UPDATE). Returns the rows left to
     the one-row path: an undeclared move, or a row that moved on since the report
     (that path records the refusal as it always did)."""
     batch = [row for row in chunk if REPLY_TABLE.allows(row[2], to)]
     if not batch:
         return chunk
+    qn = connection.ops.quote_name
+    table, staged = qn(ReplyAction._meta.db_table), qn(StagedReceipt._meta.db_table)
     if to == S.SENT:
-        assign = ("delivery_state = %s, provider_reply_id = COALESCE(r.provider_reply_id, ''), "
-                  "last_error_code = '', sending_since = NULL")
-        assign_params = [to]
+        # The receipt: one probe of the staged receipts' (run, reply_key) index per action.
+        assign = (f"delivery_state = %s, provider_reply_id = COALESCE((SELECT s.provider_reply_id FROM {staged} s "
+                  f"WHERE s.run_id = %s AND s.reply_key = v.rkey), ''), last_error_code = '', sending_since = NULL")
+        assign_params = [to, run.pk]
     else:
         assign = "delivery_state = %s, last_error_code = %s"
         assign_params = [to, reason]
-    qn = connection.ops.quote_name
-    table, staged = qn(ReplyAction._meta.db_table), qn(StagedReceipt._meta.db_table)
-    sql = (f"WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rkey)), "
-           f"r AS (SELECT v.id, s.provider_reply_id FROM v LEFT JOIN {staged} s "
-           f"ON s.run_id = %s AND s.reply_key = v.rkey) "
-           f"UPDATE {table} a SET {assign} FROM v JOIN r ON r.id = v.id "
+    # One join, the chunk's rows to their actions by primary key: its cost stays linear in the
+    # chunk whatever the planner guesses of unnest's row count (a generic plan guesses 10).
+    sql = (f"UPDATE {table} a SET {assign} "
+           f"FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rkey) "
            f"WHERE a.id = v.id AND a.delivery_state = v.prior RETURNING a.id")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [[row[1] for row in batch], [row[2] for row in batch], [row[3] for row in batch],
-                             run.pk, *assign_params])
+        cursor.execute(sql, [*assign_params, [row[1] for row in batch], [row[2] for row in batch],
+                             [row[3] for row in batch]])
         moved = {row[0] for row in cursor.fetchall()}
         at = timezone.now()
         rows_copy(ReplyTransition, ("action", "ledger", "prior_state", "next_state", "at", "actor", "reason_code",
