@@ -68,11 +68,16 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                 bulk_session()
                 batch = staged_observations(source, run, keys)
                 digest = payload_hash(sorted([o.event_key, o.payload_hash] for o in batch))
-                observations_accept(
+                accepted = observations_accept(
                     source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{digest[:32]}",
                     body_hash=digest, body_bytes=0, now=clock.now(), actor=RECONCILE_ACTOR,
                 )
-                _findings_outcome(planned, ids, RepairOutcome.APPLIED)
+                # A refused batch (seed 004: one invalid member refuses them all) wrote no event:
+                # its quarantine receipt names why, and the next complete scan finds them again.
+                if accepted.refused:
+                    _findings_outcome(planned, ids, RepairOutcome.REFUSED, code="replay_refused")
+                else:
+                    _findings_outcome(planned, ids, RepairOutcome.APPLIED)
         except LeaseLost:
             raise
         except Exception as exc:
@@ -82,16 +87,16 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                                                       repair_code=repair_code(exc))
 
 
-def _findings_outcome(planned: QuerySet, ids: list[int], outcome: str) -> None:
-    """Set the outcome of the planned findings with these ids: on PostgreSQL one array parameter
-    (`= ANY(%s)`, a primary-key probe each) instead of a placeholder per id."""
+def _findings_outcome(planned: QuerySet, ids: list[int], outcome: str, *, code: str = "") -> None:
+    """Set the outcome (and code) of the planned findings with these ids: on PostgreSQL one array
+    parameter (`= ANY(%s)`, a primary-key probe each) instead of a placeholder per id."""
     if not fast_sql():
-        planned.filter(pk__in=ids).update(repair_outcome=outcome)
+        planned.filter(pk__in=ids).update(repair_outcome=outcome, repair_code=code)
         return
     table = connection.ops.quote_name(Finding._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET repair_outcome = %s WHERE id = ANY(%s) AND repair_outcome = %s",
-                       [outcome, ids, RepairOutcome.PLANNED])
+        cursor.execute(f"UPDATE {table} SET repair_outcome = %s, repair_code = %s "
+                       f"WHERE id = ANY(%s) AND repair_outcome = %s", [outcome, code, ids, RepairOutcome.PLANNED])
 
 
 def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, at) -> int:

@@ -135,5 +135,5 @@ def test_positive_control_the_json_row_source_carries_the_values_it_is_given(san
                              for row in rows])
 
     monkeypatch.setattr(sql, "_json_rows", truncating)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"diff: datetime\.datetime"):  # a stored time differs
         test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(sandbox_source)

@@ -589,12 +589,33 @@ def test_a_replay_that_meets_a_conflicting_event_is_quarantined_as_a_body_of_no_
     from tests.reconcile.conftest import item
 
     (staged,) = _stage(ctx, item(1))
-    ctx.finding("MISSING_LOCAL", event_key=staged.event_key, repair="replayed_through_ingest")
+    finding = ctx.finding("MISSING_LOCAL", event_key=staged.event_key, repair="replayed_through_ingest")
     _accept(ctx, item(1, text="CHECKLIST changed meanwhile"))
     missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
     receipts = list(QuarantineReceipt.objects.filter(delivery_id__startswith=f"reconcile:{ctx.run.pk}:").values_list(
         "reason_code", "body_bytes"))
     assert receipts and {r[1] for r in receipts} == {0}
+    # Nothing was replayed: the finding says so (README: `refused`, `replay_refused`), never `applied`.
+    assert outcome_of(finding) == ("refused", "replay_refused")
+
+
+def test_a_refused_replay_batch_refuses_every_finding_it_held_and_the_next_batch_goes_on(ctx, monkeypatch):
+    """Seed 004: "Any invalid member rolls back the entire batch": a batch with one event a
+    webhook delivered meanwhile with another payload writes none of its events, so none of its
+    findings is `applied`; the next batch is replayed as usual."""
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(repairs, "REPLAY_BATCH", 2)
+    observations = sorted(_stage(ctx, item(1), item(2), item(3)), key=lambda o: o.event_key)
+    findings = [ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
+                for o in observations]
+    conflicting = next(n for n in (1, 2, 3) if _observations(ctx.source, item(n))[0].event_key
+                       == observations[0].event_key)
+    _accept(ctx, item(conflicting, text="CHECKLIST changed meanwhile"))
+    missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert [outcome_of(f) for f in findings] == [("refused", "replay_refused")] * 2 + [("applied", "")]
+    assert not InboundEvent.objects.filter(event_key=observations[1].event_key).exists()
+    assert InboundEvent.objects.filter(event_key=observations[2].event_key).exists()
 
 
 def test_each_event_step_leaves_the_other_kinds_planned_findings_alone(ctx, make_action):
