@@ -10,9 +10,14 @@ A `Reference` holds the same rule with triggers the migrations create:
   (PostgreSQL reads the statement's rows as a transition table). A row whose current
   version this transaction wrote itself is not locked again: a concurrent delete
   already waits for this transaction (reconcile's evidence mark updates each event
-  and writes its history in one statement);
-- a referred-to row cannot be deleted, nor its key changed, while rows refer to it
-  (Django's on_delete runs before the delete, as with the key).
+  and writes its history in one statement). Existence and the rows to lock come from
+  one snapshot, and a target a waited-for delete took is counted missing;
+- a referred-to row cannot be deleted, nor its key changed, nor its table truncated,
+  while rows refer to it (Django's on_delete runs before the delete, as with the key).
+
+The deleting side assumes READ COMMITTED, Conduit's only isolation level: a delete in a
+REPEATABLE READ transaction cannot see referring rows committed after its snapshot,
+where a key's check would fail it with a serialization error.
 
 Both raise SQLSTATE 23503 (foreign_key_violation), an IntegrityError as the key's was.
 SQLite, the embedded default, checks row by row. A NULL refers to nothing.
@@ -46,17 +51,34 @@ class Reference:
             f"""
             CREATE OR REPLACE FUNCTION {name}_check() RETURNS trigger LANGUAGE plpgsql AS $$
             DECLARE
+              absent bigint;
+              others bigint;
+              locked bigint;
               missing text;
+              mine xid := xid(pg_current_xact_id());
             BEGIN
-              -- A row version this transaction wrote (age 0: its xmin is our own xid) needs no
-              -- lock: another transaction deleting it must first wait for this one to end.
-              PERFORM 1 FROM {p} p WHERE p.{k} IN (SELECT DISTINCT n.{c} FROM written n)
-                AND age(p.xmin) <> 0 ORDER BY p.{k} FOR KEY SHARE OF p;
-              SELECT n.{c}::text INTO missing FROM written n
-                WHERE n.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p} p WHERE p.{k} = n.{c}) LIMIT 1;
-              IF FOUND THEN
+              -- One snapshot: targets not found, and targets whose current version another
+              -- transaction wrote. A version this transaction wrote itself (its xmin our own
+              -- top-level xid) needs no lock: a delete of it must first wait for this one to end.
+              SELECT count(*) FILTER (WHERE p.{k} IS NULL),
+                     count(*) FILTER (WHERE p.{k} IS NOT NULL AND p.xmin <> mine)
+                INTO absent, others
+                FROM (SELECT DISTINCT n.{c} AS k FROM written n WHERE n.{c} IS NOT NULL) n
+                LEFT JOIN {p} p ON p.{k} = n.k;
+              IF others > 0 AND absent = 0 THEN
+                PERFORM 1 FROM {p} p WHERE p.{k} IN (SELECT DISTINCT n.{c} FROM written n)
+                  AND p.xmin <> mine ORDER BY p.{k} FOR KEY SHARE OF p;
+                GET DIAGNOSTICS locked = ROW_COUNT;
+                -- Fewer locked than found: a delete the locks waited for took a target.
+                IF locked < others THEN
+                  absent := others - locked;
+                END IF;
+              END IF;
+              IF absent > 0 THEN
+                SELECT n.{c}::text INTO missing FROM written n
+                  WHERE n.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p} p WHERE p.{k} = n.{c}) LIMIT 1;
                 RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',
-                  MESSAGE = format('{t}.{c} = %s: no such {p}.{k}', missing);
+                  MESSAGE = format('{t}.{c} = %s: no such {p}.{k}', coalesce(missing, '(deleted meanwhile)'));
               END IF;
               RETURN NULL;
             END
@@ -65,6 +87,14 @@ class Reference:
             f"""
             CREATE OR REPLACE FUNCTION {name}_kept() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
+              IF TG_OP = 'TRUNCATE' THEN
+                -- After the truncation: a TRUNCATE naming the referring table too has emptied it.
+                IF EXISTS (SELECT 1 FROM {t} WHERE {c} IS NOT NULL) THEN
+                  RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',
+                    MESSAGE = '{p} is truncated while {t}.{c} still refers to it';
+                END IF;
+                RETURN NULL;
+              END IF;
               IF TG_OP = 'UPDATE' AND NEW.{k} IS NOT DISTINCT FROM OLD.{k} THEN
                 RETURN NEW;
               END IF;
@@ -77,18 +107,23 @@ class Reference:
             $$
             """,
             *(f"""
-            CREATE TRIGGER {name}_{op} AFTER {op} ON {t} REFERENCING NEW TABLE AS written
+            CREATE OR REPLACE TRIGGER {name}_{op} AFTER {op} ON {t} REFERENCING NEW TABLE AS written
               FOR EACH STATEMENT EXECUTE FUNCTION {name}_check()
             """ for op in ("insert", "update")),
             f"""
-            CREATE TRIGGER {name}_kept BEFORE DELETE OR UPDATE OF {k} ON {p}
+            CREATE OR REPLACE TRIGGER {name}_kept BEFORE DELETE OR UPDATE OF {k} ON {p}
               FOR EACH ROW EXECUTE FUNCTION {name}_kept()
+            """,
+            f"""
+            CREATE OR REPLACE TRIGGER {name}_kept_truncate AFTER TRUNCATE ON {p}
+              FOR EACH STATEMENT EXECUTE FUNCTION {name}_kept()
             """,
         ]
 
     def postgres_drop(self) -> list[str]:
         name = self.name
         return [
+            f"DROP TRIGGER IF EXISTS {name}_kept_truncate ON {self.target}",
             f"DROP TRIGGER IF EXISTS {name}_kept ON {self.target}",
             *(f"DROP TRIGGER IF EXISTS {name}_{op} ON {self.table}" for op in ("insert", "update")),
             f"DROP FUNCTION IF EXISTS {name}_kept()",
@@ -100,16 +135,16 @@ class Reference:
         kept = f"EXISTS (SELECT 1 FROM {t} WHERE {c} = OLD.{k})"
         return [
             *(f"""
-            CREATE TRIGGER {name}_{op} BEFORE {op} ON {t} FOR EACH ROW
+            CREATE TRIGGER IF NOT EXISTS {name}_{op} BEFORE {op} ON {t} FOR EACH ROW
               WHEN NEW.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p} WHERE {k} = NEW.{c})
             BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: {t}.{c} refers to no {p}.{k}'); END
             """ for op in ("insert", "update")),
             f"""
-            CREATE TRIGGER {name}_kept_delete BEFORE DELETE ON {p} FOR EACH ROW WHEN {kept}
+            CREATE TRIGGER IF NOT EXISTS {name}_kept_delete BEFORE DELETE ON {p} FOR EACH ROW WHEN {kept}
             BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: {p}.{k} is still referred to by {t}'); END
             """,
             f"""
-            CREATE TRIGGER {name}_kept_update BEFORE UPDATE OF {k} ON {p} FOR EACH ROW
+            CREATE TRIGGER IF NOT EXISTS {name}_kept_update BEFORE UPDATE OF {k} ON {p} FOR EACH ROW
               WHEN NEW.{k} IS NOT OLD.{k} AND {kept}
             BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: {p}.{k} is still referred to by {t}'); END
             """,
