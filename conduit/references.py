@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 from django.db import migrations
 
+from conduit.storage import vendor_sql
+
 
 @dataclass(frozen=True)
 class Reference:
@@ -46,6 +48,14 @@ class Reference:
         return f"{self.table}_{self.column}_ref"
 
     def postgres_create(self) -> list[str]:
+        return self.postgres_functions() + self.postgres_triggers()
+
+    def postgres_drop(self) -> list[str]:
+        name = self.name
+        return self.postgres_drop_triggers() + [f"DROP FUNCTION IF EXISTS {name}_kept()",
+                                                 f"DROP FUNCTION IF EXISTS {name}_check()"]
+
+    def postgres_functions(self) -> list[str]:
         t, c, p, k, name = self.table, self.column, self.target, self.target_column, self.name
         return [
             f"""
@@ -106,6 +116,11 @@ class Reference:
             END
             $$
             """,
+        ]
+
+    def postgres_triggers(self) -> list[str]:
+        t, p, k, name = self.table, self.target, self.target_column, self.name
+        return [
             *(f"""
             CREATE OR REPLACE TRIGGER {name}_{op} AFTER {op} ON {t} REFERENCING NEW TABLE AS written
               FOR EACH STATEMENT EXECUTE FUNCTION {name}_check()
@@ -120,14 +135,12 @@ class Reference:
             """,
         ]
 
-    def postgres_drop(self) -> list[str]:
+    def postgres_drop_triggers(self) -> list[str]:
         name = self.name
         return [
             f"DROP TRIGGER IF EXISTS {name}_kept_truncate ON {self.target}",
             f"DROP TRIGGER IF EXISTS {name}_kept ON {self.target}",
             *(f"DROP TRIGGER IF EXISTS {name}_{op} ON {self.table}" for op in ("insert", "update")),
-            f"DROP FUNCTION IF EXISTS {name}_kept()",
-            f"DROP FUNCTION IF EXISTS {name}_check()",
         ]
 
     def sqlite_create(self) -> list[str]:
@@ -160,17 +173,12 @@ def checked_per_statement(*references: Reference) -> migrations.RunPython:
     """The migration operation creating the references' triggers (and dropping them in reverse).
 
     Put it after the AlterField operations that set db_constraint=False on the same columns."""
-    def apply(forwards: bool):
-        def run(apps, schema_editor):
-            vendor = schema_editor.connection.vendor
-            for reference in references:
-                if vendor == "postgresql":
-                    statements = reference.postgres_create() if forwards else reference.postgres_drop()
-                elif vendor == "sqlite":
-                    statements = reference.sqlite_create() if forwards else reference.sqlite_drop()
-                else:
-                    raise NotImplementedError(f"no statement-checked references on {vendor}")
-                for sql in statements:
-                    schema_editor.execute(sql, None)  # no parameters: format()'s %s stays as written
-        return run
-    return migrations.RunPython(apply(True), apply(False))
+    def statements(forwards: bool):
+        def for_vendor(vendor: str) -> list[str] | None:
+            if vendor == "postgresql":
+                return [sql for r in references for sql in (r.postgres_create() if forwards else r.postgres_drop())]
+            if vendor == "sqlite":
+                return [sql for r in references for sql in (r.sqlite_create() if forwards else r.sqlite_drop())]
+            return None  # no statement-checked references there: refused by name
+        return for_vendor
+    return vendor_sql(statements(True), statements(False))

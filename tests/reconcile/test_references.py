@@ -125,16 +125,14 @@ def _missing(case: Case) -> int:
 
 def _drop_triggers(reference: Reference) -> None:
     with connection.cursor() as cursor:
-        for sql in reference.postgres_drop():
-            if sql.startswith("DROP TRIGGER"):  # the functions stay
-                cursor.execute(sql)
+        for sql in reference.postgres_drop_triggers():  # the functions stay
+            cursor.execute(sql)
 
 
 def _put_back(reference: Reference) -> None:
     with connection.cursor() as cursor:
-        for sql in reference.postgres_create():
-            if "TRIGGER" in sql and "FUNCTION" in sql and "RETURNS trigger" not in sql:
-                cursor.execute(sql, None)
+        for sql in reference.postgres_triggers():
+            cursor.execute(sql, None)
 
 
 pytestmark = pytest.mark.django_db
