@@ -6,9 +6,10 @@ from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
-from conduit.providers.registry import ADAPTERS
+from conduit.providers.registry import ADAPTERS, get_adapter
 from ingress import services
 from ingress.models import (
     Delivery,
@@ -79,8 +80,24 @@ class SourceAdmin(admin.ModelAdmin):
     list_filter = (AttentionFilter, "adapter", "canary")
     search_fields = ("name", "account_ref")
     readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "needs_reauth", "created_at",
-                       "updated_at")
+                       "updated_at", "declared_families")
     actions = ["reauthorized"]
+
+    @admin.display(description="Declared event families (seed 004)")
+    def declared_families(self, obj: Source) -> str:
+        """Each allowlisted family's recovery by read-back and its loss limitation, and whose
+        receipts reconciliation compares: the platform's own declaration, read, never edited."""
+        if obj is None or not obj.pk or obj.adapter not in ADAPTERS:
+            return "-"
+        adapter = get_adapter(obj.adapter)
+        rows = [format_html("<li><code>{}</code>: recovery <b>{}</b>, answered by {}{}</li>", f["event_type"],
+                            f["recovery"], f["answers"], f": {f['limitation']}" if f["limitation"] else "")
+                for f in (adapter.family(t).as_dict() for t in obj.event_types)]
+        transports = adapter.receipt_transports
+        compared = "every transport" if transports is None else ", ".join(sorted(transports))
+        return format_html("<ul>{}</ul><p>Receipts compared for: {} (other routes' sends are not compared, "
+                           "never reported missing).</p>", format_html_join("", "{}", ((r,) for r in rows)),
+                           compared)
 
     @admin.action(permissions=["change"], description="Token replaced: resume sending (clear needs re-authorisation)")
     def reauthorized(self, request: HttpRequest, queryset: QuerySet):

@@ -6,7 +6,7 @@ import logging
 from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from django.db import DataError, transaction
 from django.db.models import F
@@ -53,7 +53,13 @@ from ingress.models import (
 from ingress.selectors import source_config, source_identity_holder
 from ingress.signals import quarantine_corrected
 from ingress.writes import DELIVERY_COLUMNS, DELIVERY_UPSERT, EVENT_UPSERT, Refused, SourceChanged, body_write
-from replies.services import PLANNED, reply_action_rows, reply_actions_plan, reply_deadline_reads_queue
+from replies.services import (
+    PLANNED,
+    purposes_answering,
+    reply_action_rows,
+    reply_actions_plan,
+    reply_deadline_reads_queue,
+)
 
 logger = logging.getLogger("conduit.ingress")
 
@@ -184,6 +190,7 @@ class _Body:
     events: list[list]  # EVENT_COLUMNS order
     history: list[tuple]  # the new events' history rows, the event's key as owner
     ready: list[Observation]  # planned if new: RECORD_READY
+    purposes_of: Callable[[Observation], Sequence[str]]  # the purposes planned for each of them
 
 
 def _body(*, source: Source, first_of: dict[str, Observation], delivery_id: str, body_hash: str, at: datetime,
@@ -193,10 +200,16 @@ def _body(*, source: Source, first_of: dict[str, Observation], delivery_id: str,
     connected = source.connected_at.replace(microsecond=0) if source.connected_at is not None else None
     ordered = sorted(first_of.items())
     events, records, ready = [], [], []
+    purposes_for = purposes_answering(source=source)
+    adapter = get_adapter(source.adapter)
     for key, observation in ordered:
         history = connected is not None and observation.occurred_at < connected
         trigger = trigger_matches(observation.text, source.trigger_keywords)
-        final_state = EventState.RECORD_READY if trigger and not history else EventState.CLOSED_NO_REPLY
+        # A family no reply answers (an edit, a removal) or no route can answer plans nothing.
+        answerable = bool(purposes_for(observation.event_type)) or (
+            not source.purposes and bool(adapter.family(observation.event_type).answers))
+        final_state = EventState.RECORD_READY if trigger and not history and answerable \
+            else EventState.CLOSED_NO_REPLY
         # The event contract's fields, as the dataclass declares them (one list for ingest,
         # staging and replay); the text is kept apart, as retained content.
         events.append([key, source.pk, *observation.contract_values().values(),
@@ -207,12 +220,14 @@ def _body(*, source: Source, first_of: dict[str, Observation], delivery_id: str,
         if final_state == EventState.RECORD_READY:
             ready.append(observation)
             reason = "reply_plan_created"
+        elif history:
+            reason = "before_connection"
         else:
-            reason = "before_connection" if history else "trigger_not_matched"
+            reason = "trigger_not_matched" if not trigger else "no_reply_answers"
         records.append((key, [EventState.RECEIVED, final_state], ["source_proof_passed", reason]))
     return _Body(
         delivery=(source.pk, delivery_id, body_hash, sorted(first_of), at, at, 1),
-        ordered=ordered, events=events, ready=ready,
+        ordered=ordered, events=events, ready=ready, purposes_of=lambda o: purposes_for(o.event_type),
         history=creation_rows(table=EVENT_TABLE, records=records, actor=actor, at=at),
     )
 
@@ -246,7 +261,7 @@ def _events_write(*, source: Source, body: _Body, actor: str, at: datetime, pars
     ready = [o for o in body.ready if o.event_key in new]
     if ready:
         reply_actions_plan(observations=ready, adapter=source.adapter, purposes=list(source.purposes),
-                           actor=actor, at=at)
+                           actor=actor, at=at, purposes_of=body.purposes_of)
     return {o.index: EventResult(o.index, "accepted" if key in new else "duplicate", key) for key, o in body.ordered}
 
 
@@ -255,7 +270,7 @@ def _events_write_at_once(
 ) -> dict[int, EventResult] | None:
     """`_events_write` as one statement on PostgreSQL (ingress.writes); None where it cannot carry the body."""
     actions, fill_later = reply_action_rows(observations=body.ready, adapter=source.adapter,
-                                            purposes=list(source.purposes), at=at)
+                                            purposes=list(source.purposes), at=at, purposes_of=body.purposes_of)
     try:
         written = body_write(source=source, delivery=body.delivery, events=body.events, event_columns=EVENT_COLUMNS,
                              event_history=body.history, actions=actions, plan=PLANNED,

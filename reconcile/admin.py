@@ -192,6 +192,8 @@ COUNTER_WORDS = {
     "unexpected_receipts": ("receipts", "Unexpected receipts", "the platform holds a reply Conduit closed or "
                             "has not sent"),
     "unknown_receipts": ("receipts", "Unknown receipts", "the platform holds a reply Conduit never planned"),
+    "receipts_not_compared": ("receipts", "Replies not compared", "sent through a route whose replies the "
+                              "platform's read cannot always show (a private reply): left as they are"),
     "page_calls": ("health", "Pages read", "calls the scan made to the source"),
     "external_calls": ("health", "Calls off this host", "page reads that left this machine"),
 }

@@ -16,9 +16,23 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 
-from conduit.providers.registry import reads_off_host
+from conduit.providers.base import COMPLETE
+from conduit.providers.registry import get_adapter, reads_off_host
 from conduit.statemachine import transition
 from conduit.timefmt import iso_z
 from ingress.models import InboundEvent, QuarantineReceipt, QuarantineState, Source
@@ -48,7 +62,7 @@ from reconcile.selectors import (
 )
 from reconcile.staging import bulk_session, staging_drop
 from replies.models import DeliveryState as S
-from replies.models import ReplyAction
+from replies.models import ReplyAction, ReplyRoute
 
 logger = logging.getLogger("conduit.reconcile")
 
@@ -57,8 +71,8 @@ REPORT_COUNTS = (
     "events_compared", "events_local", "events_matched", "missing_recovered", "identity_conflicts",
     "source_unverified", "duplicates_converged", "actions_compared", "replies_confirmed", "receipts_attached",
     "sent_without_receipt", "retry_candidates", "unknown_sends", "sending_in_flight", "suppressed_actions",
-    "unexpected_receipts", "unknown_receipts", "invalid_source_items", "quarantined_inputs", "page_calls",
-    "external_calls",
+    "unexpected_receipts", "unknown_receipts", "receipts_not_compared", "invalid_source_items",
+    "quarantined_inputs", "page_calls", "external_calls",
 )
 UNCONFIRMED = (S.SENDING, S.SEND_STATUS_UNKNOWN)
 
@@ -85,6 +99,7 @@ class Comparison:
     unexpected: QuerySet  # a receipt for an action that was never sent
     unknown_receipts: QuerySet  # a receipt under a key Conduit never planned
     receipt: QuerySet  # the staged receipt of an outer action (for Exists/Subquery)
+    compared_purposes: list[str] | None  # purposes whose receipts the read shows whenever they exist
 
 
 def _local_in_window(source: Source, run: ReconcileRun) -> QuerySet:
@@ -94,6 +109,26 @@ def _local_in_window(source: Source, run: ReconcileRun) -> QuerySet:
     if run.until is not None:
         events = events.filter(occurred_at__lt=run.until)
     return events
+
+
+def recoverable(source: Source, events: QuerySet) -> QuerySet:
+    """The events of families a complete read shows whole (seed 004's declaration): only their
+    absence from the source says anything. A limited or unrecoverable family is never unverified."""
+    adapter = get_adapter(source.adapter)
+    declared = {family.event_type: family.recovery == COMPLETE for family in adapter.families}
+    if adapter.undeclared_family("").recovery == COMPLETE:
+        return events.exclude(event_type__in=sorted(t for t, whole in declared.items() if not whole))
+    return events.filter(event_type__in=sorted(t for t, whole in declared.items() if whole))
+
+
+def compared_purposes(source: Source) -> list[str] | None:
+    """The purposes whose receipts the source's read shows whenever they exist (the reader's
+    `receipt_transports`): only for their actions is "no receipt" a finding. None: every purpose."""
+    transports = get_adapter(source.adapter).receipt_transports
+    if transports is None:
+        return None
+    routes = ReplyRoute.objects.filter(source=source, transport_name__in=sorted(transports))
+    return sorted(routes.values_list("purpose", flat=True))
 
 
 def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
@@ -109,16 +144,21 @@ def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
     # once (a hash semi/anti-join) instead of probing them again for every action.
     with_receipt = Q(Exists(receipt))
     without_receipt = ~with_receipt
+    purposes = compared_purposes(source)
+    # An empty IN cannot be compiled into the findings' INSERT ... SELECT: a plain false instead.
+    compared = actions if purposes is None else actions.filter(
+        purpose__in=purposes) if purposes else actions.filter(Value(False, output_field=BooleanField()))
     return Comparison(
         local=local,
         missing=staged.filter(~Exists(same_key)),
         conflicting=staged.filter(Exists(same_key.exclude(payload_hash=OuterRef("payload_hash")))),
         matched=local.filter(Exists(in_source.filter(payload_hash=OuterRef("payload_hash")))),
-        unverified=local.filter(~Exists(in_source)),
+        unverified=recoverable(source, local).filter(~Exists(in_source)),
         actions=actions,
         attach=actions.filter(with_receipt, delivery_state__in=UNCONFIRMED),
-        lost=actions.filter(without_receipt, delivery_state=S.SENT),
-        candidates=actions.filter(without_receipt, delivery_state=S.SEND_STATUS_UNKNOWN),
+        lost=compared.filter(without_receipt, delivery_state=S.SENT),
+        candidates=compared.filter(without_receipt, delivery_state=S.SEND_STATUS_UNKNOWN),
+        compared_purposes=purposes,
         unexpected=actions.filter(with_receipt).exclude(delivery_state__in=(*UNCONFIRMED, S.SENT)),
         unknown_receipts=StagedReceipt.objects.filter(run=run).filter(
             ~Exists(ReplyAction.objects.filter(reply_key=OuterRef("reply_key")))),
@@ -126,11 +166,15 @@ def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
     )
 
 
-def _actions_by_state(comparison: Comparison) -> dict[tuple[str, bool], int]:
-    """Every action count from one grouped read: (state, has a receipt) -> actions."""
-    grouped = comparison.actions.annotate(has_receipt=Exists(comparison.receipt)).values(
-        "delivery_state", "has_receipt")
-    return {(row["delivery_state"], row["has_receipt"]): row["n"]
+def _actions_by_state(comparison: Comparison) -> dict[tuple[str, bool, bool], int]:
+    """Every action count from one grouped read: (state, has a receipt, compared) -> actions."""
+    purposes = comparison.compared_purposes
+    compared = Value(True) if purposes is None else Case(
+        When(purpose__in=purposes, then=Value(True)), default=Value(False),
+        output_field=BooleanField()) if purposes else Value(False)
+    grouped = comparison.actions.annotate(has_receipt=Exists(comparison.receipt), is_compared=compared).values(
+        "delivery_state", "has_receipt", "is_compared")
+    return {(row["delivery_state"], row["has_receipt"], row["is_compared"]): row["n"]
             for row in grouped.annotate(n=Count("pk")).order_by()}
 
 
@@ -144,9 +188,10 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison,
         found = {count: getattr(comparison, rows).count() for _, rows, count, _, _ in EVENT_FINDINGS}
     by_state = _actions_by_state(comparison)
 
-    def n(*states: str, receipt: bool | None = None) -> int:
-        return sum(v for (state, has), v in by_state.items()
-                   if state in states and (receipt is None or has == receipt))
+    def n(*states: str, receipt: bool | None = None, compared: bool | None = None) -> int:
+        return sum(v for (state, has, seen), v in by_state.items()
+                   if state in states and (receipt is None or has == receipt)
+                   and (compared is None or seen == compared))
 
     quarantined = QuarantineReceipt.objects.filter(source=source, state=QuarantineState.QUARANTINED)
     if run.since is not None:
@@ -154,7 +199,8 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison,
     attached = n(*UNCONFIRMED, receipt=True)
     # One pass over the matched events for both of their counts.
     matched = comparison.matched.aggregate(n=Count("pk"), duplicates=Sum(F("seen_count") - 1))
-    lost, candidates = n(S.SENT, receipt=False), n(S.SEND_STATUS_UNKNOWN, receipt=False)
+    lost = n(S.SENT, receipt=False, compared=True)
+    candidates = n(S.SEND_STATUS_UNKNOWN, receipt=False, compared=True)
     return {
         "events_compared": run.staged_events,
         "events_local": comparison.local.count(),
@@ -171,8 +217,11 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison,
         "unknown_sends": lost + candidates,
         "sending_in_flight": n(S.SENDING, receipt=False),
         "suppressed_actions": n(S.SUPPRESSED_TEST),
-        "unexpected_receipts": sum(v for (state, has), v in by_state.items()
+        "unexpected_receipts": sum(v for (state, has, _), v in by_state.items()
                                    if has and state not in (*UNCONFIRMED, S.SENT)),
+        # Sent or parked, routed where the read cannot show every receipt: "not compared" is not
+        # "missing" (Instagram's and Messenger's private replies, say), so no finding is made of them.
+        "receipts_not_compared": n(S.SENT, S.SEND_STATUS_UNKNOWN, receipt=False, compared=False),
         "unknown_receipts": comparison.unknown_receipts.count(),
         "invalid_source_items": run.rejection_count,
         "quarantined_inputs": quarantined.count(),

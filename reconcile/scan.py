@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Callable
 
@@ -23,7 +23,7 @@ from conduit.providers.base import PageFailure, SourcePage
 from conduit.providers.registry import get_adapter
 from conduit.statemachine import record_created, transition
 from ingress.meta import self_authored_record
-from ingress.models import Source
+from ingress.models import InboundEvent, Source
 from ingress.selectors import source_config
 from ingress.services import events_occurred_at_correct
 from reconcile import clock
@@ -56,6 +56,7 @@ from reconcile.staging import (
     page_stage,
     scan_limit,
 )
+from replies.evidence import own_item_receipts
 
 logger = logging.getLogger("conduit.reconcile")
 
@@ -204,6 +205,43 @@ def _publish(source: Source, token: str, run: ReconcileRun, *, report: Reconcile
     return PageOutcome(source.name, run.pk, "published", run.pages, run.staged_events, report.pk, called=called)
 
 
+def page_evidence(source: Source, page: SourcePage) -> SourcePage:
+    """The page as it is compared: the account's own items it showed become the receipts of the
+    actions they answer (replies.evidence's one rule), and a comment read back with the text of a
+    later edit is staged as that edit event beside its creation (never an identity conflict)."""
+    receipts = own_item_receipts(source_id=source.pk, items=page.own) if page.own else []
+    observations = edits_seen(source, get_adapter(source.adapter), page.observations)
+    if not receipts and observations is page.observations:
+        return page
+    return replace(page, observations=observations, receipts=[*page.receipts, *receipts])
+
+
+def edits_seen(source: Source, adapter, observations: list) -> list:
+    """Where the adapter maps a read comment onto its edit event (`edit_of`) and the ledger holds the
+    comment under its key with another payload, the comment is staged with the payload first accepted
+    (the source still shows it) and its current text as the edit event the webhook would have made."""
+    edit_of = getattr(adapter, "edit_of", None)
+    if edit_of is None:
+        return observations
+    allowed = set(source.event_types)
+    editable = {o.event_key: o for o in observations if edit_of(o) is not None}
+    if not editable:
+        return observations
+    held = dict(InboundEvent.objects.filter(source=source, event_key__in=list(editable))
+                .values_list("event_key", "payload_hash"))
+    staged = []
+    for observation in observations:
+        first = held.get(observation.event_key)
+        if observation.event_key in editable and first is not None and first != observation.payload_hash:
+            staged.append(replace(observation, payload_hash=first))
+            edit = edit_of(observation)
+            if edit.event_type in allowed:
+                staged.append(edit)
+        else:
+            staged.append(observation)
+    return staged
+
+
 def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage, began: datetime) -> PageOutcome:
     """The page's one transaction: lease re-check, protocol and limits, staging, and on the
     final page the report and its findings. Repairs follow in their own transactions."""
@@ -213,6 +251,7 @@ def _commit_page(source: Source, token: str, run: ReconcileRun, page: SourcePage
         page_check(run, page)
         try:
             with transaction.atomic():  # a savepoint: a limit takes this page's staging back
+                page = page_evidence(source, page)
                 page_stage(run, page, began)
                 # The account's own comments the read showed: receipt evidence, as from a webhook.
                 self_authored_record(source, page.own, began)

@@ -173,8 +173,22 @@ def source_health() -> list[dict[str, Any]]:
             # Meta sources: what the last read of subscribed_apps found wrong ("" when nothing).
             "subscription_problem": source.subscription_problem,
             "needs_reauth": source.needs_reauth,
+            **source_declarations(source),
         })
     return rows
+
+
+def source_declarations(source) -> dict[str, Any]:
+    """Seed 004's Inspect for one source: each allowlisted event family's recovery and loss
+    limitation, and the reply transports whose receipts a complete read compares."""
+    from conduit.providers.registry import get_adapter
+
+    adapter = get_adapter(source.adapter)
+    transports = adapter.receipt_transports
+    return {
+        "families": [adapter.family(event_type).as_dict() for event_type in source.event_types],
+        "receipts_compared_for": "every transport" if transports is None else sorted(transports),
+    }
 
 
 def needs_a_person(row: dict[str, Any]) -> list[str]:

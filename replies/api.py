@@ -19,7 +19,7 @@ from ingress.api import (
     text_parameter,
     validated_query,
 )
-from ingress.models import EventState, InboundEvent
+from ingress.models import EventState, InboundEvent, ReconcileStatus
 from replies.models import ApprovalState, DeliveryState, ReplyAction
 from replies.selectors import event_list
 
@@ -46,7 +46,7 @@ class EventList(generics.ListAPIView):
         class Meta:
             model = InboundEvent
             fields = [
-                "event_key", "source", "event_state", "seen_count", "first_received_at",
+                "event_key", "source", "event_state", "reconcile_status", "seen_count", "first_received_at",
                 "last_received_at", "trigger_match", "canary", "reply_actions",
             ]
 
@@ -72,11 +72,13 @@ OPENAPI_SCHEMAS: dict[str, Any] = {
     },
     "Event": {
         "type": "object", "additionalProperties": False,
-        "required": ["event_key", "source", "event_state", "seen_count", "first_received_at",
+        "required": ["event_key", "source", "event_state", "reconcile_status", "seen_count", "first_received_at",
                      "last_received_at", "trigger_match", "canary", "reply_actions"],
         "properties": {
             "event_key": {"type": "string"}, "source": {"type": "string"},
             "event_state": {"enum": list(EventState.values)},
+            # What the last complete scan showed: UNRECONCILED, MATCHED or SOURCE_UNVERIFIED.
+            "reconcile_status": {"enum": list(ReconcileStatus.values)},
             "seen_count": {"type": "integer", "minimum": 1},
             "first_received_at": date_time_schema(), "last_received_at": date_time_schema(),
             "trigger_match": {"type": "boolean"}, "canary": {"type": "boolean"},

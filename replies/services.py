@@ -8,14 +8,14 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from typing import Sequence
+from typing import Callable, Sequence
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from conduit.providers.base import Ambiguous, Observation
-from conduit.providers.registry import TRANSPORTS
+from conduit.providers.registry import TRANSPORTS, get_adapter
 from conduit.sql import insert_rows
 from conduit.statemachine import Outcome, TransitionTable, creation_rows, record_created
 from ingress.models import InboundEvent, Source
@@ -69,7 +69,8 @@ def _enqueue_on_commit(action_id: int) -> None:
 
 
 def reply_actions_plan(
-    *, observations: Sequence[Observation], adapter: str, purposes: list[str], actor: str, at: datetime
+    *, observations: Sequence[Observation], adapter: str, purposes: list[str], actor: str, at: datetime,
+    purposes_of: Callable[[Observation], Sequence[str]] | None = None,
 ) -> list[int]:
     """Create one REVIEW_PENDING action per declared purpose for each newly inserted event.
 
@@ -79,7 +80,8 @@ def reply_actions_plan(
     actions and one for their history, whatever the number of events. Returns
     the new ids, event by event in purpose order.
     """
-    rows, fill_later = reply_action_rows(observations=observations, adapter=adapter, purposes=purposes, at=at)
+    rows, fill_later = reply_action_rows(observations=observations, adapter=adapter, purposes=purposes, at=at,
+                                         purposes_of=purposes_of)
     ids = insert_rows(ReplyAction, PLANNED.columns, rows)
     record_created(
         table=REPLY_TABLE,
@@ -122,15 +124,46 @@ PLANNED = ActionPlan(
 )
 
 
+def purposes_answering(*, source: Source) -> Callable[[str], tuple[str, ...]]:
+    """Event type -> the source's purposes planned for an event of that type.
+
+    None for a family that answers nothing (an edit, a hide, a removal: one comment is one raised
+    hand, however often it changes); otherwise the declared purposes whose route's transport can
+    answer the family (a DM only through a route that answers a message, never a comment reply
+    or a private reply, which answer comments). A purpose with no route yet is planned as before:
+    its route decides when it is sent. Routes are read only where some transport could not answer.
+    """
+    adapter = get_adapter(source.adapter)
+    declared = tuple(source.purposes)
+    routes: dict[str, str] = {}
+
+    @functools.cache
+    def for_type(event_type: str) -> tuple[str, ...]:
+        answers = adapter.family(event_type).answers
+        if not answers:
+            return ()
+        if all(answers in cls.answers for cls in TRANSPORTS.values()):
+            return declared
+        if not routes:
+            routes.update(ReplyRoute.objects.filter(source_id=source.pk).values_list("purpose", "transport_name"))
+            routes.setdefault("", "")  # read once, even when the source has no route
+        return tuple(p for p in declared if p not in routes
+                     or (routes[p] in TRANSPORTS and answers in TRANSPORTS[routes[p]].answers))
+
+    return for_type
+
+
 def reply_action_rows(
-    *, observations: Sequence[Observation], adapter: str, purposes: list[str], at: datetime
+    *, observations: Sequence[Observation], adapter: str, purposes: list[str], at: datetime,
+    purposes_of: Callable[[Observation], Sequence[str]] | None = None,
 ) -> tuple[list[tuple], list[int]]:
     """The planned actions' rows (PLANNED.columns order), event by event in purpose order, and the
-    positions of those whose deadline needs the comment's real time (read after commit)."""
+    positions of those whose deadline needs the comment's real time (read after commit).
+    `purposes_of` narrows the purposes per event (ingest passes what purposes_answering allows)."""
     rows = []
     fill_later = []
     for observation in observations:
-        for purpose in purposes:
+        for purpose in (purposes if purposes_of is None else purposes_of(observation)):
             deadline, later = _private_deadline(observation, adapter, purpose)
             if later:
                 fill_later.append(len(rows))

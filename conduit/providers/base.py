@@ -146,6 +146,17 @@ class OwnItem:
     parent_ref: str  # the comment it answers, or the person a message went to
     correlation: str  # what the platform echoed back for correlation (Messenger's metadata)
     occurred_at: datetime
+    # reply_text_digest of the item's text: a receipt is matched to the approved copy by it, so a
+    # reply a person wrote by hand is never taken for Conduit's. Text itself is never kept.
+    text_digest: str = ""
+
+
+def reply_text_digest(text: str | None) -> str:
+    """SHA-256 of a reply's text with its whitespace collapsed ("" for no text): the one form in
+    which an approved copy and the account's own item read back are compared."""
+    collapsed = " ".join(text.split()) if isinstance(text, str) else ""
+    # surrogatepass: a lone surrogate (hostile input) still digests, never raises.
+    return sha256_hex(collapsed.encode("utf-8", "surrogatepass")) if collapsed else ""
 
 
 @dataclass(frozen=True)
@@ -274,6 +285,39 @@ def contract_refusal(observation: Observation) -> Rejection | None:
     return None
 
 
+# How far reading the source back recovers one event family (seed 004: "Every family must be
+# declared recoverable or include a concrete loss limitation").
+COMPLETE = "complete"  # the read shows every item: a missing one is recovered, an absent one unverified
+LIMITED = "limited"  # the read recovers what it shows, but shows not everything: absence proves nothing
+NOT_RECOVERABLE = "none"  # the read never shows this family: its loss limitation says what is lost
+RECOVERY = (COMPLETE, LIMITED, NOT_RECOVERABLE)
+
+# What a reply to an event answers: a transport declares which of these it can serve.
+ANSWERS_COMMENT = "comment"
+ANSWERS_MESSAGE = "message"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One event family of a platform: how reading back recovers it, what it loses, and what a
+    reply to it would answer ("" = nothing: an edit, a hide or a removal never plans a reply)."""
+
+    event_type: str
+    recovery: str
+    limitation: str = ""
+    answers: str = ""
+
+    def __post_init__(self) -> None:
+        if self.recovery not in RECOVERY:
+            raise ValueError(f"recovery is one of {RECOVERY}")
+        if self.recovery != COMPLETE and not self.limitation:
+            raise ValueError(f"{self.event_type}: a family not completely recoverable names its loss limitation")
+
+    def as_dict(self) -> dict[str, str]:
+        return {"event_type": self.event_type, "recovery": self.recovery, "limitation": self.limitation,
+                "answers": self.answers or "nothing"}
+
+
 class SourceReader:
     """Base for reading one platform's source evidence, page by page (seed 004).
 
@@ -283,6 +327,10 @@ class SourceReader:
 
     # Whether reading this source's evidence calls a system outside Conduit's host.
     live: bool = True
+    # The transports whose receipts a complete read shows (absence then means "missing"); None:
+    # every transport's, as where the provider keeps receipts by reply key. An action routed
+    # through another transport is "not compared", never "missing".
+    receipt_transports: frozenset[str] | None = None
 
     def read_page(
         self, *, config: SourceConfig, base_url: str, since: datetime | None,
@@ -311,6 +359,21 @@ class SourceAdapter:
     # Whether a newly connected account's earlier events are history (recorded, never
     # planned): true of platforms whose accounts arrive with years of comments.
     backfills: bool = False
+    # The platform's event families (seed 004's declaration); a type not declared takes
+    # `undeclared_family`'s answer.
+    families: tuple[Family, ...] = ()
+
+    def family(self, event_type: str) -> Family:
+        """The declared family of an event type, or the adapter's answer for an undeclared one."""
+        for family in self.families:
+            if family.event_type == event_type:
+                return family
+        return self.undeclared_family(event_type)
+
+    def undeclared_family(self, event_type: str) -> Family:
+        """An event type the platform does not declare: the conservative answer (never read back,
+        never answered). A platform whose event types are the source's own choice overrides it."""
+        return Family(event_type, NOT_RECOVERABLE, "an event type this platform does not declare")
 
     def parse_delivery(self, *, body: bytes, config: SourceConfig) -> Parsed:
         """`parse` behind the boundary: an input error refuses the whole body, never raises."""
@@ -443,6 +506,13 @@ class Transport:
     name: str = ""
     live: bool = True  # a transport is live unless it says otherwise
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+    # What a reply through this transport can answer (ANSWERS_COMMENT, ANSWERS_MESSAGE): planning
+    # gives an event only the purposes whose route can answer its family.
+    answers: frozenset[str] = frozenset({ANSWERS_COMMENT, ANSWERS_MESSAGE})
+    # What a sent reply leaves on the platform for a read-back to see ("comment" under the comment
+    # answered, "message" to its author), matched against the account's own items; "" where the
+    # provider keeps receipts by reply key instead.
+    leaves: str = ""
     # False while a transport that discovers its capabilities could not: it
     # then reports the conservative capabilities and refuses to send.
     discovered: bool = True

@@ -22,12 +22,19 @@ def test_event_by_key_with_its_reply_actions(api, deliver):
     assert response.status_code == 200
     (event,) = response.json()["results"]
     assert set(event) == {
-        "event_key", "source", "event_state", "seen_count", "first_received_at",
+        "event_key", "source", "event_state", "reconcile_status", "seen_count", "first_received_at",
         "last_received_at", "trigger_match", "canary", "reply_actions",
     }
     assert (event["event_key"], event["event_state"], event["seen_count"], event["source"]) == (
         NORTHSTAR_KEY, "RECORD_READY", 2, "sandbox",
     )
+    # Issue 24: each event's reconcile_status is served (no scan yet: UNRECONCILED).
+    assert event["reconcile_status"] == "UNRECONCILED"
+    from ingress.models import InboundEvent
+
+    InboundEvent.objects.filter(event_key=NORTHSTAR_KEY).update(reconcile_status="SOURCE_UNVERIFIED")
+    (event,) = api.get("/api/events/", {"event_key": NORTHSTAR_KEY}).json()["results"]
+    assert event["reconcile_status"] == "SOURCE_UNVERIFIED"
     assert [a["purpose"] for a in event["reply_actions"]] == ["private_delivery", "public_ack"]
     assert set(event["reply_actions"][0]) == {"reply_key", "purpose", "approval_state", "delivery_state"}
     assert "CHECKLIST" not in response.content.decode()  # message content is not served

@@ -80,10 +80,13 @@ def test_an_echo_that_came_before_the_send_ended_still_resolves_it(page_private,
     assert sender._evidence_already_seen(page_private) == "SENT"
 
 
-def test_instagram_echoes_carry_no_metadata_so_an_unknown_private_reply_stays_unknown(graph, db, deliver, capture):
-    """Declared: the simulator's Instagram (as Meta documents nothing else) echoes a private reply in
-    `messages` without `metadata`; the transport sends none there. An Instagram private reply that
-    ended unknown is therefore NOT resolved by its echo: a person verifies it."""
+def test_instagram_echoes_carry_no_metadata_yet_the_approved_text_to_the_commenter_resolves_it(
+        graph, db, deliver, capture):
+    """The simulator's Instagram (as Meta documents nothing else) echoes a private reply in `messages`
+    without `metadata`. Issue 24: receipts are "matched to actions by provider id first, then by the
+    approved text and the answered comment, and never across actions": the echo is the account's
+    message to the commenter carrying the approved copy, the one action it fits, so it is the
+    receipt; an echo with other text (a message a person typed) leaves the send unknown."""
     source = meta_source(graph, kind="instagram", purposes={"private_delivery": "meta-private-reply"})
     sim(graph, "/_sim/comments", {"account": source.account_ref, "media_id": MEDIA, "id": IG_COMMENT,
                                   "text": "price?", "from_id": "17841400000000901"})
@@ -94,10 +97,17 @@ def test_instagram_echoes_carry_no_metadata_so_an_unknown_private_reply_stays_un
     (echo_body,) = _notified(capture, graph)
     echo = json.loads(echo_body)["entry"][0]["messaging"][0]["message"]
     assert echo["is_echo"] and "metadata" not in echo
-    deliver(echo_body)
-    assert SelfAuthoredItem.objects.get(kind="message").correlation == ""
+
+    typed = json.loads(echo_body)
+    typed["entry"][0]["messaging"][0]["message"].update(mid=echo["mid"][:-4] + "AAAA", text="see you soon")
+    deliver(json.dumps(typed).encode())
     action.refresh_from_db()
-    assert action.delivery_state == "SEND_STATUS_UNKNOWN"
+    assert action.delivery_state == "SEND_STATUS_UNKNOWN"  # another text: not Conduit's reply
+
+    deliver(echo_body)
+    assert SelfAuthoredItem.objects.filter(kind="message", correlation="").count() == 2
+    action.refresh_from_db()
+    assert action.delivery_state == "SENT" and action.provider_reply_id == echo["mid"]
 
 
 @pytest.fixture

@@ -16,7 +16,12 @@ How a row is chosen, most specific first:
   2. a row whose message pattern matches the answer's text (any case);
   3. a row for (code, subcode);
   4. a row for (code, any subcode);
-  5. otherwise ambiguous (`graph_unknown_code`).
+  5. a row for a range of codes (200-299, permissions);
+  6. otherwise ambiguous (`graph_unknown_code`).
+
+Meta localizes `message` (the 7-day window's text exists in several languages), so a text
+pattern is only ever a last resort beside the codes; the one kept ("already replied") reaches
+here as `message_hint`, the table's own phrase that `graph.graph_error` derives from the text.
 
 `message_text` is only ever matched here, never stored or logged: Meta's text
 may carry anything. `message_hint` turns it into this module's own constant
@@ -82,6 +87,8 @@ class Row:
     subcode: int | None
     pattern: str | None
     meaning: Meaning
+    # The last code of a range this row covers (code..code_to, any subcode), or None.
+    code_to: int | None = None
 
 
 def _throttled(code: int, subcode: int | None, what: str) -> Row:
@@ -155,6 +162,18 @@ ROWS: tuple[Row, ...] = (
            "The person cannot be messaged right now (unavailable, or they blocked the account): nothing "
            "was sent.",
            f"{META_MD} Error meanings: person unavailable (Messenger Platform error codes)"),
+    # Refusals Meta's error-handling guide describes as the call refused (nothing applied); a
+    # person can act on each (a capability, a permission, an attachment), so none is retried.
+    _final(3, None, "capability_missing",
+           "Meta refused the call: the app lacks the capability for it (as Instagram answers a private reply "
+           "sent to the Instagram account's node under Facebook Login, which must send from the Page): "
+           "nothing was sent. Check the source's send node and the app's products.",
+           f"{META_MD} Seen in recorded material: refused, not applied, code 3 (graph-api/guides/"
+           "error-handling: 'Capability: permission issue, the app lacks the capability')"),
+    _final(100, 2018047, "attachment_refused",
+           "Meta refused the message's attachment (upload failed or type not accepted): nothing was sent.",
+           f"{META_MD} Seen in recorded material: 100/2018047 attachment upload refused (ChatbotX PR #1122; "
+           "Messenger Platform error codes)"),
     # -- already replied: the reply exists -> SENT with that answer as evidence -----------------
     Row(10900, None, None, _ALREADY_REPLIED_MEANING),
     Row(None, None, ALREADY_REPLIED_PATTERN, _ALREADY_REPLIED_MEANING),
@@ -186,8 +205,19 @@ UNKNOWN = Meaning(
     "the conversation before anything is sent again.",
     source=f"{ISSUE_14}: everything else, including an unknown code on a 4xx -> SEND_STATUS_UNKNOWN")
 
+# 200-299: permission errors (graph-api/guides/error-handling: "Permission denied ... the app
+# lacks a permission, or the person has not granted it"): the call was refused, nothing applied.
+PERMISSION_RANGE = Row(200, None, None, Meaning(
+    NOT_APPLIED_FINAL, "permission_missing",
+    "Meta refused the call for lack of a permission (codes 200-299): nothing was sent. The account's owner "
+    "must grant the missing permission (re-connect the account with it) before sending again.",
+    source=f"{META_MD} Seen in recorded material: refused, not applied, 200-299 (graph-api/guides/"
+           "error-handling: permission errors)"), code_to=299)
+ROWS = ROWS + (PERMISSION_RANGE,)
+
 _PATTERNS = [(re.compile(row.pattern, re.IGNORECASE), row) for row in ROWS if row.pattern]
-_BY_CODE = {(row.code, row.subcode): row for row in ROWS if row.pattern is None}
+_BY_CODE = {(row.code, row.subcode): row for row in ROWS if row.pattern is None and row.code_to is None}
+_RANGES = [row for row in ROWS if row.code_to is not None]
 
 
 def meaning(status: int | None, code: int | None, subcode: int | None, message_text: str | None = "") -> Meaning:
@@ -198,7 +228,8 @@ def meaning(status: int | None, code: int | None, subcode: int | None, message_t
     for pattern, row in _PATTERNS:
         if pattern.search(text):
             return row.meaning
-    row = _BY_CODE.get((code, subcode)) or _BY_CODE.get((code, None))
+    row = _BY_CODE.get((code, subcode)) or _BY_CODE.get((code, None)) or next(
+        (r for r in _RANGES if code is not None and r.code <= code <= r.code_to), None)
     return row.meaning if row is not None else UNKNOWN
 
 

@@ -19,10 +19,11 @@ import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any, Mapping
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from conduit.loopback import loopback_address
 from conduit.providers.keepalive import ExchangeFailed, kept_connection
+from conduit.providers.meta.errors import message_hint
 
 # Error meanings are data (STYLE habit 14): code -> outcome, with where each row comes from.
 # Throttled, not applied: graph-api/guides/error-handling and the rate-limiting BUC table.
@@ -74,7 +75,8 @@ class GraphError(GraphCallFailed):
     """Meta answered with an error. Only numbers and a token-shaped trace id are kept."""
 
     def __init__(self, *, status: int, code: int | None, subcode: int | None, is_transient: bool,
-                 fbtrace_id: str, retry_after: float | None, had_cursor: bool = False) -> None:
+                 fbtrace_id: str, retry_after: float | None, had_cursor: bool = False,
+                 message_hint: str = "") -> None:
         detail = f"HTTP {status}" + (f", code {code}" if code is not None else "") + (
             f"/{subcode}" if subcode is not None else "")
         super().__init__("graph", f"Meta answered {detail}")
@@ -85,8 +87,11 @@ class GraphError(GraphCallFailed):
         self.fbtrace_id = fbtrace_id
         # Seconds Meta announced before access returns (estimated_time_to_regain_access), or None.
         self.retry_after = retry_after
-        # Whether the failed request carried an `after` cursor (an expired cursor's sign).
+        # Whether the failed request carried a paging position Meta gave (an expired cursor's sign).
         self.had_cursor = had_cursor
+        # conduit.providers.meta.errors' own phrase for what Meta's text said ("already replied"),
+        # or "": the one thing of the text that is kept.
+        self.message_hint = message_hint
 
     @property
     def meaning(self) -> str:
@@ -154,11 +159,13 @@ def graph_error(status: int, payload: bytes, headers: Mapping[str, str] | http.c
         error = None
     error = error if isinstance(error, dict) else {}
     trace = error.get("fbtrace_id")
+    text = error.get("message")
     return GraphError(
         status=status, code=_int(error.get("code")), subcode=_int(error.get("error_subcode")),
         is_transient=error.get("is_transient") is True,
         fbtrace_id=trace if isinstance(trace, str) and _TRACE_ID.fullmatch(trace) else "",
         retry_after=retry_after_seconds(headers.get(USAGE_HEADER)), had_cursor=had_cursor,
+        message_hint=message_hint(text if isinstance(text, str) else ""),
     )
 
 
@@ -180,6 +187,46 @@ def usage_pause_seconds(header: str | None) -> float | None:
     if not near:
         return None
     return retry_after_seconds(header) or USAGE_DEFAULT_PAUSE_SECONDS
+
+
+# Query parameters of a `paging.next` URL that are the caller's own request, not the position:
+# the token never rides in a stored cursor, and fields and limit are the reader's to send.
+_OWN_PARAMS = frozenset({"access_token", "fields", "limit", "appsecret_proof"})
+# Parameters that carry a position Meta handed out (cursor, time-based and offset paging).
+POSITION_PARAMS = frozenset({"after", "before", "__paging_token", "offset"})
+MAX_NEXT_URL = 4096
+
+
+def _carries_position(params: Mapping[str, str]) -> bool:
+    return any(name in params for name in POSITION_PARAMS)
+
+
+def next_params(document: dict) -> dict[str, str] | None:
+    """The position of the page after this one, as Meta gave it: the query parameters of
+    `paging.next` but the request's own (token, fields, limit), or None on the last page.
+
+    Graph pages three ways (graph-api/results: cursor, time-based and offset paging); the
+    `next` URL is followed as given whichever it is, and `paging.cursors` is never required.
+    Raises ValueError when `next` is there but is not a URL whose query can be followed.
+    """
+    paging = document.get("paging", {})
+    if not isinstance(paging, dict):
+        raise ValueError("paging is not an object")
+    following = paging.get("next")
+    if not following:
+        return None
+    if not isinstance(following, str) or len(following) > MAX_NEXT_URL or not following.isprintable():
+        raise ValueError("paging.next is not a URL")
+    pairs = parse_qsl(urlsplit(following).query, keep_blank_values=True)
+    position = {name: value for name, value in pairs if name not in _OWN_PARAMS}
+    if not position:
+        # A next link with no position of its own would read the same page again.
+        cursors = paging.get("cursors")
+        after = cursors.get("after") if isinstance(cursors, dict) else None
+        if not isinstance(after, str) or not after:
+            raise ValueError("paging.next carries no position")
+        position = {"after": after}
+    return position
 
 
 @dataclass(frozen=True)
@@ -249,7 +296,7 @@ def graph_request(
         prefix = urlsplit(base_url).path.rstrip("/")
         status, headers, payload = _exchange_kept(base_url, method, f"{prefix}/{path.lstrip('/')}?{query}",
                                                   timeout, max_bytes)
-        return _graph_answer(status, headers, payload, max_bytes=max_bytes, had_cursor="after" in params)
+        return _graph_answer(status, headers, payload, max_bytes=max_bytes, had_cursor=_carries_position(params))
     conn, prefix = _connection(base_url, timeout)
     sent = False
     try:
@@ -268,7 +315,7 @@ def graph_request(
     finally:
         conn.close()
     return _graph_answer(response.status, response.headers, payload, max_bytes=max_bytes,
-                         had_cursor="after" in params)
+                         had_cursor=_carries_position(params))
 
 
 def _graph_answer(status: int, headers: http.client.HTTPMessage, payload: bytes, *, max_bytes: int,

@@ -2,35 +2,54 @@
 
 A scan fans out (Instagram: `/{ig-user-id}/media`, then each media's
 `/comments` with nested replies; Page: `/{page-id}/feed`, then each post's
-`/comments?filter=stream`), and the whole fan-out is ONE resumable Conduit
-cursor: `m1.` + urlsafe base64 (no padding) of compact JSON holding
+`/comments?filter=stream`), then reads the account's DMs through the
+Conversations API (`/{account}/conversations?platform=instagram|messenger`,
+then each conversation's newest messages in one call), and the whole fan-out
+is ONE resumable Conduit cursor: `m2.` + urlsafe base64 (no padding) of
+compact JSON holding
 
 | key | meaning |
 | --- | --- |
 | `s` | the scan id, minted on the generation's first page and returned on every page |
 | `n` | the page counter: every cursor of a generation differs (staging refuses a cycle) |
-| `m`, `e`, `u` | the media/feed list's `after`, whether the list is exhausted, the list's `until` after a restart |
-| `q` | media/posts listed but not yet read: `[id, unix seconds or null]` |
-| `c`, `a`, `d` | the media/post being read, its comments' `after`, whether its comments are exhausted |
-| `r`, `b` | Instagram comments whose replies overflowed the inline list, and the `after` of the first one's `/replies` |
+| `p` | the phase: 0 comments, 1 conversations (DMs) |
+| `m`, `e`, `u` | the list's next position, whether the list is exhausted, the list's `until` after a restart |
+| `q` | media/posts (or conversations) listed but not yet read: `[id, unix seconds or null]` |
+| `c`, `a`, `d` | the media/post being read, its comments' next position, whether its comments are exhausted |
+| `r`, `b` | Instagram comments whose replies overflowed the inline list, and the next position of the first one's `/replies` |
 | `k`, `w` | the last media/posts finished (skipped when the list is re-read) and the oldest finished time |
 | `x` | how many expired cursors this generation has recovered from |
+
+A position is the query of Graph's `paging.next` as given (graph.next_params):
+`after` for cursor paging, `until` and `__paging_token` for the time-based
+paging of `/feed` and `/posts`, `offset` for offset paging; `paging.cursors`
+is never required. (`m1.` cursors, which held bare `after` values, are read
+as cursor positions.)
 
 Each page makes at most MAX_CALLS_PER_PAGE Graph calls, all within the page's
 `timeout` and `max_bytes`, and stops once it holds `limit` items; an empty
 page with a next cursor is normal. An edge is exhausted only when its answer
 has no `paging.next`, never because a page came back short.
 
-A stored Graph cursor that no longer works (400, code 100, on a request that
-carried `after`; Meta warns cursors must not be kept) is recovered here: the
+A stored Graph position that no longer works (400, code 100, on a request that
+carried one; Meta warns cursors must not be kept) is recovered here: the
 comments (or replies) of that media/post are re-read from their start, and an
-expired list cursor re-lists from the start, bounded by `until` at the oldest
+expired list position re-lists from the start, bounded by `until` at the oldest
 finished media and skipping the ones just finished. Staging deduplicates what
 is read twice by key.
 
 `since`/`until` bound the list (Graph `since`/`until`, unix seconds) and are
-applied here to each comment's own time, as [since, until). The last complete
-checkpoint is not used: a complete generation reads everything the source holds.
+applied here to each comment's or message's own time, as [since, until); the
+account's own replies are evidence, not events, and are kept whatever their
+time. The last complete checkpoint is not used: a complete generation reads
+everything the source holds.
+
+DMs: the Conversations API lists conversations newest first and gives the
+details of each conversation's 20 newest messages only (the declared loss
+limitation of `message.created`); conversation reads are spaced at most
+CONVERSATION_CALLS_PER_SECOND apart (Instagram documents about 2 calls a
+second). A token that may not read conversations (Meta refuses the list with
+a permission or capability code) skips the phase: comments still reconcile.
 """
 
 from __future__ import annotations
@@ -39,15 +58,17 @@ import base64
 import math
 import binascii
 import json
+import logging
 import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 from conduit.providers.base import (
     MAX_PAGE_BYTES,
+    MAX_REF_LENGTH,
     PageFailure,
     SourceConfig,
     SourcePage,
@@ -61,9 +82,13 @@ from conduit.providers.meta.graph import (
     GraphCallFailed,
     GraphError,
     graph_get,
+    next_params,
 )
 
-CURSOR_PREFIX = "m1."
+logger = logging.getLogger("conduit.reconcile")
+
+CURSOR_PREFIX = "m2."
+OLD_CURSOR_PREFIX = "m1."
 MAX_CURSOR_BYTES = 4096  # seed 004's token bound
 MAX_CALLS_PER_PAGE = 8
 LIST_PAGE_SIZE = 20  # media/posts per list call: their ids ride in the cursor
@@ -71,11 +96,22 @@ COMMENTS_PAGE_MAX = 50  # Instagram's maximum for comment edges
 # Inline replies kept per Instagram comment; a comment with more is queued for `/replies`,
 # so one comment page yields at most (1 + INLINE_REPLIES) items per comment.
 INLINE_REPLIES = 25
-MAX_ID_LENGTH = 64
+MAX_ID_LENGTH = MAX_REF_LENGTH  # Instagram message ids run to about 164 characters
 RECENT_FINISHED = 20
 MAX_CURSOR_RECOVERIES = 50
 # A page stops calling once less than this share of its time is left, rather than miss its deadline.
 RESERVE_TIME_SHARE = 0.25
+MAX_POSITION_PARAMS = 8
+MAX_POSITION_VALUE = 1024
+# The Conversations API: details of the 20 newest messages of a conversation (Meta's limit), and
+# Instagram's documented pace of about 2 calls a second.
+CONVERSATION_MESSAGES = 20
+CONVERSATIONS_PAGE_SIZE = 25
+CONVERSATION_CALLS_PER_SECOND = 2.0
+COMMENTS_PHASE, CONVERSATIONS_PHASE = 0, 1
+# Codes with which Meta refuses a token the conversations edge (no messaging permission or
+# capability, or the edge "cannot be loaded due to missing permissions"): the DM phase is skipped.
+_CONVERSATIONS_REFUSED = frozenset({3, 10, 100, *range(200, 300)})
 
 
 
@@ -85,22 +121,31 @@ class _Scan:
 
     s: str
     n: int = 0
-    m: str | None = None
+    p: int = COMMENTS_PHASE
+    m: dict | None = None
     e: bool = False
     u: int | None = None
     q: list = field(default_factory=list)
     c: list | None = None
-    a: str | None = None
+    a: dict | None = None
     d: bool = False
     r: list = field(default_factory=list)
-    b: str | None = None
+    b: dict | None = None
     k: list = field(default_factory=list)
     w: int | None = None
     x: int = 0
 
     @property
-    def finished(self) -> bool:
+    def phase_done(self) -> bool:
         return self.e and not self.q and self.c is None and not self.r
+
+    @property
+    def finished(self) -> bool:
+        return self.p == CONVERSATIONS_PHASE and self.phase_done
+
+    def next_phase(self) -> None:
+        """The comments are all read: the conversations are listed next, from their start."""
+        self.p, self.m, self.e, self.u, self.k, self.w = CONVERSATIONS_PHASE, None, False, None, [], None
 
     def encode(self) -> str:
         for _ in range(2):
@@ -116,11 +161,16 @@ class _Scan:
     @classmethod
     def decode(cls, cursor: str) -> _Scan:
         refused = PageFailure("protocol", "cursor_unreadable", "the scan cursor is not one this reader wrote")
-        if not cursor.startswith(CURSOR_PREFIX) or len(cursor) > MAX_CURSOR_BYTES:
+        old = cursor.startswith(OLD_CURSOR_PREFIX)
+        if not (cursor.startswith(CURSOR_PREFIX) or old) or len(cursor) > MAX_CURSOR_BYTES:
             raise refused
         body = cursor[len(CURSOR_PREFIX):]
         try:
             state = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            if old and isinstance(state, dict):
+                # An m1 cursor held bare `after` values: the same positions, in today's form.
+                state = {**state, **{key: {"after": state[key]} for key in ("m", "a", "b")
+                                     if isinstance(state.get(key), str)}}
             scan = cls(**state)
         except (ValueError, TypeError, binascii.Error, RecursionError):
             raise refused from None
@@ -129,13 +179,21 @@ class _Scan:
                     and (entry[1] is None or isinstance(entry[1], int)))
 
         if not (isinstance(scan.s, str) and scan.s and isinstance(scan.n, int) and isinstance(scan.x, int)
-                and all(v is None or isinstance(v, str) for v in (scan.m, scan.a, scan.b))
+                and scan.p in (COMMENTS_PHASE, CONVERSATIONS_PHASE)
+                and all(v is None or _position(v) for v in (scan.m, scan.a, scan.b))
                 and all(v is None or isinstance(v, int) for v in (scan.u, scan.w))
                 and isinstance(scan.q, list) and all(parent(entry) for entry in scan.q)
                 and (scan.c is None or parent(scan.c))
                 and all(isinstance(v, list) and all(_id(i) for i in v) for v in (scan.r, scan.k))):
             raise refused
         return scan
+
+
+def _position(value: Any) -> bool:
+    """Whether a stored position is one this reader wrote: a small map of query strings."""
+    return (isinstance(value, dict) and 0 < len(value) <= MAX_POSITION_PARAMS
+            and all(isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= MAX_POSITION_VALUE
+                    and k.isprintable() and v.isprintable() for k, v in value.items()))
 
 
 def _id(value: Any) -> str | None:
@@ -162,21 +220,18 @@ def _malformed(what: str) -> PageFailure:
     return PageFailure("protocol", "malformed_page", f"the Graph answer for {what} is not a list page")
 
 
-def _edge(document: dict, what: str) -> tuple[list, str | None]:
-    """An edge's items and the `after` to continue with, or None when `paging.next` is absent."""
+def _edge(document: dict, what: str) -> tuple[list, dict | None]:
+    """An edge's items and the position to continue from, or None when `paging.next` is absent."""
     data = document.get("data")
-    paging = document.get("paging", {})
-    if not isinstance(data, list) or not isinstance(paging, dict):
+    if not isinstance(data, list) or not isinstance(document.get("paging", {}), dict):
         raise _malformed(what)
-    if not paging.get("next"):
-        return data, None
-    cursors = paging.get("cursors") if isinstance(paging.get("cursors"), dict) else {}
-    after = cursors.get("after")
-    if not after and isinstance(paging["next"], str):
-        after = (parse_qs(urlsplit(paging["next"]).query).get("after") or [None])[0]
-    if not isinstance(after, str) or not after or len(after) > 1024:
+    try:
+        position = next_params(document)
+    except ValueError:
+        raise _malformed(what) from None
+    if position is not None and not _position(position):
         raise _malformed(what)
-    return data, after
+    return data, position
 
 
 def _failure(error: GraphCallFailed, timeout: float, what: str) -> PageFailure:
@@ -206,9 +261,13 @@ def _failure(error: GraphCallFailed, timeout: float, what: str) -> PageFailure:
 
 
 class _GraphFanOutReader(SourceReader):
-    """The fan-out both Meta readers share: a list of parents, then each parent's comments."""
+    """The fan-out both Meta readers share: a list of parents, then each parent's comments, then
+    the account's conversations."""
 
     live = True  # it reads Meta (tests point it at the loopback simulator)
+    # A complete read shows every public reply of the account under the comments it reads; its
+    # private replies only where a conversation's newest messages still hold them (not compared).
+    receipt_transports = frozenset({"meta-comment-reply"})
 
     object: str = ""
     field: str = ""
@@ -217,6 +276,8 @@ class _GraphFanOutReader(SourceReader):
     list_time: str = ""
     comment_fields: str = ""
     comment_params: dict[str, str] = {}
+    conversations_platform: str = ""
+    message_fields = "id,created_time,from,to,message"
 
     # -- per platform --------------------------------------------------------
 
@@ -248,6 +309,7 @@ class _GraphFanOutReader(SourceReader):
         deadline = time.monotonic() + timeout
         items: list[dict] = []
         size = calls = 0
+        last_conversation_call = 0.0
         while True:
             self._settle(scan)
             if scan.finished or calls >= MAX_CALLS_PER_PAGE or len(items) >= limit:
@@ -256,39 +318,63 @@ class _GraphFanOutReader(SourceReader):
             if calls and (left < timeout * RESERVE_TIME_SHARE or size > max_bytes // 2):
                 break  # what was read is kept; the next page continues
             path, params, what = self._next_call(account, scan, since, until, limit - len(items))
+            if scan.p == CONVERSATIONS_PHASE:
+                wait = last_conversation_call + 1 / CONVERSATION_CALLS_PER_SECOND - time.monotonic()
+                if wait > 0:
+                    if calls and wait > left - timeout * RESERVE_TIME_SHARE:
+                        break  # the pace would cost the deadline: the next page continues
+                    time.sleep(wait)
+                last_conversation_call = time.monotonic()
+                left = deadline - last_conversation_call
             try:
                 response = graph_get(base_url=base_url, path=path, params=params, access_token=token,
                                      timeout=max(left, 0.001), max_bytes=max_bytes - size)
             except GraphError as error:
                 calls += 1
-                if error.meaning != EXPIRED_CURSOR:
-                    raise _failure(error, timeout, what) from None
-                self._recover(scan)
-                continue
+                if error.meaning == EXPIRED_CURSOR:
+                    self._recover(scan)
+                    continue
+                if self._conversations_refused(scan, error):
+                    continue
+                raise _failure(error, timeout, what) from None
             except GraphCallFailed as error:
                 raise _failure(error, timeout, what) from None
             calls += 1
             size += response.size_bytes
-            items.extend(self._apply(scan, response.document, what, since, until))
+            items.extend(self._apply(scan, response.document, what, since, until, account))
         parsed = self.normalize(items, config.account_ref, config)
         complete = scan.finished
         return SourcePage(scan_id=scan.s, observations=parsed.observations, rejections=parsed.rejections,
                           receipts=[], next_cursor=None if complete else scan.encode(), complete=complete,
                           size_bytes=size, own=parsed.own)
 
+    def _conversations_refused(self, scan: _Scan, error: GraphError) -> bool:
+        """The token may not list conversations: the DM phase ends here (comments are unaffected)."""
+        if scan.p != CONVERSATIONS_PHASE or scan.c is not None or scan.q or scan.m is not None \
+                or error.code not in _CONVERSATIONS_REFUSED:
+            return False
+        logger.warning("meta read scan=%s conversations refused code=%s: DMs not read back", scan.s, error.code)
+        scan.e = True
+        return True
+
     def _next_call(self, account: str, scan: _Scan, since: datetime | None, until: datetime | None,
                    room: int) -> tuple[str, dict[str, str], str]:
         """The one Graph call the scan's position asks for next: (path, params, what it reads)."""
+        if scan.p == CONVERSATIONS_PHASE:
+            if scan.c is not None:
+                # The nested edge's first page is the newest messages; only 20 carry details.
+                fields = f"id,messages{{{self.message_fields}}}"
+                return quote(scan.c[0], safe=""), {"fields": fields}, "a conversation's messages"
+            params = {"platform": self.conversations_platform, "fields": "id,updated_time",
+                      "limit": str(CONVERSATIONS_PAGE_SIZE), **(scan.m or {})}
+            return f"{account}/conversations", params, "the conversation list"
         if scan.r:
-            params = {"fields": self.reply_fields, "limit": str(max(1, min(COMMENTS_PAGE_MAX, room)))}
-            if scan.b:
-                params["after"] = scan.b
+            params = {"fields": self.reply_fields, "limit": str(max(1, min(COMMENTS_PAGE_MAX, room))),
+                      **(scan.b or {})}
             return f"{quote(scan.r[0], safe='')}/replies", params, "a comment's replies"
         if scan.c is not None:
             params = {**self.comment_params, "fields": self.comment_fields,
-                      "limit": str(self.comments_limit(room))}
-            if scan.a:
-                params["after"] = scan.a
+                      "limit": str(self.comments_limit(room)), **(scan.a or {})}
             return f"{quote(scan.c[0], safe='')}/comments", params, f"a {self.parent_name}'s comments"
         params = {"fields": self.list_fields, "limit": str(LIST_PAGE_SIZE)}
         # Graph bounds are whole seconds: round up, so the second `until` falls in is listed
@@ -301,7 +387,8 @@ class _GraphFanOutReader(SourceReader):
         if since:
             params["since"] = str(int(since.timestamp()))
         if scan.m:
-            params["after"] = scan.m
+            # Meta's own position as given; a time-based `until` in it is older than any bound here.
+            params.update(scan.m)
         return f"{account}/{self.list_edge}", params, f"the {self.parent_name} list"
 
     def _recover(self, scan: _Scan) -> None:
@@ -314,12 +401,15 @@ class _GraphFanOutReader(SourceReader):
             scan.b = None
         elif scan.c is not None:
             scan.a = None
+        elif scan.p == CONVERSATIONS_PHASE:
+            scan.m = None  # conversations list newest first: re-listed, the recently read skipped
         else:
             # Everything listed before was finished: re-list up to the oldest of it.
             scan.m, scan.u = None, (scan.w + 1 if scan.w is not None else None)
 
     def _settle(self, scan: _Scan) -> None:
-        """Moves that need no call: finish a media/post whose reads are done, start the next listed one."""
+        """Moves that need no call: finish a parent whose reads are done, start the next listed one,
+        and pass from the comments to the conversations."""
         if not scan.r and scan.c is not None and scan.d:
             parent_id, seconds = scan.c
             scan.k = (scan.k + [parent_id])[-RECENT_FINISHED:]
@@ -328,10 +418,16 @@ class _GraphFanOutReader(SourceReader):
             scan.c, scan.a, scan.d = None, None, False
         if not scan.r and scan.c is None and scan.q:
             scan.c, scan.a, scan.d = scan.q.pop(0), None, False
+        if scan.p == COMMENTS_PHASE and scan.phase_done:
+            scan.next_phase()
 
     def _apply(self, scan: _Scan, document: dict, what: str, since: datetime | None,
-               until: datetime | None) -> list[dict]:
+               until: datetime | None, account: str) -> list[dict]:
         """Move the position past one answer; the items it read, in the window."""
+        if scan.p == CONVERSATIONS_PHASE and scan.c is not None:
+            items = self._conversation_items(document, account)
+            scan.d = True
+            return [item for item in items if self._in_window(item, since, until)]
         data, after = _edge(document, what)
         if any(not isinstance(entry, dict) or _id(entry.get("id")) is None for entry in data):
             raise _malformed(what)
@@ -348,26 +444,59 @@ class _GraphFanOutReader(SourceReader):
             scan.a, scan.d = after, after is None
         else:
             listed = {entry[0] for entry in scan.q} | set(scan.k)
+            time_key = "updated_time" if scan.p == CONVERSATIONS_PHASE else self.list_time
             for entry in data:
                 parent_id = _id(entry["id"])
                 if parent_id in listed:
                     continue
-                at = _when(entry.get(self.list_time))
+                at = _when(entry.get(time_key))
                 scan.q.append([parent_id, int(at.timestamp()) if at else None])
                 listed.add(parent_id)
             scan.m, scan.e = after, after is None
             return []
+        for item in items:
+            author = item["value"].get("from")
+            item["own"] = isinstance(author, dict) and author.get("id") == account
+            item["at"] = item["value"].get(self.item_time)
         return [item for item in items if self._in_window(item, since, until)]
 
+    def _conversation_items(self, document: dict, account: str) -> list[dict]:
+        """A conversation's newest messages (their details) as messaging items, the webhook's shape."""
+        messages = document.get("messages")
+        if messages is None:
+            return []
+        data = messages.get("data") if isinstance(messages, dict) else None
+        if not isinstance(data, list) or any(not isinstance(m, dict) or _id(m.get("id")) is None for m in data):
+            raise _malformed("a conversation's messages")
+        items = []
+        for message in data[:CONVERSATION_MESSAGES]:
+            sender = _author(message, ("id",)).get("id")
+            to = message.get("to") if isinstance(message.get("to"), dict) else {}
+            people = to.get("data") if isinstance(to.get("data"), list) else []
+            first = people[0] if people and isinstance(people[0], dict) else {}
+            # An inbound DM goes to the account, as its webhook's recipient.id says; the account's
+            # own message goes to the person (the OwnItem's parent).
+            recipient = first.get("id") if sender == account else account
+            value = {"sender": {"id": sender}, "recipient": {"id": recipient},
+                     "timestamp": message.get("created_time"),
+                     "message": {"mid": message["id"], "text": message.get("message")}}
+            items.append({"object": self.object, "field": "messaging", "value": value, "entry_time": None,
+                          "read": True, "at": message.get("created_time"), "own": sender == account})
+        return items
+
     def _in_window(self, item: dict, since: datetime | None, until: datetime | None) -> bool:
-        """[since, until) on the comment's own time; an unreadable time is the normalizer's to refuse."""
-        at = _when(item["value"].get(self.item_time))
+        """[since, until) on the item's own time; the account's own items (evidence) always; an
+        unreadable time is the normalizer's to refuse."""
+        if item.get("own"):
+            return True
+        at = _when(item.get("at"))
         if at is None:
             return True
         return (since is None or at >= since) and (until is None or at < until)
 
 
 def _item(obj: str, field_name: str, value: dict) -> dict:
+    """A read comment in the webhook's shape (`_apply` adds its time and whether the account wrote it)."""
     return {"object": obj, "field": field_name, "value": value, "entry_time": None, "read": True}
 
 
@@ -377,9 +506,11 @@ def _author(comment: dict, keys: tuple[str, ...]) -> dict:
 
 
 class MetaInstagramReader(_GraphFanOutReader):
-    """Instagram: `/{ig-user-id}/media`, then each media's `/comments` with nested replies."""
+    """Instagram: `/{ig-user-id}/media`, then each media's `/comments` with nested replies; DMs
+    from `/{ig-user-id}/conversations?platform=instagram`."""
 
     object = "instagram"
+    conversations_platform = "instagram"
     field = "comments"
     parent_name = "media"
     list_edge = "media"
@@ -433,9 +564,11 @@ class MetaInstagramReader(_GraphFanOutReader):
 
 
 class MetaPageReader(_GraphFanOutReader):
-    """Facebook Page: `/{page-id}/feed` (visitor posts included), then each post's `/comments?filter=stream`."""
+    """Facebook Page: `/{page-id}/feed` (visitor posts included), then each post's `/comments?filter=stream`;
+    Messenger DMs from `/{page-id}/conversations?platform=messenger`."""
 
     object = "page"
+    conversations_platform = "messenger"
     field = "feed"
     parent_name = "post"
     list_edge = "feed"

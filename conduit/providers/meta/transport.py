@@ -32,6 +32,8 @@ from urllib.parse import quote, urlsplit
 
 from conduit.loopback import loopback_address
 from conduit.providers.base import (
+    ANSWERS_COMMENT,
+    MAX_REF_LENGTH,
     Ambiguous,
     Capabilities,
     NotSent,
@@ -40,7 +42,7 @@ from conduit.providers.base import (
     Transport,
 )
 from conduit.providers.meta import errors
-from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_request
+from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_request, next_params
 
 TIMEOUT_SECONDS = 10.0
 # A write's answer is a few ids; a read-back page of replies is at most 50 comments.
@@ -51,9 +53,11 @@ LOOKUP_MAX_BYTES = 1024 * 1024
 LOOKUP_PAGE_SIZE = 50
 LOOKUP_MAX_PAGES = 40
 OBJECTS = ("instagram", "page")
-# Graph ids are digits (Instagram) or <post>_<comment> digits (Facebook); anything else is
-# not a comment id this transport will put in a path.
-_GRAPH_ID = re.compile(r"[0-9A-Za-z_.:\-]{1,128}")
+# Graph ids as Meta sends them: digits (Instagram, 17-18 of them), <page>_<post> and
+# <post>_<comment> (Facebook), `m_...` Messenger mids and base64url-like Instagram message ids
+# of about 164 characters (`aWdf...`, the private reply's `message_id`), up to the event
+# contract's bound on a ref; anything else is not an id this transport puts in a path or keeps.
+_GRAPH_ID = re.compile(r"[0-9A-Za-z_.:\-=]{1,%d}" % MAX_REF_LENGTH)
 
 # Evidence a receipt carries: what shows the reply exists.
 REPLY_CREATED = "reply_created"            # Meta answered the write with the new id
@@ -121,6 +125,9 @@ class _MetaReplyTransport(Transport):
     live = True  # the class answer (no URL known): live; an instance knows its URL
     # Built with the source's token, account and object (replies.transports passes them).
     source_bound = True
+    # Both answer a comment: a public reply under it, or a private reply to its author. Neither
+    # answers a DM (a private reply is an answer to a comment, not to a message).
+    answers = frozenset({ANSWERS_COMMENT})
 
     def __init__(self, url: str, *, timeout: float = TIMEOUT_SECONDS, token: str = "", account_ref: str = "",
                  object: str | None = None, send_node: str | None = None) -> None:
@@ -192,9 +199,8 @@ class _MetaReplyTransport(Transport):
                            retry_after=response.usage_pause)
 
     def _refused(self, error: GraphError, reply: OutboundReply) -> Receipt:
-        # graph.py keeps none of Meta's text; `message_hint` (errors.message_hint of it) is the
-        # one phrase it may keep, once the lead adds it there.
-        meant = errors.meaning(error.status, error.code, error.subcode, getattr(error, "message_hint", ""))
+        # graph.py keeps none of Meta's text but `message_hint`, errors' own phrase for it.
+        meant = errors.meaning(error.status, error.code, error.subcode, error.message_hint)
         if meant.outcome == errors.ALREADY_REPLIED:
             return MetaReceipt(provider_reply_id=f"already_replied:{reply.message_ref}",
                                http_status=error.status, evidence=ALREADY_REPLIED)
@@ -266,6 +272,7 @@ class MetaCommentReplyTransport(_MetaReplyTransport):
 
     name = "meta-comment-reply"
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=True)
+    leaves = "comment"
 
     def _write(self, reply: OutboundReply) -> tuple[str, dict[str, str]]:
         target = quote(self._target(reply), safe="")
@@ -306,13 +313,14 @@ class MetaCommentReplyTransport(_MetaReplyTransport):
             if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
                 raise self._cannot_tell("lookup_unreadable", "The thread's replies could not be read.")
             replies.extend(data)
-            paging = document.get("paging") if isinstance(document.get("paging"), dict) else {}
-            if not paging.get("next"):
+            try:
+                following = next_params(document)
+            except ValueError:
+                raise self._cannot_tell("lookup_unreadable", "The thread's next page could not be followed.") \
+                    from None
+            if following is None:
                 return replies
-            after = (paging.get("cursors") or {}).get("after") if isinstance(paging.get("cursors"), dict) else None
-            if not isinstance(after, str) or not after:
-                raise self._cannot_tell("lookup_unreadable", "The thread's next page could not be followed.")
-            params = {**params, "after": after}
+            params = {"fields": fields, "limit": str(LOOKUP_PAGE_SIZE), **following}
         raise self._cannot_tell("lookup_thread_too_long",
                                 f"The thread holds more than {LOOKUP_MAX_PAGES * LOOKUP_PAGE_SIZE} replies: "
                                 "verify it by hand.")
@@ -330,6 +338,7 @@ class MetaPrivateReplyTransport(_MetaReplyTransport):
     """
 
     name = "meta-private-reply"
+    leaves = "message"
     # The class answer is the conservative one; an instance for a Page says what it can do.
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
 

@@ -8,7 +8,10 @@ from typing import Any, Mapping
 
 from conduit.canonical import payload_hash
 from conduit.providers.base import (
+    ANSWERS_COMMENT,
+    COMPLETE,
     MAX_REF_LENGTH,
+    Family,
     Observation,
     Parsed,
     Proof,
@@ -47,6 +50,11 @@ OPTIONAL = ("id",)
 class SandboxSocialAdapter(SandboxReader, SourceAdapter):
     name = "sandbox-social"
     source_system = "sandbox-social"
+
+    def undeclared_family(self, event_type: str) -> Family:
+        # The sandbox provider keeps every event of whatever type a source allowlists, and every
+        # receipt by reply key: each type is read back whole, and its replies answer it.
+        return Family(event_type, COMPLETE, answers=ANSWERS_COMMENT)
 
     def verify(
         self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime

@@ -14,7 +14,8 @@ from reconcile.selectors import needs_a_person, source_health
 class Command(BaseCommand):
     help = ("Print each source's health: checkpoint, active scan, due time, last error and its streak, "
             "stranded and unknown sends, failed repairs, quarantine waiting, retry candidates and "
-            "unexpected receipts (a reply the provider shows that Conduit closed or never planned), and for "
+            "unexpected receipts (a reply the provider shows that Conduit closed or never planned), each event "
+            "family's declared recovery and loss limitation, whose receipts reconciliation compares, and for "
             "Meta sources whether the app is still subscribed (read from Meta's subscribed_apps now). "
             "Exits 1 when something needs a person.")
 
@@ -62,6 +63,13 @@ class Command(BaseCommand):
                                   f"{' (Reconciliation > Findings, queue: unexpected receipts)' if row['unexpected_receipts'] else ''}")
                 if row["source_system"].startswith("meta-"):
                     self.stdout.write(f"  subscription      {row['subscription_problem'] or 'ok'}")
+                for family in row["families"]:
+                    limitation = f": {family['limitation']}" if family["limitation"] else ""
+                    self.stdout.write(f"  family            {family['event_type']} recovery {family['recovery']}, "
+                                      f"answered by {family['answers']}{limitation}")
+                compared = row["receipts_compared_for"]
+                self.stdout.write(f"  receipts compared {compared if isinstance(compared, str) else ', '.join(compared)}"
+                                  " (other routes' sends are left as they are: not compared)")
                 reasons = attention[row["source"]]
                 self.stdout.write(f"  needs a person    {'; '.join(reasons) if reasons else 'no'}")
         if any(attention.values()):

@@ -40,6 +40,26 @@ ISSUE_ROWS = [
     (400, 2, None, AMBIGUOUS, "graph_unexpected_error"),
     (400, 20, 1772107, AMBIGUOUS, "graph_refused_after_apply"),
 ]
+# Issue 24: "Codes 3, 200-299, 100/2018047 and any other documented 'refused' code are not-sent
+# outcomes with an incurable reason a person can act on"; their rows cite Meta's error-handling guide.
+REFUSED_ROWS = [
+    (400, 3, None, NOT_APPLIED_FINAL, "capability_missing"),
+    (403, 200, None, NOT_APPLIED_FINAL, "permission_missing"),
+    (403, 230, None, NOT_APPLIED_FINAL, "permission_missing"),
+    (403, 299, 12, NOT_APPLIED_FINAL, "permission_missing"),
+    (400, 100, 2018047, NOT_APPLIED_FINAL, "attachment_refused"),
+    # The named rows inside the range stay theirs.
+    (403, 200, 2534041, NOT_APPLIED_FINAL, "messages_disabled"),
+]
+
+
+@pytest.mark.parametrize("status,code,subcode,outcome,reason", REFUSED_ROWS)
+def test_documented_refusals_applied_nothing_and_are_never_retried(status, code, subcode, outcome, reason):
+    meant = meaning(status, code, subcode, "")
+    assert (meant.outcome, meant.reason) == (outcome, reason)
+    assert meant.applied_nothing and not meant.retryable and not meant.stop_source
+    assert meant.send_state == "FAILED_BEFORE_SEND"
+    assert "error-handling" in meant.source or "error codes" in meant.source
 
 
 @pytest.mark.parametrize("status,code,subcode,outcome,reason", ISSUE_ROWS)
@@ -67,7 +87,7 @@ def test_only_a_dead_token_stops_the_source():
     (403, 99, 7),
     (400, 10, 999),          # a known code with a subcode no row names
     (400, 100, None),        # invalid parameter, no subcode: not proven "not applied"
-    (400, 200, None),
+    (400, 300, None),        # just past the permission range (200-299)
     (400, None, None),       # no code at all (an unreadable envelope)
     (200, None, None),
 ])

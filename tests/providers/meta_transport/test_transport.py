@@ -232,25 +232,27 @@ def test_a_second_private_reply_is_already_replied_evidence_not_a_second_apply(s
     assert applied(sim, target)["private"] == {target: 1}
 
 
-def test_already_replied_by_message_text_needs_the_hint_graph_keeps(sim, monkeypatch):
-    """Issue 14: 'match the message text as well'. graph.py keeps none of Meta's text, so until it keeps
-    errors.message_hint (the change proposed to the lead) a text-only answer is ambiguous: safe, not SENT."""
-    fault(sim, mode="error", code=100, message="(#100) Activity already replied to", count=1)
-    _, outcome = send_once(sim, "private-page")
-    assert isinstance(outcome, MetaAmbiguous) and outcome.code == "graph_unknown_code"
-
-    real = graph.graph_error
-
-    def with_hint(status, payload, headers, *, had_cursor):  # the proposed graph.py change, in the test
-        error = real(status, payload, headers, had_cursor=had_cursor)
-        error.message_hint = errors.message_hint(json.loads(payload)["error"]["message"])
-        return error
-
-    monkeypatch.setattr(graph, "graph_error", with_hint)
+def test_already_replied_by_message_text_is_read_through_the_hint_graph_keeps(sim, monkeypatch):
+    """Issue 14: 'match the message text as well'; issue 24: the match read an attribute Graph errors
+    never carried (dead code). graph.graph_error now keeps errors.message_hint of Meta's text (never
+    the text), so a text-only answer is already-replied evidence; positive control: without the hint
+    it would be ambiguous."""
     fault(sim, mode="error", code=100, message="(#100) Activity already replied to", count=1)
     target, outcome = send_once(sim, "private-page")
     assert isinstance(outcome, MetaReceipt) and outcome.evidence == ALREADY_REPLIED
     assert applied(sim, target)["private"] == {}
+
+    real = graph.graph_error
+
+    def without_hint(status, payload, headers, *, had_cursor):  # the dead path as it was
+        error = real(status, payload, headers, had_cursor=had_cursor)
+        error.message_hint = ""
+        return error
+
+    monkeypatch.setattr(graph, "graph_error", without_hint)
+    fault(sim, mode="error", code=100, message="(#100) Activity already replied to", count=1)
+    _, outcome = send_once(sim, "private-page")
+    assert isinstance(outcome, MetaAmbiguous) and outcome.code == "graph_unknown_code"
 
 
 # -- receipt lookup -----------------------------------------------------------------------------
@@ -478,6 +480,8 @@ def test_positive_control_a_broken_table_fails_the_outcome_check(sim, monkeypatc
     code, subcode = row
     expected = next(f for f in FAULTS if (f[0], f[1]) == row)
     monkeypatch.setitem(errors._BY_CODE, row, errors.Row(code, subcode, None, broken))
+    # The already-replied text names 10900 too: the broken table has no pattern either.
+    monkeypatch.setattr(errors, "_PATTERNS", [])
     with pytest.raises(AssertionError):
         check_error_outcome(sim, "private-page", *expected)
 
