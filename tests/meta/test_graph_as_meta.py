@@ -325,3 +325,37 @@ def test_next_params_follows_time_cursor_and_offset_paging():
     assert meta_graph.next_params({"paging": {"previous": f"{base}?since=1"}}) is None
     with pytest.raises(ValueError):
         meta_graph.next_params({"paging": {"next": f"{base}?access_token=x"}})
+
+
+def test_a_dm_refused_beside_an_invalid_sibling_is_found_again_by_the_scan(graph, client):
+    """Issue 24, item 4: seed 004 refuses a share with an invalid member whole; a valid DM refused so
+    was never recovered, since the read showed no DMs. The Conversations API shows it again."""
+    from conduit.providers.meta.webhook import signature_header
+    from ingress.models import QuarantineReceipt
+    from tests.meta.conftest import APP_SECRET
+
+    source = source_with_routes(graph, "instagram", purposes=("public_ack",))
+    valid = sim(graph, "/_sim/messages", {"account": source.account_ref, "from_id": BUYER, "text": "hello",
+                                          "notify": False})["mid"]
+    body = json.dumps({"object": "instagram", "entry": [{"id": source.account_ref, "time": 1764583200, "messaging": [
+        {"sender": {"id": BUYER}, "recipient": {"id": source.account_ref}, "timestamp": 1764583200000,
+         "message": {"mid": valid, "text": "hello"}},
+        {"sender": {"id": BUYER}, "recipient": {"id": source.account_ref}, "timestamp": 1764583200000,
+         "message": {"text": "no mid"}},
+    ]}]}).encode()
+    response = client.post(f"/webhooks/meta/{APP_ID}/", data=body, content_type="application/json",
+                           headers={"X-Hub-Signature-256": signature_header(body=body, secret=APP_SECRET)})
+    assert response.status_code == 200
+    assert not InboundEvent.objects.exists() and QuarantineReceipt.objects.exists()
+    assert scan(source).summary["counts"]["missing_recovered"] == 1
+    assert InboundEvent.objects.get().message_ref == valid
+
+
+def test_the_sources_admin_page_shows_the_declared_families(graph, admin_client):
+    """Issue 24: "doctor and the source's admin page show the declarations" (seed 004's Inspect)."""
+    source = source_with_routes(graph, "page", purposes=("public_ack",))
+    page = admin_client.get(f"/admin/ingress/source/{source.pk}/change/").content.decode()
+    assert "Declared event families" in page
+    assert "comment.removed</code>: recovery <b>none</b>" in page
+    assert "message.created</code>: recovery <b>limited</b>" in page
+    assert "Receipts compared for: meta-comment-reply" in page

@@ -191,7 +191,7 @@ def usage_pause_seconds(header: str | None) -> float | None:
 
 # Query parameters of a `paging.next` URL that are the caller's own request, not the position:
 # the token never rides in a stored cursor, and fields and limit are the reader's to send.
-_OWN_PARAMS = frozenset({"access_token", "fields", "limit", "appsecret_proof"})
+_OWN_PARAMS = frozenset({"access_token", "fields", "limit", "appsecret_proof", "pretty"})
 # Parameters that carry a position Meta handed out (cursor, time-based and offset paging).
 POSITION_PARAMS = frozenset({"after", "before", "__paging_token", "offset"})
 MAX_NEXT_URL = 4096
@@ -218,7 +218,8 @@ def next_params(document: dict) -> dict[str, str] | None:
     if not isinstance(following, str) or len(following) > MAX_NEXT_URL or not following.isprintable():
         raise ValueError("paging.next is not a URL")
     pairs = parse_qsl(urlsplit(following).query, keep_blank_values=True)
-    position = {name: value for name, value in pairs if name not in _OWN_PARAMS}
+    # A blank parameter (v10 links carry `since&__previous` bare) says nothing: the caller's own stays.
+    position = {name: value for name, value in pairs if name not in _OWN_PARAMS and value}
     if not position:
         # A next link with no position of its own would read the same page again.
         cursors = paging.get("cursors")

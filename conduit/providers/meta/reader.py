@@ -471,6 +471,8 @@ class _GraphFanOutReader(SourceReader):
         items = []
         for message in data[:CONVERSATION_MESSAGES]:
             sender = _author(message, ("id",)).get("id")
+            if sender is None:
+                continue  # no details (older than the 20 newest): not read back, as declared
             to = message.get("to") if isinstance(message.get("to"), dict) else {}
             people = to.get("data") if isinstance(to.get("data"), list) else []
             first = people[0] if people and isinstance(people[0], dict) else {}
@@ -528,6 +530,9 @@ class MetaInstagramReader(_GraphFanOutReader):
 
     def _value(self, comment: dict, media: dict, parent_id: str | None) -> dict:
         author = _author(comment, ("id", "username"))
+        if "id" not in author and isinstance(comment.get("user"), dict):
+            # Recorded answers name the account's own comment by `user` (the app user) without `from`.
+            author = {key: comment["user"][key] for key in ("id", "username") if key in comment["user"]}
         if "username" not in author and isinstance(comment.get("username"), str):
             author["username"] = comment["username"]
         value = {"id": _id(comment["id"]), "text": comment.get("text"), "timestamp": comment.get("timestamp"),

@@ -1,39 +1,67 @@
 """The Graph API simulator: a loopback stand-in for Meta's Graph API, its webhooks and its failures.
 
-It serves the Graph routes Conduit reads and writes with Meta's documented shapes, under both
-hosts' route sets on one port, and keeps its state in SQLite so a restart loses nothing:
+It serves the Graph routes Conduit reads and writes with the shapes recorded from Meta
+(fixtures/meta_*/recorded/, described in fixtures/meta_recorded_PROVENANCE.md), under both hosts'
+route sets on one port, and keeps its state in SQLite so a restart loses nothing:
 
     Facebook host:  http://127.0.0.1:PORT/vNN.N/...
     Instagram host: http://127.0.0.1:PORT/instagram/vNN.N/...   (Instagram routes only)
 
-    GET  /{ig-user-id}/media?since=&until=            media, newest first        (both hosts)
+    GET  /{ig-user-id}/media?since=&until=            media, newest first, cursor-paged (both hosts)
     GET  /{ig-media-id}/comments?fields=...replies{..} top-level comments, newest first (both)
     GET  /{ig-comment-id}/replies                     replies, newest first      (both hosts)
-    GET  /{page-id}/feed?since=&until=                posts, newest first        (Facebook)
-    GET  /{post-id}/comments?filter=stream            every comment, chronological (Facebook)
+    GET  /{page-id}/feed|posts?since=&until=          posts, newest first, TIME-paged (Facebook)
+    GET  /{post-id}/comments?filter=stream&summary=   every comment, chronological (Facebook)
     GET  /{comment-id}/comments                       replies to a comment, chronological (Facebook)
-    GET  /{id}                                        one comment, media or post (Instagram
-                                                      objects on both hosts, Page objects Facebook only)
+    GET  /{id}                                        one comment, media, post, conversation or
+                                                      message (Instagram objects on both hosts,
+                                                      Page and Messenger objects Facebook only)
+    GET  /{ig-id}/conversations[?user_id=]            Instagram conversations   (Instagram host)
+    GET  /{page-id}/conversations?platform=instagram|messenger[&user_id=]   (Facebook host; instagram:
+                                                      the Instagram account linked to the Page)
+         -> {"data": [{"id", "updated_time"}], "paging": {"cursors": {"after"}, "next"}}, newest first
+    GET  /{conversation-id}?fields=messages[{id,created_time,from,to,message}]
+         -> {"messages": {"data": [...], "paging"?}, "id"}, newest first; details only for the 20 newest
+    GET  /{message-id}?fields=id,created_time,from,to,message   (an error past the 20 newest)
     GET  /{page-id|ig-id}/subscribed_apps             {"data": [{"id", "name", "subscribed_fields"}]}
     POST /{ig-comment-id}/replies  message=           public reply -> {"id"}     (both hosts)
     POST /{comment-id}/comments    message=           public reply -> {"id"}     (Facebook)
     POST /{page-id}/messages  {"recipient": {"comment_id"}, "message": {"text", "metadata"?}}
     POST /{ig-id}/messages    (same body)             private reply -> {"recipient_id", "message_id"}
+                                                      (Instagram host; on the Facebook host the Page
+                                                      node sends and /{ig-id}/messages answers (#3))
 
-Lists page with `limit` (default 25; at most 50 on comment edges, 100 on media/feed) and an
-opaque `after` cursor; `paging.next` is absent on the last page. Every error uses Meta's envelope.
+Ids have Meta's shapes: Instagram media and comments 17 digits; Instagram message ids (`mid`, the
+private reply's `message_id`) are Meta's Z-escaped base64 of `ig_dm_item:1:IGMessageID:<ig-id>:
+<thread>:<number>` (about 164 characters, `aWdf...`) and conversation ids of `ig_dm:1:IGMessageThread:
+<ig-id>:<thread>` (about 110); Page posts `<page-id>_<digits>`, Page comments `<post-digits>_<digits>`,
+Messenger mids `m_` + 86 base64url characters, Messenger conversations `t_<digits>`.
+
+Paging, as recorded: media and comment edges by cursor (`paging.cursors.{before,after}`, `next`
+absent on the last page); `/feed` and `/posts` by time (`paging.previous` carries `since=<newest>`,
+`__paging_token` and `__previous=1`, `paging.next` carries `until=<oldest>` and `__paging_token`,
+no `cursors`; the token tells apart posts of one second). An account registered with
+`"feed_paging": "cursor"` pages its feed by cursor instead (also recorded, Graph v5.0-v10.0).
+The conversation endpoints page by `cursors.after` + `next` and leave `paging` out when one page
+holds everything. `limit` defaults to 25 (at most 50 on comment edges, 100 on media/feed). Every
+error uses Meta's envelope; its keys follow the recordings per code (`is_transient` and
+`error_user_*` only where Meta sends them), and on the Instagram host its type is IGApiException.
 
 The control API (never counted as Graph calls):
 
     POST /_sim/accounts       {"id", "object": "instagram"|"page", "app_id"?, "subscribed_fields"?,
-                               "username"?, "name"?, "page_id"?}        register (idempotent)
-    POST /_sim/media          {"account", "id", "media_product_type"?, "created_time"?, "ad_id"?}
+                               "username"?, "name"?, "page_id"?, "feed_paging"?}   register (idempotent)
+    POST /_sim/media          {"account", "id"?, "object"?, "media_product_type"?, "created_time"?,
+                               "ad_id"?, "message"?} -> {"id"} (minted in Meta's shape without "id")
     POST /_sim/comments       {"account", "media_id"|"post_id", "text", "from_id", ...} -> {"id"}
-    POST /_sim/messages       {"account", "from_id", "text", "notify"} -> {"mid"}
+    POST /_sim/messages       {"account", "from_id", "to_id"?, "text", "from_name"?, "created_time"?,
+                               "notify"} -> {"mid", "conversation_id"}
     POST /_sim/subscriptions  {"account", "app_id", "fields": [...]}   ([] = unsubscribed)
-    POST /_sim/faults         {"mode", "count", "code", "subcode", "status", "latency_ms",
-                               "retry_minutes", "hang_seconds", "path_contains", "method", "call_count"}
-                              ("usage": answer normally with X-Business-Use-Case-Usage at call_count %)
+    POST /_sim/faults         {"mode", "count", "code", "subcode", "status", "message", "user_title",
+                               "user_msg", "latency_ms", "retry_minutes", "hang_seconds",
+                               "path_contains", "method", "call_count"}
+                              ("usage": answer normally with X-Business-Use-Case-Usage at call_count %;
+                               code 3 and 200-299 answer Meta's recorded wording unless "message" says)
     DELETE /_sim/faults       clear every pending fault
     GET  /_sim/faults         {"pending": N, "fired": [{"at", "mode", "code", "subcode", "status",
                                "method", "path", "target"}]}  (target: the comment a write concerned)
@@ -69,21 +97,26 @@ DEFAULT_LIMIT = 25
 MAX_COMMENTS_PAGE = 50
 MAX_MEDIA_PAGE = 100
 PRIVATE_REPLY_WINDOW = 7 * 24 * 3600
+# Meta: "You can only get details about the 20 most recent messages" of a conversation.
+MESSAGE_DETAILS_WINDOW = 20
 VERSION = re.compile(r"^v\d+\.\d+$")
 # What an account is subscribed to when nobody says otherwise (Meta's per-asset subscription).
 DEFAULT_FIELDS = {"instagram": ["comments", "live_comments", "messages"],
                   "page": ["feed", "messages", "message_echoes"]}
+FEED_PAGING = ("time", "cursor")
 # Meta's wording per code, "(#code) ..." as Graph phrases most of them; a fault may override it.
 MESSAGES = {
     1: "An unknown error occurred",
     2: "An unexpected error has occurred. Please retry your request later.",
+    3: "(#3) Application does not have the capability to make this API call.",
     4: "(#4) Application request limit reached",
     10: "(#10) This message is sent outside of allowed window.",
     17: "(#17) User request limit reached",
     32: "(#32) Page request limit reached",
     100: "(#100) Invalid parameter",
     190: "Error validating access token: Session has expired.",
-    200: "(#200) Permissions error",
+    200: "(#200) Requires pages_messaging permission to manage the object",
+    230: "(#230) Requires pages_messaging_subscriptions permission to manage the object",
     551: "(#551) This person isn't available right now.",
     613: "(#613) Calls to this api have exceeded the rate limit.",
     10900: "(#10900) Activity already replied to",
@@ -93,7 +126,14 @@ MESSAGES = {
            "Wait a bit and try again.",
 }
 TRANSIENT = {1, 2, 4, 17, 32, 613, 80001, 80002, 80006}
-OAUTH = {4, 10, 17, 32, 102, 104, 190, 613, 10900, 80001, 80002, 80006} | set(range(200, 300))
+OAUTH = {3, 4, 10, 17, 32, 102, 104, 190, 613, 10900, 80001, 80002, 80006} | set(range(200, 300))
+# Error envelopes as recorded: throttles and server errors carry `is_transient` and the user
+# title/message; the refusals recorded (3, 10, 100, 190, 200-299...) carry only message, type,
+# code, error_subcode (when there is one) and fbtrace_id. GraphError(full=True) forces the former.
+FULL_ENVELOPE = TRANSIENT
+# On graph.instagram.com Meta types its errors IGApiException (restfb's ig_login_exception.json,
+# a code 10/2534022 answer quoted by an open-source client); the token and throttle codes keep theirs.
+IG_HOST_KEEPS_TYPE = {102, 104, 190} | TRANSIENT
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -115,29 +155,39 @@ CREATE TABLE IF NOT EXISTS applied (kind TEXT NOT NULL, comment_id TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, object TEXT NOT NULL,
     account TEXT NOT NULL, kind TEXT NOT NULL, item TEXT NOT NULL, at REAL NOT NULL);
 """
+# Added after the first release: a state file written before them gains them on open.
+MESSAGE_COLUMNS = {"conversation": "TEXT", "person": "TEXT", "seq": "INTEGER"}
 
 
 class GraphError(Exception):
     """A Graph answer in Meta's error envelope."""
 
     def __init__(self, code: int, *, subcode: int | None = None, status: int | None = None,
-                 message: str | None = None, type_: str | None = None) -> None:
+                 message: str | None = None, type_: str | None = None, full: bool | None = None,
+                 user_title: str | None = None, user_msg: str | None = None) -> None:
         super().__init__(message or MESSAGES.get(code, f"(#{code}) Error"))
         self.code, self.subcode = code, subcode
         self.status = status or (500 if code in (1, 2) else 403 if 200 <= code < 300 else 400)
-        self.message = message or MESSAGES.get(code, f"(#{code}) Error")
+        self.message = message or MESSAGES.get(code, f"(#{code}) Permissions error" if 200 <= code < 300
+                                               else f"(#{code}) Error")
         self.type = type_ or ("OAuthException" if code in OAUTH else
                               "FacebookApiException" if code in (1, 2) else "GraphMethodException")
+        self.full = code in FULL_ENVELOPE if full is None else full
+        self.user_title, self.user_msg = user_title, user_msg
 
-    def envelope(self) -> dict:
-        error = {"message": self.message, "type": self.type, "code": self.code,
-                 "is_transient": self.code in TRANSIENT,
-                 "error_user_title": "", "error_user_msg": "",
-                 "fbtrace_id": "A" + secrets.token_urlsafe(15)}
+    def envelope(self, host: str = "facebook") -> dict:
+        error: dict = {"message": self.message, "type": self.type, "code": self.code}
+        if host == "instagram" and self.code not in IG_HOST_KEEPS_TYPE:
+            error["type"] = "IGApiException"
         if self.subcode is not None:
             error["error_subcode"] = self.subcode
+        if self.full:
+            error["is_transient"] = self.code in TRANSIENT
+        if self.full or self.user_title is not None or self.user_msg is not None:
+            error["error_user_title"] = self.user_title or ""
+            error["error_user_msg"] = self.user_msg or ""
+        error["fbtrace_id"] = "A" + secrets.token_urlsafe(15)
         return {"error": error}
-
 
 
 def _whole_seconds() -> float:
@@ -150,9 +200,72 @@ def not_found(node: str) -> GraphError:
         "to missing permissions, or does not support this operation."))
 
 
-def conversation_id(account: str, person: str) -> str:
-    """The Page's conversation with a person: `t_<...>`, one per pair, as Messenger names threads."""
-    return "t_" + hashlib.sha256(f"{account}:{person}".encode()).hexdigest()[:15]
+def _hash_digits(seed: str, count: int) -> str:
+    """`count` decimal digits drawn from a hash of `seed` (stable: the same seed, the same digits)."""
+    value = int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big")
+    return str(value % 10 ** count).rjust(count, "0")
+
+
+def _z_escaped(text: str) -> str:
+    """Meta's id escaping of base64: "Z" becomes "ZA" and padding "=" becomes "ZD" (recorded ids)."""
+    return base64.b64encode(text.encode()).decode().replace("Z", "ZA").replace("=", "ZD")
+
+
+# Every recorded Instagram thread number (39 digits) starts so.
+IG_THREAD_PREFIX = "34028236684171030"
+
+
+def ig_thread(account: str, person: str) -> str:
+    return IG_THREAD_PREFIX + _hash_digits(f"thread:{account}:{person}", 39 - len(IG_THREAD_PREFIX))
+
+
+def conversation_id(account: str, person: str, object: str = "page") -> str:
+    """The account's conversation with a person, one per pair: Messenger `t_<15 digits>`, Instagram
+    the Z-escaped base64 of `ig_dm:1:IGMessageThread:<ig-id>:<thread>` (110 characters for a 17-digit id)."""
+    if object == "instagram":
+        return _z_escaped(f"ig_dm:1:IGMessageThread:{account}:{ig_thread(account, person)}")
+    first = str(1 + int(_hash_digits(f"t:{account}:{person}", 15)) % 9)  # no leading zero
+    return "t_" + first + _hash_digits(f"t2:{account}:{person}", 14)
+
+
+def message_id(object: str, account: str, person: str, created_ms: int, seq: int) -> str:
+    """A message id as Meta mints them. Instagram: the Z-escaped base64 of `ig_dm_item:1:IGMessageID:
+    <ig-id>:<thread>:<35-digit number growing with time>`, `aWdf...`, 164 characters for a 17-digit
+    account id (recorded: webhooks' `mid`, the send answer's `message_id`, the Conversations API's
+    message ids). Messenger: `m_` and 86 base64url characters (88 in all, as recorded)."""
+    if object == "instagram":
+        number = str(3 * 10 ** 34 + created_ms * 10 ** 9 + seq % 10 ** 9)
+        return _z_escaped(f"ig_dm_item:1:IGMessageID:{account}:{ig_thread(account, person)}:{number}")
+    return "m_" + base64.urlsafe_b64encode(secrets.token_bytes(66)).decode()[:86]
+
+
+def field_tree(fields: str) -> dict[str, tuple[str | None, dict[str, str]]]:
+    """A `fields` value as {name: (subfields or None, options)}:
+    "id,from{id,username},messages.limit(5){id}" -> {"id": (None, {}), "from": ("id,username", {}),
+    "messages": ("id", {"limit": "5"})}."""
+    parts, depth, current = [], 0, ""
+    for char in fields:
+        if char in "{(":
+            depth += 1
+        elif char in "})":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    tree: dict[str, tuple[str | None, dict[str, str]]] = {}
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        sub = None
+        if part.endswith("}") and "{" in part:
+            part, sub = part[:part.index("{")], part[part.index("{") + 1:-1]
+        name, *options = part.split(".")
+        opts = {m.group(1): m.group(2) for o in options if (m := re.fullmatch(r"(\w+)\((.*)\)", o))}
+        tree[name.strip()] = (sub, opts)
+    return tree
 
 
 def iso(at: float) -> str:
@@ -171,19 +284,7 @@ def parse_time(value: str) -> float:
 
 def top_fields(fields: str) -> set[str]:
     """Top-level names of a `fields` value: "id,from{id,username},replies{id}" -> {id, from, replies}."""
-    names, depth, current = set(), 0, ""
-    for char in fields:
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            names.add(current.strip())
-            current = ""
-        elif depth == 0:
-            current += char
-    names.add(current.strip())
-    return {re.sub(r"[.(].*$", "", name) for name in names if name}
+    return set(field_tree(fields))
 
 
 def encode_body(payload: dict) -> bytes:
@@ -214,6 +315,7 @@ class Fault:
         self.subcode = int(data["subcode"]) if data.get("subcode") is not None else None
         self.status = int(data["status"]) if data.get("status") is not None else None
         self.message = data.get("message")
+        self.user_title, self.user_msg = data.get("user_title"), data.get("user_msg")
         self.latency = float(data.get("latency_ms", 0)) / 1000
         self.retry_minutes = data.get("retry_minutes")
         # mode "usage": answer normally, with X-Business-Use-Case-Usage at this call_count (percent).
@@ -231,7 +333,8 @@ class Fault:
         return self.path_contains in path
 
     def error(self) -> GraphError:
-        return GraphError(self.code, subcode=self.subcode, status=self.status, message=self.message)
+        return GraphError(self.code, subcode=self.subcode, status=self.status, message=self.message,
+                          user_title=self.user_title, user_msg=self.user_msg)
 
 
 class SimulatorState:
@@ -257,6 +360,10 @@ class SimulatorState:
         if state_path:
             self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(messages)")}
+        for column, kind in MESSAGE_COLUMNS.items():
+            if column not in present:
+                self.db.execute(f"ALTER TABLE messages ADD COLUMN {column} {kind}")
         self.faults: list[Fault] = []
         self.calls: Counter[str] = Counter()
         self.call_log: list[dict] = []
@@ -300,10 +407,14 @@ class SimulatorState:
     # -- accounts and subscriptions --------------------------------------------------------
     def account_upsert(self, *, id: str, object: str, app_id: str | None = None,
                        subscribed_fields: list[str] | None = None, name: str | None = None,
-                       page_id: str | None = None) -> dict:
+                       page_id: str | None = None, feed_paging: str | None = None) -> dict:
         if object not in DEFAULT_FIELDS:
             raise ValueError("object is instagram or page")
+        if feed_paging is not None and feed_paging not in FEED_PAGING:
+            raise ValueError(f"feed_paging is one of {FEED_PAGING}")
         with self._tx():
+            if feed_paging is not None:
+                self._set_kv(f"feed_paging:{id}", feed_paging)
             row = self._one("SELECT * FROM accounts WHERE id = ?", id)
             if row is None:
                 self.db.execute("INSERT INTO accounts (id, object, name, page_id) VALUES (?, ?, ?, ?)",
@@ -326,6 +437,10 @@ class SimulatorState:
         with self.lock:
             return self._one("SELECT * FROM accounts WHERE id = ?", account_id)
 
+    def feed_paging(self, account_id: str) -> str:
+        with self.lock:
+            return self._kv(f"feed_paging:{account_id}", "time")
+
     def subscription_set(self, *, account: str, app_id: str, fields: list[str]) -> None:
         with self._tx():
             self.db.execute("INSERT INTO subscriptions (account, app_id, fields) VALUES (?, ?, ?) "
@@ -347,9 +462,11 @@ class SimulatorState:
         return bool(row) and field in json.loads(row["fields"])
 
     # -- content ---------------------------------------------------------------------------
-    def media_upsert(self, *, account: str, id: str, object: str, product_type: str | None = None,
+    def media_upsert(self, *, account: str, id: str | None, object: str, product_type: str | None = None,
                      created: float | None = None, ad_id: str | None = None) -> sqlite3.Row:
         with self._tx():
+            if not id:
+                id = self._new_id(object, account, post=True)
             row = self._one("SELECT * FROM media WHERE id = ?", id)
             if row is None:
                 self.db.execute(
@@ -416,44 +533,117 @@ class SimulatorState:
         delivery = self._notify_comment(row, verb) if data.get("notify") else None
         return {"id": row["id"], **({"delivery": delivery} if delivery else {})}
 
-    def _new_id(self, object: str, media_id: str) -> str:
-        """A fresh comment id: the next one no comment (nor a media or post) holds yet, since a
-        caller may have chosen ids in the same space."""
+    def _new_id(self, object: str, parent: str, *, post: bool = False) -> str:
+        """A fresh id in Meta's shape: Instagram media and comments 17 digits; a Page post
+        `<page-id>_<16 digits>` (parent: the Page), a Page comment `<post-digits>_<16 digits>`
+        (parent: the post). The next one no comment, media or post holds yet, since a caller
+        may have chosen ids in the same space."""
         while True:
             n = self._next("id")
-            new = f"179{n:014d}" if object == "instagram" else f"{media_id.split('_')[-1]}_{n:015d}"
+            if object == "instagram":
+                new = f"179{n:014d}" if not post else f"178{n:014d}"
+            else:
+                new = f"{parent.split('_')[-1]}_{10 ** 15 + n}"
             if self._one("SELECT id FROM comments WHERE id = ?", new) is None \
                     and self._one("SELECT id FROM media WHERE id = ?", new) is None:
                 return new
 
+    def _message_insert(self, *, object: str, account: str, sender: str, recipient: str, text: str,
+                        at_ms: int, metadata: str | None = None, comment_id: str | None = None,
+                        person_name: str | None = None) -> str:
+        """Store one message of the account's conversation with a person; its id in Meta's shape."""
+        person = recipient if sender == account else sender
+        seq = self._next("order")
+        mid = message_id(object, account, person, at_ms, seq)
+        self.db.execute(
+            "INSERT INTO messages (mid, account, sender, recipient, text, metadata, comment_id, created_ms,"
+            " conversation, person, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mid, account, sender, recipient, text, metadata, comment_id, at_ms,
+             conversation_id(account, person, object), person, seq))
+        if person_name:
+            self._set_kv(f"person:{account}:{person}", person_name)
+        return mid
+
     def message_create(self, data: dict) -> dict:
+        """An inbound DM (or, with `to_id` and `from_id` the account, one the account sent)."""
         account, sender = str(data["account"]), str(data["from_id"])
         with self._tx():
             row = self._one("SELECT * FROM accounts WHERE id = ?", account)
             if row is None:
                 self.account_upsert(id=account, object=str(data.get("object", "instagram")))
                 row = self._one("SELECT * FROM accounts WHERE id = ?", account)
-            mid = f"m_test_{secrets.token_hex(12)}"
+            recipient = str(data.get("to_id") or account)
+            if sender != account and recipient != account:
+                raise ValueError("a message is from or to the account")
             at_ms = int(float(data.get("created_time", time.time())) * 1000)
-            self.db.execute("INSERT INTO messages (mid, account, sender, recipient, text, created_ms) "
-                            "VALUES (?, ?, ?, ?, ?, ?)",
-                            (mid, account, sender, account, str(data.get("text", "")), at_ms))
-        item = {"sender": {"id": sender}, "recipient": {"id": account}, "timestamp": at_ms,
-                "message": {"mid": mid, "text": str(data.get("text", ""))}}
+            text = str(data.get("text", ""))
+            mid = self._message_insert(object=row["object"], account=account, sender=sender,
+                                       recipient=recipient, text=text, at_ms=at_ms,
+                                       person_name=data.get("from_name") or data.get("to_name"))
+            conversation = self._one("SELECT conversation FROM messages WHERE mid = ?", mid)["conversation"]
+        item = {"sender": {"id": sender}, "recipient": {"id": recipient}, "timestamp": at_ms,
+                "message": {"mid": mid, "text": text, **({"is_echo": True} if sender == account else {})}}
         delivery = None
-        if data.get("notify") and self.subscribed(account, "messages"):
+        field = "message_echoes" if sender == account and row["object"] == "page" else "messages"
+        if data.get("notify") and self.subscribed(account, field):
             delivery = self._emit(row["object"], account, "messaging", item)
-        return {"mid": mid, **({"delivery": delivery} if delivery else {})}
+        return {"mid": mid, "conversation_id": conversation, **({"delivery": delivery} if delivery else {})}
 
     # -- reads -----------------------------------------------------------------------------
     def find(self, node: str) -> tuple[str, sqlite3.Row] | None:
-        """What an id names: ("account"|"media"|"comment", row)."""
+        """What an id names: ("account"|"media"|"comment"|"message"|"conversation", row); a message
+        and a conversation row carry their account's `object`."""
         with self.lock:
             for kind, table in (("account", "accounts"), ("media", "media"), ("comment", "comments")):
                 row = self._one(f"SELECT * FROM {table} WHERE id = ?", node)
                 if row is not None and not (kind == "comment" and row["removed"]):
                     return kind, row
+            row = self._one("SELECT m.*, a.object FROM messages m JOIN accounts a ON a.id = m.account "
+                            "WHERE m.mid = ?", node)
+            if row is not None:
+                return "message", row
+            row = self._one("SELECT m.account, m.person, m.conversation, a.object FROM messages m "
+                            "JOIN accounts a ON a.id = m.account WHERE m.conversation = ? LIMIT 1", node)
+            if row is not None:
+                return "conversation", row
         return None
+
+    def conversations(self, accounts: list[str], person: str | None = None) -> list[dict]:
+        """The accounts' conversations as rows for paging: {id, account, person, object, created
+        (the last message's time, seconds), seq}."""
+        with self.lock:
+            marks = ",".join("?" * len(accounts)) or "NULL"
+            rows = self._all(
+                "SELECT m.conversation, m.account, m.person, a.object, MAX(m.created_ms) AS last_ms,"
+                " MAX(m.seq) AS seq FROM messages m JOIN accounts a ON a.id = m.account"
+                f" WHERE m.account IN ({marks}) AND (? IS NULL OR m.person = ?)"
+                " GROUP BY m.conversation, m.account, m.person, a.object", *accounts, person, person)
+        return [{"id": r["conversation"], "account": r["account"], "person": r["person"], "object": r["object"],
+                 "created": r["last_ms"] / 1000, "seq": r["seq"]} for r in rows]
+
+    def conversation_messages(self, conversation: str) -> list[dict]:
+        """A conversation's messages, newest first, with their rank (0: the newest)."""
+        with self.lock:
+            rows = self._all("SELECT m.*, a.object FROM messages m JOIN accounts a ON a.id = m.account "
+                             "WHERE m.conversation = ? ORDER BY m.created_ms DESC, m.seq DESC", conversation)
+        return [{**dict(r), "created": r["created_ms"] / 1000, "rank": i} for i, r in enumerate(rows)]
+
+    def message_rank(self, row: sqlite3.Row) -> int:
+        """How many newer messages its conversation holds (0: the newest)."""
+        with self.lock:
+            return self._one("SELECT COUNT(*) AS n FROM messages WHERE conversation = ? AND "
+                             "(created_ms > ? OR (created_ms = ? AND seq > ?))", row["conversation"],
+                             row["created_ms"], row["created_ms"], row["seq"])["n"]
+
+    def person_name(self, account: str, person: str) -> str:
+        """A person's display name in an account's conversation: the one a comment or DM gave."""
+        with self.lock:
+            name = self._kv(f"person:{account}:{person}", "")
+            if not name:
+                row = self._one("SELECT from_name FROM comments WHERE account = ? AND from_id = ? LIMIT 1",
+                                account, person)
+                name = row["from_name"] if row else f"user_test_{person}"
+        return name
 
     def media_list(self, account: str, since: float | None, until: float | None) -> list[sqlite3.Row]:
         with self.lock:
@@ -500,6 +690,14 @@ class SimulatorState:
         if epoch != current:
             raise GraphError(100, type_="GraphMethodException", message="Invalid cursor")
         return float(created), int(seq)
+
+    def paging_token_encode(self, position: tuple[float, int]) -> str:
+        """`__paging_token` of a time-paged list: the page edge's (time, order), so that `until`
+        (whole seconds) plus the token tell apart items of one second, as Meta's `enc_...` do."""
+        return "enc_" + self.cursor_encode(position)
+
+    def paging_token_decode(self, token: str) -> tuple[float, int]:
+        return self.cursor_decode(token.removeprefix("enc_"))
 
     def expire_cursors(self) -> None:
         with self._tx():
@@ -548,6 +746,10 @@ class SimulatorState:
             value = {"id": row["id"], "text": row["text"],
                      "from": {"id": row["from_id"], "username": row["from_name"]},
                      "media": {"id": media["id"], "media_product_type": media["product_type"]}}
+            if row["from_id"] == row["account"]:
+                # The account's own comment carries its Instagram-scoped id too (Meta's "self
+                # comment webhook"; recorded in a vendor's sample of a received notification).
+                value["from"]["self_ig_scoped_id"] = "2" + _hash_digits(f"igsid:{row['account']}", 15)
             if media["ad_id"]:
                 value["media"]["ad_id"] = media["ad_id"]
             if row["parent_id"]:
@@ -693,6 +895,10 @@ class SimulatorState:
         with self._tx():
             comment = self._one("SELECT * FROM comments WHERE id = ? AND removed = 0", comment_id)
             sender = self._one("SELECT * FROM accounts WHERE id = ?", node)
+            if sender is not None and host == "facebook" and sender["object"] == "instagram":
+                # Instagram through Facebook Login sends from the Page node; Meta answers the IG
+                # node on graph.facebook.com with (#3), as recorded on every such private reply.
+                raise GraphError(3)
             if comment is None or sender is None:
                 raise not_found(comment_id if sender else node)
             owner = comment["account"]
@@ -708,12 +914,12 @@ class SimulatorState:
                                  message="(#10) This message is sent outside of allowed window.")
             if self._one("SELECT n FROM applied WHERE kind = 'private' AND comment_id = ?", comment_id):
                 raise GraphError(10900, message="(#10900) Activity already replied to")
-            mid = f"m_test_{secrets.token_hex(12)}"
             at_ms = int(time.time() * 1000)
-            self.db.execute("INSERT INTO messages (mid, account, sender, recipient, text, metadata, comment_id,"
-                            " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            (mid, owner, owner, comment["from_id"], text,
-                             None if metadata is None else str(metadata), comment_id, at_ms))
+            # The answer's message_id is the message's id in the conversation with the commenter.
+            mid = self._message_insert(object=comment["object"], account=owner, sender=owner,
+                                       recipient=comment["from_id"], text=text, at_ms=at_ms,
+                                       metadata=None if metadata is None else str(metadata),
+                                       comment_id=comment_id, person_name=comment["from_name"])
             self._count_applied("private", comment_id)
         echo = {"mid": mid, "text": text, "is_echo": True}
         if messenger:
@@ -753,28 +959,81 @@ class _Transaction:
             self.state.lock.release()
 
 
-def _page(state: SimulatorState, rows: list[sqlite3.Row], query: dict, *, newest_first: bool,
-          cap: int, render, base_url: str, path: str) -> dict:
-    """One page of rows by (created, seq), with Meta's paging block."""
+def _limit(query: dict, cap: int, default: int = DEFAULT_LIMIT) -> int:
     try:
-        limit = max(1, min(cap, int(query.get("limit", [str(DEFAULT_LIMIT)])[0])))
+        return max(1, min(cap, int(query.get("limit", [str(default)])[0])))
     except ValueError:
         raise GraphError(100, message="(#100) Param limit must be a number") from None
-    ordered = sorted(rows, key=lambda r: (r["created"], r["seq"]), reverse=newest_first)
+
+
+def _key(row) -> tuple[float, int]:
+    return (row["created"], row["seq"])
+
+
+def _page(state: SimulatorState, rows: list, query: dict, *, newest_first: bool,
+          cap: int, render, base_url: str, path: str, before: bool = True, always: bool = True) -> dict:
+    """One page of rows by (created, seq), cursor-paged: `paging.cursors.{before,after}` and `next`
+    (absent on the last page). `before=False`: only `cursors.after`, and `always=False`: no paging
+    at all on a single page (the conversation endpoints, as recorded)."""
+    limit = _limit(query, cap)
+    ordered = sorted(rows, key=_key, reverse=newest_first)
     after = query.get("after", [""])[0]
     if after:
         position = state.cursor_decode(after)
-        ordered = [r for r in ordered
-                   if ((r["created"], r["seq"]) < position if newest_first else (r["created"], r["seq"]) > position)]
+        ordered = [r for r in ordered if (_key(r) < position if newest_first else _key(r) > position)]
     page, more = ordered[:limit], len(ordered) > limit
     result: dict = {"data": [render(r) for r in page]}
-    if page:
-        paging: dict = {"cursors": {"before": state.cursor_encode((page[0]["created"], page[0]["seq"])),
-                                    "after": state.cursor_encode((page[-1]["created"], page[-1]["seq"]))}}
+    if page and (always or more or after):
+        cursors = {"before": state.cursor_encode(_key(page[0]))} if before else {}
+        cursors["after"] = state.cursor_encode(_key(page[-1]))
+        paging: dict = {"cursors": cursors}
         if more:
             params = {k: v[0] for k, v in query.items() if k != "after"}
-            params["after"] = paging["cursors"]["after"]
+            params["after"] = cursors["after"]
             paging["next"] = f"{base_url}{path}?{urlencode(params)}"
+        result["paging"] = paging
+    return result
+
+
+TIME_PAGING_PARAMS = ("since", "until", "__paging_token", "__previous", "after", "before")
+
+
+def _time_page(state: SimulatorState, rows: list, query: dict, *, cap: int, render, base_url: str,
+               path: str) -> dict:
+    """One page of a time-paged list (`/feed`, `/posts`), newest first, as recorded from Meta:
+    `paging.previous` = the request with `since=<newest item's time>&__paging_token=..&__previous=1`,
+    `paging.next` = the request with `until=<oldest item's time>&__paging_token=..`; no `cursors`;
+    no `next` on the last page. `until` alone bounds the list exclusively (Conduit's window); with a
+    `__paging_token` it is inclusive and the token places the page edge within that second."""
+    limit = _limit(query, cap)
+    value = lambda name: query.get(name, [""])[0]
+    since = parse_time(value("since")) if value("since") else None
+    until = parse_time(value("until")) if value("until") else None
+    token = value("__paging_token")
+    position = state.paging_token_decode(token) if token else None
+    backwards = bool(value("__previous")) and position is not None
+    ordered = sorted(rows, key=_key, reverse=True)
+    if position is None:
+        ordered = [r for r in ordered if (since is None or r["created"] >= since)
+                   and (until is None or r["created"] < until)]
+    elif backwards:
+        ordered = [r for r in ordered if _key(r) > position and (since is None or r["created"] >= since)]
+    else:
+        ordered = [r for r in ordered if _key(r) < position and (until is None or r["created"] <= until)
+                   and (since is None or r["created"] >= since)]
+    page = ordered[-limit:] if backwards else ordered[:limit]
+    more = len(ordered) > limit if not backwards else True
+    result: dict = {"data": [render(r) for r in page]}
+    if page:
+        base = [(k, v[0]) for k, v in query.items() if k not in TIME_PAGING_PARAMS]
+        kept_since = [("since", value("since"))] if value("since") and not backwards else []
+        previous = base + [("since", str(int(page[0]["created"]))),
+                           ("__paging_token", state.paging_token_encode(_key(page[0]))), ("__previous", "1")]
+        paging = {"previous": f"{base_url}{path}?{urlencode(previous)}"}
+        if more and not backwards:
+            following = base + kept_since + [("until", str(int(page[-1]["created"]))),
+                                             ("__paging_token", state.paging_token_encode(_key(page[-1])))]
+            paging["next"] = f"{base_url}{path}?{urlencode(following)}"
         result["paging"] = paging
     return result
 
@@ -784,31 +1043,51 @@ def _select(item: dict, fields: set[str] | None, default: set[str]) -> dict:
     return {k: v for k, v in item.items() if k in wanted}
 
 
+def _sub(tree: dict | None, name: str, default: str) -> set[str]:
+    """The subfields asked of `name` (`from{id,username}`), or its default."""
+    sub = (tree or {}).get(name, (None, {}))[0]
+    return set(field_tree(sub or default))
+
+
+def _shortcode(media_id: str) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    digest = hashlib.sha256(media_id.encode()).digest()
+    return "".join(alphabet[b % 64] for b in digest[:11])
+
+
 class Router:
     """Graph routes: resolve (method, host, node, edge) to an answer or a GraphError."""
 
     def __init__(self, state: SimulatorState) -> None:
         self.state = state
 
-    def ig_comment(self, row: sqlite3.Row, fields: set[str] | None, *, nested: bool = True) -> dict:
+    # -- comments, media, posts -------------------------------------------------------------
+    def ig_comment(self, row: sqlite3.Row, fields: str | None, *, nested: bool = True) -> dict:
+        tree = field_tree(fields) if fields else None
         media = self.state.media_row(row["media_id"])
+        author = {"id": row["from_id"], "username": row["from_name"]}
         item = {"id": row["id"], "text": row["text"], "timestamp": iso(row["created"]),
-                "username": row["from_name"], "from": {"id": row["from_id"], "username": row["from_name"]},
-                "media": {"id": media["id"], "media_product_type": media["product_type"]},
+                "username": row["from_name"],
+                "from": {k: v for k, v in author.items() if k in _sub(tree, "from", "id,username")},
+                "media": {k: v for k, v in {"id": media["id"], "media_product_type": media["product_type"]}.items()
+                          if k in _sub(tree, "media", "id")},
                 "hidden": bool(row["hidden"]), "like_count": 0}
+        if row["from_id"] == row["account"]:
+            item["user"] = {"id": row["account"]}  # Meta: only on the app user's own comments
         if row["parent_id"]:
             item["parent_id"] = row["parent_id"]
-        if nested and fields and "replies" in fields:
-            replies = sorted(self.state.comment_rows(parent_id=row["id"]), key=lambda r: (r["created"], r["seq"]),
-                             reverse=True)
-            item["replies"] = {"data": [self.ig_comment(r, {"id", "text", "timestamp", "username", "from",
-                                                            "parent_id"}, nested=False) for r in replies]}
-        return _select(item, fields, {"id", "text", "timestamp"})
+        if nested and tree and "replies" in tree:
+            replies = sorted(self.state.comment_rows(parent_id=row["id"]), key=_key, reverse=True)
+            sub = tree["replies"][0] or "id,text,timestamp"
+            item["replies"] = {"data": [self.ig_comment(r, sub, nested=False) for r in replies]}
+        return _select(item, set(tree) if tree else None, {"id", "text", "timestamp"})
 
-    def page_comment(self, row: sqlite3.Row, fields: set[str] | None) -> dict:
+    def page_comment(self, row: sqlite3.Row, fields: str | None) -> dict:
+        tree = field_tree(fields) if fields else None
         replied = self.state.private_replied(row["id"])
+        author = {"id": row["from_id"], "name": row["from_name"]}
         item = {"id": row["id"], "message": row["text"], "created_time": iso(row["created"]),
-                "from": {"id": row["from_id"], "name": row["from_name"]},
+                "from": {k: v for k, v in author.items() if k in _sub(tree, "from", "name,id")},
                 "is_hidden": bool(row["hidden"]),
                 # One private reply per comment: none is possible after one.
                 "can_reply_privately": row["from_id"] != row["account"] and not replied
@@ -818,16 +1097,113 @@ class Router:
             item["private_reply_conversation"] = {"id": conversation_id(row["account"], row["from_id"])}
         if row["parent_id"]:
             item["parent"] = {"id": row["parent_id"]}
-        return _select(item, fields, {"id", "message", "created_time", "from"})
+        return _select(item, set(tree) if tree else None, {"id", "message", "created_time", "from"})
 
-    def media(self, row: sqlite3.Row, fields: set[str] | None) -> dict:
+    def media(self, row: sqlite3.Row, fields: str | None) -> dict:
+        tree = field_tree(fields) if fields else None
         if row["object"] == "instagram":
-            item = {"id": row["id"], "timestamp": iso(row["created"]), "media_product_type": row["product_type"],
-                    "comments_count": len(self.state.comment_rows(media_id=row["id"]))}
-            return _select(item, fields, {"id"})
-        item = {"id": row["id"], "created_time": iso(row["created"]), "message": ""}
-        return _select(item, fields, {"id", "created_time", "message"})
+            product = row["product_type"]
+            item = {"id": row["id"], "timestamp": iso(row["created"]), "media_product_type": product,
+                    "media_type": "VIDEO" if product in ("REELS", "LIVE") else "IMAGE",
+                    "media_url": f"https://scontent.example.invalid/v/t51.29350-15/{row['id']}_n.jpg",
+                    "permalink": f"https://www.instagram.com/p/{_shortcode(row['id'])}/",
+                    "like_count": 0, "comments_count": len(self.state.comment_rows(media_id=row["id"]))}
+            return _select(item, set(tree) if tree else None, {"id"})
+        item = {"id": row["id"], "created_time": iso(row["created"]), "updated_time": iso(row["created"]),
+                "message": ""}
+        return _select(item, set(tree) if tree else None, {"id", "created_time", "message"})
 
+    def comments_summary(self, rows: list, query: dict, newest: bool) -> dict:
+        """`summary=true` on a Page comment edge: order, total_count, can_comment (as recorded)."""
+        order = query.get("order", [""])[0] or (
+            "chronological" if query.get("filter", [""])[0] == "stream" else "ranked")
+        return {"order": "reverse_chronological" if newest else order, "total_count": len(rows),
+                "can_comment": True}
+
+    # -- conversations and messages -----------------------------------------------------------
+    def person(self, object: str, account: str, who: str) -> dict:
+        """A participant as the Conversations API names one: Instagram {username, id}; Messenger
+        {name, email, id} (the email is `<psid>@facebook.com`, as recorded)."""
+        name = self.state.account_name(who) if who == account else self.state.person_name(account, who)
+        if object == "instagram":
+            return {"username": name, "id": who}
+        return {"name": name, "email": f"{who}@facebook.com", "id": who}
+
+    def message(self, row, fields: set[str] | None, *, details: bool = True) -> dict:
+        item = {"id": row["mid"], "created_time": iso(row["created_ms"] / 1000)}
+        if details:
+            recipient = self.person(row["object"], row["account"], row["recipient"])
+            item.update({"from": self.person(row["object"], row["account"], row["sender"]),
+                         "to": {"data": [recipient]}, "message": row["text"], "is_unsupported": False})
+        return _select(item, fields, {"id", "created_time"})
+
+    def message_edge(self, conversation: str, sub: str | None, opts: dict, base_url: str, root: str,
+                     token: str = "") -> dict:
+        """A conversation's `messages`, newest first; details only for the 20 most recent (Meta:
+        "You can only get details about the 20 most recent messages"): older ones keep id and time.
+        `next` is `/{conversation-id}/messages` with the same subfields."""
+        rows = self.state.conversation_messages(conversation)
+        fields = set(field_tree(sub)) if sub else None
+        edge_query = {name: [opts[name]] for name in ("limit", "after") if name in opts}
+        if sub:
+            edge_query["fields"] = [sub]
+        if token:
+            edge_query["access_token"] = [token]  # Meta's links carry the request's token
+        return _page(self.state, rows, edge_query, newest_first=True, cap=MAX_MEDIA_PAGE, base_url=base_url,
+                     path=f"{root}/{conversation}/messages", before=False, always=False,
+                     render=lambda r: self.message(r, fields, details=r["rank"] < MESSAGE_DETAILS_WINDOW))
+
+    def conversation(self, row, fields: str | None, base_url: str, root: str, token: str) -> dict:
+        tree = field_tree(fields) if fields else {"id": (None, {})}
+        item: dict = {}
+        if "messages" in tree:
+            sub, opts = tree["messages"]
+            item["messages"] = self.message_edge(row["conversation"], sub, opts, base_url, root, token)
+        if "participants" in tree:
+            item["participants"] = {"data": [self.person(row["object"], row["account"], row["person"]),
+                                             self.person(row["object"], row["account"], row["account"])]}
+        if "updated_time" in tree:
+            last = self.state.conversation_messages(row["conversation"])
+            item["updated_time"] = iso(last[0]["created"]) if last else None
+        item["id"] = row["conversation"]
+        return item
+
+    def conversation_list(self, host: str, account: sqlite3.Row, query: dict, base_url: str, path: str,
+                          root: str) -> dict:
+        platform = query.get("platform", [""])[0]
+        if platform and platform not in ("instagram", "messenger"):
+            raise GraphError(100, message="(#100) param platform must be one of {INSTAGRAM, MESSENGER}")
+        if account["object"] == "instagram":
+            if host != "instagram":
+                # Unverified: the documented Facebook Login route is /{page-id}/conversations.
+                raise GraphError(100, message="(#100) Tried accessing nonexisting field (conversations)")
+            accounts = [account["id"]]
+        elif (platform or "messenger") == "instagram":
+            # A Page token reaches the Instagram account linked to the Page.
+            with self.state.lock:
+                linked = self.state._all("SELECT id FROM accounts WHERE page_id = ?", account["id"])
+            accounts = [r["id"] for r in linked]
+        else:
+            accounts = [account["id"]]
+        person = query.get("user_id", [""])[0] or None
+        rows = self.state.conversations(accounts, person)
+        tree = field_tree(query.get("fields", [""])[0]) if query.get("fields", [""])[0] else None
+
+        def render(r: dict) -> dict:
+            item: dict = {"id": r["id"], "updated_time": iso(r["created"])}
+            if tree and "participants" in tree:
+                item["participants"] = {"data": [self.person(r["object"], r["account"], r["person"]),
+                                                 self.person(r["object"], r["account"], r["account"])]}
+            if tree and "messages" in tree:
+                sub, opts = tree["messages"]
+                item["messages"] = self.message_edge(r["id"], sub, opts, base_url, root,
+                                                     query.get("access_token", [""])[0])
+            return _select(item, set(tree) if tree else None, {"id", "updated_time"})
+
+        return _page(self.state, rows, query, newest_first=True, cap=MAX_MEDIA_PAGE, render=render,
+                     base_url=base_url, path=path, before=False, always=False)
+
+    # -- the routes ---------------------------------------------------------------------------
     def get(self, host: str, node: str, edge: str | None, query: dict, base_url: str, path: str) -> dict:
         if node == "debug_token" and edge is None and host != "instagram":
             # The Facebook host's token inspection (graph.instagram.com has none).
@@ -838,9 +1214,10 @@ class Router:
             raise not_found(node)
         kind, row = found
         if host == "instagram" and row["object"] != "instagram":
-            raise not_found(node)  # Page objects live on the Facebook host only
-        fields_value = query.get("fields", [""])[0]
-        fields = top_fields(fields_value) if fields_value else None
+            raise not_found(node)  # Page and Messenger objects live on the Facebook host only
+        fields = query.get("fields", [""])[0] or None
+        # The path up to the version ("/v26.0", "/instagram/v26.0"): where other nodes' links start.
+        root = "/" + "/".join(path.strip("/").split("/")[:2 if host == "instagram" else 1])
         since = parse_time(query["since"][0]) if query.get("since") else None
         until = parse_time(query["until"][0]) if query.get("until") else None
         page = lambda rows, newest_first, cap, render: _page(
@@ -851,16 +1228,29 @@ class Router:
                 return {"id": row["id"], ("username" if row["object"] == "instagram" else "name"): row["name"]}
             if kind == "media":
                 return self.media(row, fields)
+            if kind == "conversation":
+                return self.conversation(row, fields, base_url, root, query.get("access_token", [""])[0])
+            if kind == "message":
+                if self.state.message_rank(row) >= MESSAGE_DETAILS_WINDOW:
+                    # Meta: "an error will be returned stating that the message has been deleted"
+                    # (its code is not recorded; 100 is Graph's code for an object it will not load).
+                    raise GraphError(100, message="(#100) This message has been deleted.")
+                return self.message(row, set(field_tree(fields)) if fields else None)
             return (self.ig_comment(row, fields) if row["object"] == "instagram"
                     else self.page_comment(row, fields))
         if edge == "subscribed_apps" and kind == "account":
             return {"data": self.state.subscribed_apps(node)}
+        if edge == "conversations" and kind == "account":
+            return self.conversation_list(host, row, query, base_url, path, root)
         if kind == "account" and row["object"] == "instagram" and edge == "media":
             return page(self.state.media_list(node, since, until), True, MAX_MEDIA_PAGE,
                         lambda r: self.media(r, fields))
         if kind == "account" and row["object"] == "page" and edge in ("feed", "posts"):
-            return page(self.state.media_list(node, since, until), True, MAX_MEDIA_PAGE,
-                        lambda r: self.media(r, fields))
+            if self.state.feed_paging(node) == "cursor":
+                return page(self.state.media_list(node, since, until), True, MAX_MEDIA_PAGE,
+                            lambda r: self.media(r, fields))
+            return _time_page(self.state, self.state.media_list(node, None, None), query, cap=MAX_MEDIA_PAGE,
+                              render=lambda r: self.media(r, fields), base_url=base_url, path=path)
         if kind == "media" and edge == "comments":
             rows = self.state.comment_rows(media_id=node)
             if row["object"] == "instagram":
@@ -869,14 +1259,24 @@ class Router:
             if query.get("filter", [""])[0] != "stream":
                 rows = [r for r in rows if not r["parent_id"]]
             newest = query.get("order", ["chronological"])[0] == "reverse_chronological"
-            return page(rows, newest, MAX_COMMENTS_PAGE, lambda r: self.page_comment(r, fields))
+            answer = page(rows, newest, MAX_COMMENTS_PAGE, lambda r: self.page_comment(r, fields))
+            if query.get("summary", [""])[0] in ("true", "1"):
+                answer["summary"] = self.comments_summary(rows, query, newest)
+            return answer
         if kind == "comment" and row["object"] == "instagram" and edge == "replies":
             return page(self.state.comment_rows(parent_id=node), True, MAX_COMMENTS_PAGE,
                         lambda r: self.ig_comment(r, fields, nested=False))
         if kind == "comment" and row["object"] == "page" and edge == "comments":
             newest = query.get("order", ["chronological"])[0] == "reverse_chronological"
-            return page(self.state.comment_rows(parent_id=node), newest, MAX_COMMENTS_PAGE,
-                        lambda r: self.page_comment(r, fields))
+            rows = self.state.comment_rows(parent_id=node)
+            answer = page(rows, newest, MAX_COMMENTS_PAGE, lambda r: self.page_comment(r, fields))
+            if query.get("summary", [""])[0] in ("true", "1"):
+                answer["summary"] = self.comments_summary(rows, query, newest)
+            return answer
+        if kind == "conversation" and edge == "messages":
+            return self.message_edge(row["conversation"], fields,
+                                     {k: v[0] for k, v in query.items() if k in ("limit", "after")},
+                                     base_url, root, query.get("access_token", [""])[0])
         raise GraphError(100, message=f"(#100) Tried accessing nonexisting field ({edge})")
 
     def post(self, host: str, node: str, edge: str | None, params: dict) -> dict:
@@ -983,13 +1383,14 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                                                app_id=data.get("app_id"),
                                                subscribed_fields=data.get("subscribed_fields"),
                                                name=data.get("username") or data.get("name"),
-                                               page_id=data.get("page_id"))
+                                               page_id=data.get("page_id"), feed_paging=data.get("feed_paging"))
                     return self._json(200, {"id": row["id"], "object": row["object"]})
                 if (method, name) == ("POST", "media"):
                     object = str(data.get("object", "instagram"))
                     state.account_upsert(id=str(data["account"]), object=object)
-                    row = state.media_upsert(account=str(data["account"]), id=str(data["id"]), object=object,
-                                             product_type=data.get("media_product_type"), ad_id=data.get("ad_id"),
+                    row = state.media_upsert(account=str(data["account"]), id=str(data.get("id") or ""),
+                                             object=object, product_type=data.get("media_product_type"),
+                                             ad_id=data.get("ad_id"),
                                              created=float(data["created_time"]) if data.get("created_time") else None)
                     return self._json(200, {"id": row["id"]})
                 if (method, name) == ("POST", "comments"):
@@ -1055,7 +1456,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                 if not token:
                     # The contract's choice: 190 (credentials). Meta's live answer to a MISSING token
                     # is observed as OAuthException 104; a client should treat both as credentials.
-                    raise GraphError(190, message="An access token is required to request this resource.")
+                    raise GraphError(190, message="An access token is required to request this resource.",
+                                     full=True)
                 host, segments = parsed
                 node, edge = segments[0], (segments[1] if len(segments) > 1 else None)
                 if method == "GET":
@@ -1092,7 +1494,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             headers = {"WWW-Authenticate": 'OAuth "Facebook Platform" "invalid_token"'} if error.code == 190 else {}
             if fault is not None and fault.retry_minutes is not None:
                 headers["X-Business-Use-Case-Usage"] = _business_usage(state, path, fault)
-            self._json(error.status, error.envelope(), headers)
+            parsed = _graph_path(path)
+            self._json(error.status, error.envelope(parsed[0] if parsed else "facebook"), headers)
 
         def _dispatch(self, method: str) -> None:
             raw = self._raw_body() if method == "POST" else b""
