@@ -7,6 +7,9 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+# Pure (no Django, no app): Meta's documented bound on one body.
+from conduit.providers.meta.webhook import MAX_BODY_BYTES as META_MAX_BODY_BYTES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env(
@@ -288,6 +291,14 @@ CONDUIT_EVIDENCE_MODEL = env.str("CONDUIT_EVIDENCE_MODEL", default="") or None
 
 # Webhook bodies above this size are refused with 413 before any parsing.
 CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")
+# The Meta endpoint's (/webhooks/meta/<app id>/): by default the largest body Meta's documented
+# bounds allow, 1,000 updates of at most an 8,000-character comment each sent escaped (about
+# 50 MiB; conduit.providers.meta.webhook.MAX_BODY_BYTES says how it is derived), because a body
+# Meta sends and Conduit refuses is retried for 36 hours and may get the app unsubscribed. An
+# operator who knows the accounts' comments are shorter may lower it: each worker holds one body.
+CONDUIT_META_WEBHOOK_MAX_BYTES = env.int("CONDUIT_META_WEBHOOK_MAX_BYTES", default=META_MAX_BODY_BYTES)
+if CONDUIT_META_WEBHOOK_MAX_BYTES < 1:
+    raise ImproperlyConfigured("CONDUIT_META_WEBHOOK_MAX_BYTES must be a positive number of bytes")
 # Seconds a provider is told to wait when the store is unavailable (503).
 CONDUIT_RETRY_AFTER_SECONDS = env("CONDUIT_RETRY_AFTER_SECONDS")
 

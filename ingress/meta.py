@@ -8,6 +8,13 @@ an entry goes to the source whose adapter serves the body's object and whose
 account is the entry's id; an entry no source owns gets an authenticated
 `unknown_account` receipt. Meta understands only 200, so every authentic body
 is answered 200, its receipts named in the answer.
+
+Concurrent bodies lock what they share in one order: each source's events (by
+event key, ingress.services), then its own items (by kind and id), then its
+ignored counts (by name), sources by primary key, each table in one statement.
+A refused body meets its first receipt: by a read, and where copies of one body
+race to write it, by the database's constraint (ONE_WAITING_RECEIPT): the copy
+that loses has written nothing that stays and is run again, meeting it.
 """
 
 from __future__ import annotations
@@ -19,8 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Mapping
 
-from django.db import DataError, transaction
-from django.db.models import F
+from django.db import DataError, IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from conduit.canonical import sha256_hex
@@ -31,10 +37,10 @@ from conduit.providers.meta.subscriptions import (
     subscription_problem,
     token_expiry_problem,
 )
-from conduit.providers.meta.webhook import MetaBody, body_split
+from conduit.providers.meta.webhook import MetaBody, body_split, counter_name
 from conduit.providers.registry import ADAPTERS, get_adapter
-from conduit.sql import insert_rows, update_rows
-from ingress.models import IgnoredUpdate, QuarantineReceipt, SelfAuthoredItem, Source
+from conduit.sql import columns_sql, json_casts, json_encoded
+from ingress.models import ONE_WAITING_RECEIPT, IgnoredUpdate, QuarantineReceipt, SelfAuthoredItem, Source
 from ingress.selectors import source_config
 from ingress.services import (
     EventResult,
@@ -49,6 +55,9 @@ logger = logging.getLogger("conduit.ingress")
 
 META_ADAPTERS = tuple(name for name, cls in ADAPTERS.items() if getattr(cls, "object", ""))
 MAX_CHALLENGE = 256
+# How often one body is run again after losing a receipt race: once suffices (the receipt it lost
+# to is committed when it learns of it); the bound keeps a broken invariant from looping.
+RECEIPT_RACE_ATTEMPTS = 3
 
 
 @dataclass
@@ -85,51 +94,114 @@ def verification_answer(*, app_id: str, mode: str, token: str, challenge: str) -
     return challenge if any(matched) else None
 
 
+def _upsert(model: type[models.Model], columns: tuple[str, ...], rows: list[list], *,
+            conflict: tuple[str, ...], assign: str, returning: tuple[str, ...]) -> list[tuple]:
+    """INSERT `rows` in the order given or, where `conflict` already holds one, apply `assign` (SQL
+    over `held`, the row held, and EXCLUDED, the row offered): one statement, returning the
+    `returning` columns of each row written.
+
+    One statement takes its rows' locks in its rows' order, so callers pass them sorted by key:
+    two transactions sharing rows then wait for each other in one order, never in a cycle. On
+    PostgreSQL the rows travel as one JSON parameter read in order (WITH ORDINALITY ... ORDER BY).
+    """
+    column_sql, fields = columns_sql(model, columns)
+    qn = connection.ops.quote_name
+    column = {name: qn(model._meta.get_field(name).column) for name in (*conflict, *returning)}
+    head = f"INSERT INTO {qn(model._meta.db_table)} AS held ({column_sql})"
+    tail = (f"ON CONFLICT ({', '.join(column[name] for name in conflict)}) DO UPDATE SET {assign} "
+            f"RETURNING {', '.join(column[name] for name in returning)}")
+    encoded = json_encoded(fields, rows) if connection.vendor == "postgresql" else None
+    with connection.cursor() as cursor:
+        if encoded is not None:
+            cursor.execute(f"{head} SELECT {', '.join(json_casts(fields, 'r'))} "
+                           f"FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) ORDER BY r.n {tail}",
+                           [encoded])
+        else:
+            placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+            cursor.execute(f"{head} VALUES {', '.join([placeholders] * len(rows))} {tail}",
+                           [f.get_db_prep_save(v, connection) for row in rows for f, v in zip(fields, row)])
+        return cursor.fetchall()
+
+
+SELF_AUTHORED_COLUMNS = ("source", "kind", "provider_id", "parent_ref", "correlation", "text_digest",
+                         "occurred_at", "first_seen_at", "seen_count")
+
+
 def self_authored_record(source: Source, items: list[OwnItem], at: datetime) -> None:
     """Keep what the account itself authored (seen by a webhook or a read-back) as receipt
-    evidence, once per item; whoever listens (replies) hears of it after commit."""
+    evidence, once per item; whoever listens (replies) hears of it after commit.
+
+    One upsert in (kind, provider id) order, as events are written in key order: two bodies
+    carrying the same items in opposite orders wait for each other, never deadlock. An item is
+    one sighting per body (as an event is), its first record kept: a repeat counts, and the text
+    digest first seen stays (one recorded before digests were kept is filled in).
+    """
+    first: dict[tuple[str, str], OwnItem] = {}
     for item in items:
-        values = {"source": source.pk, "kind": item.kind, "provider_id": item.provider_id,
-                  "parent_ref": item.parent_ref, "correlation": item.correlation,
-                  "occurred_at": item.occurred_at, "first_seen_at": at, "seen_count": 1}
-        (created,) = insert_rows(SelfAuthoredItem, list(values), [list(values.values())],
-                                 ignore_conflicts=True) or [None]
-        if created is None:
-            update_rows(SelfAuthoredItem, where={"source": source.pk, "kind": item.kind,
-                                                 "provider_id": item.provider_id},
-                        assign={"seen_count": F("seen_count") + 1})
-    if items:
-        seen = [{"kind": i.kind, "provider_id": i.provider_id, "parent_ref": i.parent_ref,
-                 "correlation": i.correlation} for i in items]
-        # After commit: whoever listens (replies) reads what this transaction recorded.
-        transaction.on_commit(lambda: self_authored_seen.send(sender=SelfAuthoredItem, source_id=source.pk,
-                                                              items=seen))
+        first.setdefault((item.kind, item.provider_id), item)
+    if not first:
+        return
+    ordered = sorted(first.items())
+    rows = [[source.pk, kind, provider_id, item.parent_ref, item.correlation, item.text_digest,
+             item.occurred_at, at, 1] for (kind, provider_id), item in ordered]
+    digests = {(kind, provider_id): digest for kind, provider_id, digest in _upsert(
+        SelfAuthoredItem, SELF_AUTHORED_COLUMNS, rows, conflict=("source", "kind", "provider_id"),
+        assign="seen_count = held.seen_count + 1, "
+               "text_digest = COALESCE(NULLIF(held.text_digest, ''), EXCLUDED.text_digest)",
+        returning=("kind", "provider_id", "text_digest"))}
+    seen = [{"kind": kind, "provider_id": provider_id, "parent_ref": item.parent_ref,
+             "correlation": item.correlation, "text_digest": digests[(kind, provider_id)]}
+            for (kind, provider_id), item in ordered]
+    # After commit: whoever listens (replies) reads what this transaction recorded.
+    transaction.on_commit(lambda: self_authored_seen.send(sender=SelfAuthoredItem, source_id=source.pk,
+                                                          items=seen))
+
+
+IGNORED_COLUMNS = ("source", "name", "count", "last_seen_at")
 
 
 def ignored_count(source: Source, names: Counter, at: datetime) -> None:
-    """Count updates outside the source's allowlist (one upsert per name)."""
-    for name, count in sorted(names.items()):
-        values = {"source": source.pk, "name": name[:64], "count": count, "last_seen_at": at}
-        (created,) = insert_rows(IgnoredUpdate, list(values), [list(values.values())],
-                                 ignore_conflicts=True) or [None]
-        if created is None:
-            update_rows(IgnoredUpdate, where={"source": source.pk, "name": name[:64]},
-                        assign={"count": F("count") + count, "last_seen_at": at})
+    """Count updates outside the source's allowlist: one upsert, in name order.
+
+    Names come escaped and bounded (counter_name); escaping again leaves such a name as it is,
+    and makes any other storable, so a count is never what refuses a body.
+    """
+    counts: Counter = Counter()
+    for name, count in names.items():
+        counts[counter_name(name)] += count  # two names may meet once bounded: one row, one count
+    if not counts:
+        return
+    rows = [[source.pk, name, count, at] for name, count in sorted(counts.items())]
+    _upsert(IgnoredUpdate, IGNORED_COLUMNS, rows, conflict=("source", "name"),
+            assign="count = held.count + EXCLUDED.count, last_seen_at = EXCLUDED.last_seen_at",
+            returning=("name",))
 
 
 def _receipt_once(*, source: Source, reason_code: str, detail: str, event_index: int | None,
                   quarantine: dict) -> str:
     """One authenticated receipt per body and finding: Meta retries a body for up to 36 hours, and
-    each retry (the same bytes, so the same delivery id) meets the first receipt, not a new one."""
+    each retry (the same bytes, so the same delivery id) meets the first receipt, not a new one.
+
+    Copies of a body arriving at once may all read no receipt: the database's constraint
+    (ONE_WAITING_RECEIPT) lets one write it, and the others' IntegrityError makes the caller run
+    them again (meta_webhook_receive), when this read meets it.
+    """
     earlier = QuarantineReceipt.objects.filter(
-        source=source, delivery_id=quarantine["delivery_id"], authenticated=True, reason_code=reason_code,
-        event_index=event_index,
-    ).values_list("receipt_id", flat=True).first()
+        source=source, delivery_id=quarantine["delivery_id"], body_sha256=quarantine["body_sha256"],
+        authenticated=True, reason_code=reason_code, event_index=event_index,
+    ).order_by("pk").values_list("receipt_id", flat=True).first()
     if earlier is not None:
         return str(earlier)
     receipt = _quarantine(source=source, reason_code=reason_code, detail=detail, event_index=event_index,
                           **quarantine)
     return str(receipt.receipt_id)
+
+
+def _receipt_race(error: IntegrityError) -> bool:
+    """Whether `error` is a copy of a body losing the race to write a receipt (ONE_WAITING_RECEIPT),
+    not a broken invariant."""
+    diagnosis = getattr(error.__cause__, "diag", None)  # psycopg names the constraint
+    return ONE_WAITING_RECEIPT in (getattr(diagnosis, "constraint_name", None) or str(error))
 
 
 def _route(split: MetaBody, sources: list[Source]) -> tuple[dict[int, list], list[int]]:
@@ -153,7 +225,9 @@ def meta_webhook_receive(
     """Verify one Meta body against the app's secrets and accept its entries in one transaction.
 
     Raises ProofRefused (after recording the failure on the app's first
-    source) and SecretUnavailable (no secret the sources name is set).
+    source) and SecretUnavailable (no secret the sources name is set). A copy
+    of the body that loses the race to write a receipt (ONE_WAITING_RECEIPT)
+    is taken back whole and run again, meeting the receipt the winner wrote.
     """
     now = now or timezone.now()
     anchor = sources[0]
@@ -174,10 +248,31 @@ def meta_webhook_receive(
             source=anchor, error=failure, body_hash=body_hash, body_bytes=len(body), at=now)
         raise ProofRefused(failure, receipt_id, coalesced)
 
-    result = MetaResult(delivery_id=proof.delivery_id)
     quarantine = dict(authenticated=True, body_sha256=body_hash, body_bytes=len(body), at=now,
                       delivery_id=proof.delivery_id)
     split = body_split(body)
+    for attempt in range(1, RECEIPT_RACE_ATTEMPTS + 1):
+        try:
+            result = _accept(app_id=app_id, sources=sources, split=split, quarantine=quarantine, now=now)
+            break
+        except IntegrityError as exc:
+            if attempt == RECEIPT_RACE_ATTEMPTS or not _receipt_race(exc):
+                raise  # a broken invariant is a bug, not an outage
+            # A copy of this body wrote the receipt first and committed; nothing of this attempt
+            # stays, and the next meets that receipt.
+            logger.info("meta receipt race app=%s delivery=%s attempt=%s", app_id, proof.delivery_id, attempt)
+    logger.info("ingested meta app=%s delivery=%s results=%s ignored=%s", app_id, proof.delivery_id,
+                ",".join(f"{r['result']}:{r.get('reason_code') or 'ok'}" for r in result.results), result.ignored)
+    return result
+
+
+def _accept(*, app_id: str, sources: list[Source], split: MetaBody | Rejection, quarantine: dict,
+            now: datetime) -> MetaResult:
+    """An authentic body's entries accepted in one transaction (or its refusal recorded): the
+    attempt meta_webhook_receive runs again when it loses a receipt race."""
+    anchor = sources[0]
+    delivery_id = quarantine["delivery_id"]
+    result = MetaResult(delivery_id=delivery_id)
     try:
         with transaction.atomic(durable=True):
             if isinstance(split, Rejection):  # the whole body
@@ -190,7 +285,7 @@ def meta_webhook_receive(
             served = [s for s in sources if getattr(ADAPTERS[s.adapter], "object", "") == split.object]
             if not served:
                 # An object none of the app's sources takes (user, permissions, ...): counted, not kept.
-                ignored_count(anchor, Counter({f"object.{split.object}"[:64]: len(split.entries)}), now)
+                ignored_count(anchor, Counter({counter_name("object", split.object): len(split.entries)}), now)
                 result.ignored = len(split.entries)
                 return result
             routed, unowned = _route(split, sources)
@@ -203,23 +298,23 @@ def meta_webhook_receive(
                 result.results.append({"index": index, "result": "quarantined",
                                        "reason_code": "unknown_account", "receipt_id": receipt_id})
             for source in sorted((s for s in sources if s.pk in routed), key=lambda s: s.pk):
-                accepted = _source_accept(source, routed[source.pk], proof.delivery_id, quarantine, now)
+                accepted = _source_accept(source, routed[source.pk], delivery_id, quarantine, now)
                 result.ignored += accepted[1]
                 for r in accepted[0]:
                     result.results.append(_result_row(source, r))
                     if r.receipt_id and r.receipt_id not in result.receipt_ids:
                         result.receipt_ids.append(r.receipt_id)
     except DataError as exc:
-        logger.error("store refused a value app=%s delivery=%s error=%s", app_id, proof.delivery_id,
+        # The adapter's boundary should have refused this value; say so loudly, but answer Meta
+        # as a refusal, one receipt however often the body comes back.
+        logger.error("store refused a value app=%s delivery=%s error=%s", app_id, delivery_id,
                      type(exc).__name__)
         with transaction.atomic(durable=True):
-            receipt = _quarantine(source=anchor, reason_code="unstorable_value", **quarantine,
-                                  detail="the event store refused a value of this body; nothing of it was accepted")
-        result.results = [{"index": None, "result": "quarantined", "reason_code": "unstorable_value",
-                           "receipt_id": str(receipt.receipt_id)}]
-        result.receipt_ids = [str(receipt.receipt_id)]
-    logger.info("ingested meta app=%s delivery=%s results=%s ignored=%s", app_id, proof.delivery_id,
-                ",".join(f"{r['result']}:{r.get('reason_code') or 'ok'}" for r in result.results), result.ignored)
+            receipt_id = _receipt_once(
+                source=anchor, reason_code="unstorable_value", event_index=None, quarantine=quarantine,
+                detail="the event store refused a value of this body; nothing of it was accepted")
+        result = MetaResult(delivery_id=delivery_id, receipt_ids=[receipt_id], results=[
+            {"index": None, "result": "quarantined", "reason_code": "unstorable_value", "receipt_id": receipt_id}])
     return result
 
 

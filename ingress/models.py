@@ -4,7 +4,8 @@ import uuid
 
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce, Concat
 
 from conduit.statemachine import TransitionRecord
 
@@ -214,8 +215,19 @@ class QuarantineState(models.TextChoices):
     CORRECTED = "CORRECTED"
 
 
+# The constraint that keeps one waiting receipt per finding of a delivery identified by its body:
+# its name is how a writer that lost a race to it (ingress.meta) tells that race from a broken
+# invariant.
+ONE_WAITING_RECEIPT = "quarantine_one_waiting_per_finding"
+
+
 class QuarantineReceipt(models.Model):
-    """The quarantine ledger: input that failed proof or identity, kept for review."""
+    """The quarantine ledger: input that failed proof or identity, kept for review.
+
+    A finding (one body, reason and member) of a delivery that has no id but its body's hash
+    (Meta's) waits for review once: a retry, or copies of the body posted at once, meet its
+    receipt (database constraint below).
+    """
 
     receipt_id = models.UUIDField(default=uuid.uuid4, editable=False)
     source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="quarantine")
@@ -253,6 +265,23 @@ class QuarantineReceipt(models.Model):
             models.UniqueConstraint(fields=["receipt_id"], name="quarantine_receipt_id_unique"),
             models.CheckConstraint(
                 condition=Q(state__in=QuarantineState.values), name="quarantine_state_valid"
+            ),
+            # One waiting receipt per source, delivery, body, reason and member (a whole body's
+            # finding has no member: -1 stands for it, as NULLs never collide in a unique index).
+            # Only authenticated receipts: an unauthenticated one is bounded per minute instead
+            # (ProofFailureWindow). Only waiting ones: a reviewed receipt is history, met by a read
+            # (ingress.meta._receipt_once); the race this settles is between copies of a body
+            # arriving before any receipt exists. Only deliveries whose id is their body's hash
+            # (`sha256:<body_sha256>`, Meta's, which sends no id): every copy of those bytes is
+            # the same delivery, and their writer (ingress.meta) runs a copy that lost the race
+            # again. A provider's own delivery ids are met by a read in ingress.services, which
+            # does not yet run a lost race again: its receipts join when it does.
+            models.UniqueConstraint(
+                F("source"), F("delivery_id"), F("body_sha256"), F("reason_code"),
+                Coalesce(F("event_index"), Value(-1)),
+                condition=Q(authenticated=True, state="QUARANTINED",
+                            delivery_id=Concat(Value("sha256:"), F("body_sha256"))),
+                name=ONE_WAITING_RECEIPT,
             ),
         ]
 
@@ -308,6 +337,9 @@ class SelfAuthoredItem(models.Model):
     provider_id = models.CharField(max_length=200)
     parent_ref = models.CharField(max_length=200, help_text="The comment answered, or the person written to.")
     correlation = models.CharField(max_length=1000, blank=True, help_text="What the platform echoed back.")
+    # conduit.providers.base.reply_text_digest of the item's text (the text itself is never kept):
+    # a receipt is matched to the approved copy by it. The first digest seen is kept.
+    text_digest = models.CharField(max_length=64, blank=True, default="")
     occurred_at = models.DateTimeField()
     first_seen_at = models.DateTimeField()
     seen_count = models.PositiveIntegerField(default=1)

@@ -27,6 +27,8 @@ class AdapterSecurityCases:
     quarantined_status = 200
     # Whether a second, rotating secret can be registered beside the first.
     rotates = False
+    # The setting that bounds this endpoint's bodies.
+    limit_setting = "CONDUIT_WEBHOOK_MAX_BYTES"
 
     @pytest.fixture(autouse=True)
     def _source(self, db):
@@ -81,7 +83,7 @@ class AdapterSecurityCases:
 
     def test_oversize_body_is_413_and_writes_nothing(self, client, settings):
         body = self.valid_body()
-        settings.CONDUIT_WEBHOOK_MAX_BYTES = len(body) - 1
+        setattr(settings, self.limit_setting, len(body) - 1)
         response = self.post(client, body, self.signed(body))
         assert response.status_code == 413 and response.json()["code"] == "payload_too_large"
         assert not QuarantineReceipt.objects.exists() and not InboundEvent.objects.exists()
@@ -138,6 +140,7 @@ class _MetaCases(AdapterSecurityCases):
     url = f"/webhooks/meta/{APP_ID}/"
     unknown_account_code = "unknown_account"
     rotates = True
+    limit_setting = "CONDUIT_META_WEBHOOK_MAX_BYTES"
 
     @pytest.fixture(autouse=True)
     def _source(self, meta_sources):

@@ -26,9 +26,16 @@ entry's `time` stands in, marked approximate in `occurred_at_original`
 comment's `timestamp` without a conflict.
 
 Self-authored items (the account's own comments, echoes of its messages) are
-returned as OwnItem, receipt evidence, never events. Anything else (another
-field, item or verb, an event type the source does not allowlist) is Ignored:
-counted per source, never quarantined.
+returned as OwnItem, receipt evidence, never events, with the digest of their
+text (reply_text_digest) so a receipt is matched to the approved copy. Anything
+else (another field, item or verb, an event type the source does not allowlist)
+is Ignored: counted per source under a name that is escaped and bounded
+(`counter_name`), never quarantined.
+
+The boundary: whatever leaves an authentic body holds (a number where a list
+goes, a list where a word goes, a time past the calendar, a lone surrogate or
+a NUL in a name), each item ends an Observation, an OwnItem, an Ignored or a
+Rejection; nothing a body sends raises past `body_split` and `observe`.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from conduit.providers.base import (
     SecretUnavailable,
     SourceAdapter,
     SourceConfig,
+    reply_text_digest,
     strict_json,
 )
 
@@ -60,6 +68,22 @@ SIGNATURE_HEADER = "x-hub-signature-256"
 SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
 # Meta's documented bound on one body.
 MAX_UPDATES_PER_BODY = 1000
+# The largest body Meta may send, from its documented bounds: 1,000 updates, each at most the
+# longest comment (a Facebook comment: 8,000 characters; an Instagram one: 2,200) with every
+# character at its longest on the wire (Meta sends non-ASCII as a 6-byte \uXXXX escape), plus
+# what else an update carries (ids, author, times, attachment links, keys and punctuation).
+# 1,000 x (8,000 x 6 + 4,096) = 52,096,000 bytes (about 50 MiB). The default of the Meta
+# endpoint's body limit (settings.CONDUIT_META_WEBHOOK_MAX_BYTES): a body Meta may send must
+# not be answered 413, which Meta retries for 36 hours and, past about an hour of failures,
+# may answer by unsubscribing the app.
+MAX_COMMENT_CHARACTERS = 8000
+ESCAPED_CHARACTER_BYTES = 6
+UPDATE_ENVELOPE_BYTES = 4096
+MAX_BODY_BYTES = MAX_UPDATES_PER_BODY * (MAX_COMMENT_CHARACTERS * ESCAPED_CHARACTER_BYTES + UPDATE_ENVELOPE_BYTES)
+# An Ignored counter's name (ingress's IgnoredUpdate.name holds 64 characters).
+MAX_COUNTER_NAME = 64
+# What an echo's metadata may carry back (Meta's bound on message.metadata).
+MAX_CORRELATION = 1000
 CONTRACT_VERSION = "meta-v1"
 APPROXIMATE = APPROXIMATE_MARK + "entry.time="
 # Entry times past this are milliseconds (messaging); before it, seconds (changes).
@@ -93,6 +117,15 @@ def signature_header(*, body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret_bytes(secret), body, hashlib.sha256).hexdigest()
 
 
+def counter_name(*parts: str) -> str:
+    """The name an ignored update is counted under, from names a body chose (its object, field,
+    item or verb): joined by dots, each unprintable character or lone surrogate as its backslash
+    escape (`\\x00`, `\\ud800`), at most 64 characters. A name is only a count's label, so what it
+    holds is escaped, never refused: a NUL refused by the store would take the body's events with it."""
+    name = ".".join(parts)
+    if not name.isprintable():
+        name = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+    return name[:MAX_COUNTER_NAME]
 
 
 @dataclass(frozen=True)
@@ -133,8 +166,11 @@ def body_split(body: bytes) -> MetaBody | Rejection:
         entry_time = entry.get("time")
         if not isinstance(entry_time, int) or isinstance(entry_time, bool):
             entry_time = None
+        changes = entry.get("changes") or []
+        if not isinstance(changes, list):
+            return Rejection(None, "invalid_body", "changes must be a list")
         items: list[dict] = []
-        for change in entry.get("changes") or []:
+        for change in changes:
             if not isinstance(change, dict):
                 return Rejection(None, "invalid_body", "each change must be an object")
             field = change.get("field")
@@ -163,16 +199,42 @@ def _ref(value: Any) -> str | None:
 
 
 def _time(value: Any) -> tuple[datetime, str] | None:
-    """Meta's times: unix seconds (changes), milliseconds (messaging) or ISO 8601 (`+0000`)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        seconds = value / 1000 if value >= _MILLISECONDS_FROM else value
-        return datetime.fromtimestamp(seconds, tz=timezone.utc), str(value)
-    if isinstance(value, str) and value:
-        parsed = datetime.fromisoformat(value)
-        if parsed.tzinfo is None:
-            return None
-        return parsed.astimezone(timezone.utc), value[:64]
+    """Meta's times: unix seconds (changes), milliseconds (messaging) or ISO 8601 (`+0000`), as
+    (UTC time, as sent); None for anything else, a time no calendar holds included."""
+    try:
+        if isinstance(value, int) and not isinstance(value, bool):
+            seconds = value / 1000 if value >= _MILLISECONDS_FROM else value
+            return datetime.fromtimestamp(seconds, tz=timezone.utc), str(value)
+        if isinstance(value, str) and value:
+            parsed = datetime.fromisoformat(value)
+            if parsed.tzinfo is None:
+                return None
+            return parsed.astimezone(timezone.utc), value[:64]
+    # A number past the calendar raises, by platform and size, OSError (past time_t: not among
+    # the input errors the adapter's boundary catches), OverflowError or ValueError; a string
+    # ValueError, or OverflowError at the calendar's edges. Each is a time the body lacks.
+    except (OSError, OverflowError, ValueError):
+        return None
     return None
+
+
+def _entry_time(item: dict) -> tuple[datetime, str] | None:
+    """The entry's time standing in for an item's own, marked approximate; None without one."""
+    entry_time = item.get("entry_time")
+    when = _time(entry_time) if isinstance(entry_time, int) else None
+    return None if when is None else (when[0], f"{APPROXIMATE}{when[1]}")
+
+
+def _correlation(value: Any) -> str:
+    """What an echo carried back for correlation (the metadata Conduit sent), or "" where it holds
+    nothing Conduit could have sent: not text, or text no ledger stores (a NUL, a lone surrogate)."""
+    if not isinstance(value, str) or "\x00" in value:
+        return ""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return ""
+    return value[:MAX_CORRELATION]
 
 
 def _text(value: Any) -> str | None:
@@ -223,12 +285,13 @@ class MetaWebhookAdapter(SourceAdapter):
         if not isinstance(item, dict):
             return Rejection(index, "invalid_body", "each update must be an object")
         field, value = item.get("field", ""), item.get("value")
+        field = field if isinstance(field, str) else ""
         if field in ("messaging", "standby") or (field == "messages" and self.object == "instagram"):
             return self._message(index, value, account, config, item.get("entry_time"))
         return self.change(index, field, value, account, config, item)
 
     def change(self, index: int, field: str, value: Any, account: str, config: SourceConfig, item: dict):
-        return Ignored(index, f"{self.object}.{field}"[:64])
+        return Ignored(index, counter_name(self.object, field))
 
     def _observation(self, *, index: int, account: str, config: SourceConfig, event_type: str,
                      event_id: str, conversation: str, message: str, sender: str,
@@ -263,9 +326,8 @@ class MetaWebhookAdapter(SourceAdapter):
         if text is None:
             return Rejection(index, "invalid_body", "message.text must be a string")
         if message.get("is_echo") is True or sender == account:
-            metadata = message.get("metadata")
-            return OwnItem(index, "message", mid, recipient,
-                           metadata[:1000] if isinstance(metadata, str) else "", when[0])
+            return OwnItem(index, "message", mid, recipient, _correlation(message.get("metadata")), when[0],
+                           text_digest=reply_text_digest(text))
         if message.get("is_deleted") is True:
             return Ignored(index, "messaging.deleted")
         if "message.created" not in config.event_types:
@@ -286,7 +348,7 @@ class MetaInstagramWebhook(MetaWebhookAdapter):
 
     def change(self, index, field, value, account, config, item):
         if field not in ("comments", "live_comments"):
-            return Ignored(index, f"instagram.{field}"[:64])
+            return Ignored(index, counter_name("instagram", field))
         if not isinstance(value, dict):
             return Rejection(index, "invalid_body", "a comment change needs a value object")
         author = value.get("from") if isinstance(value.get("from"), dict) else {}
@@ -303,15 +365,13 @@ class MetaInstagramWebhook(MetaWebhookAdapter):
         # The read-back carries the comment's own time; a notification only the entry's.
         if value.get("timestamp") is not None:
             when = _time(value.get("timestamp"))
-        elif isinstance(item.get("entry_time"), int):
-            at, seconds = _time(item["entry_time"])
-            when = (at, f"{APPROXIMATE}{seconds}")
         else:
-            when = None
+            when = _entry_time(item)
         if when is None:
             return Rejection(index, "invalid_occurred_at", "the comment's time is missing or not a time")
         if sender == account:
-            return OwnItem(index, "comment", comment, parent or media_id, "", when[0])
+            return OwnItem(index, "comment", comment, parent or media_id, "", when[0],
+                           text_digest=reply_text_digest(text))
         if "comment.created" not in config.event_types:
             return Ignored(index, "comment.created")
         return self._observation(
@@ -330,16 +390,17 @@ class MetaPageWebhook(MetaWebhookAdapter):
 
     def change(self, index, field, value, account, config, item):
         if field != "feed":
-            return Ignored(index, f"page.{field}"[:64])
+            return Ignored(index, counter_name("page", field))
         if not isinstance(value, dict):
             return Rejection(index, "invalid_body", "a feed change needs a value object")
-        if value.get("item") != "comment":
-            kind = value.get("item") if isinstance(value.get("item"), str) else "other"
-            return Ignored(index, f"page.feed.{kind}"[:64])
-        event_type = COMMENT_VERBS.get(value.get("verb"))
+        kind = value.get("item")
+        if kind != "comment":
+            return Ignored(index, counter_name("page.feed", kind if isinstance(kind, str) else "other"))
+        # A verb is looked up only as a string: a list or an object is no verb (and unhashable).
+        verb = value.get("verb")
+        event_type = COMMENT_VERBS.get(verb) if isinstance(verb, str) else None
         if event_type is None:
-            verb = value.get("verb") if isinstance(value.get("verb"), str) else "other"
-            return Ignored(index, f"page.feed.comment.{verb}"[:64])
+            return Ignored(index, counter_name("page.feed.comment", verb if isinstance(verb, str) else "other"))
         author = value.get("from") if isinstance(value.get("from"), dict) else {}
         comment, post, sender = _ref(value.get("comment_id")), _ref(value.get("post_id")), _ref(author.get("id"))
         if comment is None or post is None or sender is None:
@@ -350,14 +411,13 @@ class MetaPageWebhook(MetaWebhookAdapter):
         text = _text(value.get("message"))
         if text is None:
             return Rejection(index, "invalid_body", "message must be a string")
-        when = _time(value.get("created_time"))
-        if when is None and isinstance(item.get("entry_time"), int):
-            at, seconds = _time(item["entry_time"])
-            when = (at, f"{APPROXIMATE}{seconds}")
+        # A time sent but unreadable refuses the comment; a comment sent without one takes the entry's.
+        created = value.get("created_time")
+        when = _time(created) if created is not None else _entry_time(item)
         if when is None:
             return Rejection(index, "invalid_occurred_at", "created_time is missing or not a time")
         if sender == account:
-            return OwnItem(index, "comment", comment, parent, "", when[0]) \
+            return OwnItem(index, "comment", comment, parent, "", when[0], text_digest=reply_text_digest(text)) \
                 if event_type == "comment.created" else Ignored(index, f"own.{event_type}")
         if event_type not in config.event_types:
             return Ignored(index, event_type)
