@@ -26,6 +26,7 @@ from conduit.providers.meta import webhook
 from conduit.providers.meta.webhook import MAX_UPDATES_PER_BODY, signature_header
 from ingress.models import IgnoredUpdate, InboundEvent, QuarantineReceipt, SelfAuthoredItem
 from tests.meta.conftest import APP_ID, APP_SECRET, IG_ACCOUNT, PAGE_ACCOUNT, meta_body
+from tests.replies.test_route_migration import _migrate
 
 URL = f"/webhooks/meta/{APP_ID}/"
 PERSON = "17841400000000901"
@@ -282,13 +283,6 @@ def test_the_database_holds_one_waiting_receipt_per_finding(meta_sources):
     # A provider's own delivery id is left to its writer's read (ingress.services).
     QuarantineReceipt.objects.create(**{**values, "delivery_id": "msg_test_own_id"})
     QuarantineReceipt.objects.create(**{**values, "delivery_id": "msg_test_own_id"})
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
