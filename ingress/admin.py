@@ -90,8 +90,9 @@ class SourceAdmin(admin.ModelAdmin):
         if obj is None or not obj.pk or obj.adapter not in ADAPTERS:
             return "-"
         adapter = get_adapter(obj.adapter)
-        rows = [format_html("<li><code>{}</code>: recovery <b>{}</b>, answered by {}{}</li>", f["event_type"],
-                            f["recovery"], f["answers"], f": {f['limitation']}" if f["limitation"] else "")
+        rows = [format_html("<li><code>{}</code>: recovery <b>{}</b>, {}{}</li>", f["event_type"], f["recovery"],
+                            "plans no reply" if f["answers"] == "nothing" else f"a reply answers the {f['answers']}",
+                            f": {f['limitation']}" if f["limitation"] else "")
                 for f in (adapter.family(t).as_dict() for t in obj.event_types)]
         transports = adapter.receipt_transports
         compared = "every transport" if transports is None else ", ".join(sorted(transports))

@@ -11,6 +11,10 @@ from ingress.meta import meta_subscriptions_check
 from reconcile.selectors import needs_a_person, source_health
 
 
+def _replies(answers: str) -> str:
+    return "plans no reply" if answers == "nothing" else f"a reply answers the {answers}"
+
+
 class Command(BaseCommand):
     help = ("Print each source's health: checkpoint, active scan, due time, last error and its streak, "
             "stranded and unknown sends, failed repairs, quarantine waiting, retry candidates and "
@@ -66,7 +70,7 @@ class Command(BaseCommand):
                 for family in row["families"]:
                     limitation = f": {family['limitation']}" if family["limitation"] else ""
                     self.stdout.write(f"  family            {family['event_type']} recovery {family['recovery']}, "
-                                      f"answered by {family['answers']}{limitation}")
+                                      f"{_replies(family['answers'])}{limitation}")
                 compared = row["receipts_compared_for"]
                 self.stdout.write(f"  receipts compared {compared if isinstance(compared, str) else ', '.join(compared)}"
                                   " (other routes' sends are left as they are: not compared)")
