@@ -227,12 +227,16 @@ def edits_seen(source: Source, adapter, observations: list) -> list:
     editable = {o.event_key: o for o in observations if edit_of(o) is not None}
     if not editable:
         return observations
-    held = dict(InboundEvent.objects.filter(source=source, event_key__in=list(editable))
-                .values_list("event_key", "payload_hash"))
+    held = {key: rest for key, *rest in InboundEvent.objects.filter(source=source, event_key__in=list(editable))
+            .values_list("event_key", "payload_hash", "sender_ref", "conversation_ref", "message_text")}
     staged = []
     for observation in observations:
-        first = held.get(observation.event_key)
-        if observation.event_key in editable and first is not None and first != observation.payload_hash:
+        first, sender, post, text = held.get(observation.event_key) or (None, None, None, None)
+        # An edit changes the text only: another author or post is an identity conflict, and the
+        # same text (where it is still kept) is no edit either.
+        edited = (first is not None and first != observation.payload_hash and sender == observation.sender_ref
+                  and post == observation.conversation_ref and (not text or text != observation.text))
+        if observation.event_key in editable and edited:
             staged.append(replace(observation, payload_hash=first))
             edit = edit_of(observation)
             if edit.event_type in allowed:

@@ -7,11 +7,13 @@ unknown), the receiver of ingress's `self_authored_seen` signal and reconciliati
 
 1. the item carries the action's reply key (Messenger echoes `message.metadata`), or its id is
    the action's provider reply id (the id Meta answered the send with): that action;
-2. otherwise the item answers the action's target (its comment under the action's comment, its
-   message to the action's buyer) through the kind of item the action's transport leaves, and
-   its text is the action's approved copy (compared as reply_text_digest); the action holds no
-   other receipt; and exactly one action fits. Two actions with the same copy on one target,
-   or a reply a person wrote by hand (another text), match nothing.
+2. otherwise the item's text is the approved copy (compared as reply_text_digest) of exactly one
+   action that could have left it, counting every action whatever it holds: through the kind of
+   item its transport leaves, on any comment of the same media or post for a comment (a reply
+   to a reply lands on the top-level comment's thread), to the same person for a message. That
+   one must answer the item's comment (for a comment) and hold no receipt yet. Two actions
+   with the same copy, a reply a person wrote by hand (another text), or an action that holds
+   another receipt (a lookup's conversation id, say) match nothing: the send stays for a person.
 
 An item is never the receipt of two actions, and never of an action that holds another receipt.
 """
@@ -26,7 +28,7 @@ from django.db import transaction
 
 from conduit.providers.base import ProviderReceipt, reply_text_digest
 from conduit.providers.registry import transport_class
-from ingress.models import SelfAuthoredItem
+from ingress.models import InboundEvent, SelfAuthoredItem
 from replies.ledger import reply_action_transition
 from replies.models import DeliveryState as S
 from replies.models import ReplyAction, ReplyCopy, ReplyRoute
@@ -35,6 +37,8 @@ logger = logging.getLogger("conduit.replies")
 
 EVIDENCE_ACTOR = "system:echo"
 MAX_ID = 200
+# Candidates read for one item; more fitting than this is as ambiguous as two.
+MAX_CANDIDATES = 200
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,27 @@ def action_for_own_item(source_id: int, item: OwnSeen) -> ReplyAction | None:
     purposes = _purposes_leaving(source_id, item.kind)
     if not purposes:
         return None
-    target = {"event__message_ref": item.parent_ref} if item.kind == "comment" else {
-        "event__sender_ref": item.parent_ref}
+    if item.kind == "comment":
+        # A reply to a reply lands on the top-level comment's thread (Instagram, Facebook): every
+        # action on a comment of the same media or post could have left it, so all are counted.
+        posts = set(InboundEvent.objects.filter(source_id=source_id, message_ref=item.parent_ref)
+                    .values_list("conversation_ref", flat=True))
+        target = {"event__conversation_ref__in": sorted(posts)} if posts else {"event__message_ref": item.parent_ref}
+    else:
+        target = {"event__sender_ref": item.parent_ref}
+    # Every action that could have left this item counts, whatever it holds or its state, so an
+    # action already holding another receipt never lends this one to a sibling.
     fitting = [
         action for action in actions.filter(purpose__in=purposes, **target).exclude(copy_version="")
-        .exclude(provider_reply_id__gt="").order_by("id")[:50]
+        .order_by("id")[:MAX_CANDIDATES]
         if _copy_digest(source_id, action.purpose, action.copy_version) == item.text_digest
     ]
-    return fitting[0] if len(fitting) == 1 else None
+    if len(fitting) != 1:
+        return None
+    (action,) = fitting
+    if action.provider_reply_id or (item.kind == "comment" and action.event.message_ref != item.parent_ref):
+        return None  # it holds a receipt already, or it answered another comment of that thread
+    return action
 
 
 def own_item_receipts(*, source_id: int, items: list) -> list[ProviderReceipt]:

@@ -130,8 +130,9 @@ def purposes_answering(*, source: Source) -> Callable[[str], tuple[str, ...]]:
     None for a family that answers nothing (an edit, a hide, a removal: one comment is one raised
     hand, however often it changes); otherwise the declared purposes whose route's transport can
     answer the family (a DM only through a route that answers a message, never a comment reply
-    or a private reply, which answer comments). A purpose with no route yet is planned as before:
-    its route decides when it is sent. Routes are read only where some transport could not answer.
+    or a private reply, which answer comments). A purpose with no route yet is planned only for a
+    family every transport answers (its route, declared later, decides where it goes). Routes are
+    read only where some transport could not answer.
     """
     adapter = get_adapter(source.adapter)
     declared = tuple(source.purposes)
@@ -147,8 +148,8 @@ def purposes_answering(*, source: Source) -> Callable[[str], tuple[str, ...]]:
         if not routes:
             routes.update(ReplyRoute.objects.filter(source_id=source.pk).values_list("purpose", "transport_name"))
             routes.setdefault("", "")  # read once, even when the source has no route
-        return tuple(p for p in declared if p not in routes
-                     or (routes[p] in TRANSPORTS and answers in TRANSPORTS[routes[p]].answers))
+        # A purpose with no route yet is planned only where every transport could answer (above).
+        return tuple(p for p in declared if routes.get(p) in TRANSPORTS and answers in TRANSPORTS[routes[p]].answers)
 
     return for_type
 
