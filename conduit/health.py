@@ -54,6 +54,19 @@ def workers_heartbeat() -> bool:
     return last is not None and last >= timezone.now() - window
 
 
+def workers_progress() -> bool:
+    """No work has been due for the stall window with no task finished (conduit/watchdog.py).
+
+    Beside `workers`: that one fails when nothing finished lately, this one names the worse case
+    the watchdog restarts a cluster for, work waiting that no worker takes (a queued task, a late
+    schedule, a scheduled run). The window is CONDUIT_WORKER_WATCHDOG_SECONDS, or with the watchdog
+    off CONDUIT_READY_WORKER_SECONDS.
+    """
+    from conduit.watchdog import progress, stall_window
+
+    return progress().stall_seconds < stall_window()
+
+
 def _check(probe: Callable[[], bool]) -> str:
     # A probe that raises is a failed check; the exception's text (which may
     # name a host or a user) never reaches the answer.
@@ -69,16 +82,17 @@ def readiness_checks() -> dict[str, str]:
     if checks["database"] == OK:
         checks["migrations"] = _check(migrations_applied)
         checks["workers"] = _check(workers_heartbeat)
+        checks["worker_stall"] = _check(workers_progress)
     else:
-        # Both read the database: not checked, so not claimed either way.
-        checks["migrations"] = checks["workers"] = SKIPPED
+        # Each reads the database: not checked, so not claimed either way.
+        checks["migrations"] = checks["workers"] = checks["worker_stall"] = SKIPPED
     return checks
 
 
 @never_cache
 @require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database answers, migrations are applied and workers beat; else 503."""
+    """Readiness: 200 when the database answers, migrations are applied, workers beat and none stalls; else 503."""
     checks = readiness_checks()
     ready = all(value == OK for value in checks.values())
     return JsonResponse(

@@ -3,7 +3,7 @@
 Two sources, chosen by what each number is:
 
 - Counters and the send histogram are counted in the process where the thing
-  happens (a gunicorn worker, a django-q2 worker) with prometheus_client. With
+  happens (a gunicorn worker, a django-q2 worker, the worker's watchdog) with prometheus_client. With
   PROMETHEUS_MULTIPROC_DIR set (the gunicorn configuration and the qcluster unit
   set it, one empty directory per host), every process writes its values to a
   file there and /metrics sums them, so a scrape of any gunicorn worker answers
@@ -24,13 +24,14 @@ import logging
 import os
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 logger = logging.getLogger("conduit.metrics")
@@ -56,6 +57,12 @@ SEND_SECONDS = Histogram(
 PAGE_FAILURES = Counter(
     "conduit_reconcile_page_failures", "Reconcile page calls that failed, by source and error class.",
     ["source", "class"], registry=LOCAL_REGISTRY,
+)
+# Counted by `manage.py worker`, the process that supervises the cluster (conduit/watchdog.py).
+WATCHDOG_RESTARTS = Counter(
+    "conduit_worker_watchdog_restarts",
+    "django-q2 clusters the worker watchdog ended and started again: no task finished while work was due.",
+    ["due"], registry=LOCAL_REGISTRY,
 )
 
 EVENT_RESULTS = ("accepted", "duplicate", "quarantined")
@@ -148,6 +155,25 @@ def page_failure_counted(*, source: str, error_class: str) -> None:
 LEDGER_COLLECTORS: list[Any] = []
 
 
+class WorkerStallCollector:
+    """How long work has been due with no django-q2 task finished, from the task tables (conduit/watchdog.py)."""
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        from conduit.watchdog import progress
+
+        try:
+            seconds = progress().stall_seconds
+        except Exception:
+            logger.exception("worker stall not measured")
+            return
+        yield GaugeMetricFamily(
+            "conduit_worker_stall_seconds",
+            "Seconds work has been due (a queued task, a late or a running schedule) with no task finished; "
+            "0 when none is.",
+            value=seconds,
+        )
+
+
 # -- /metrics -----------------------------------------------------------------------------------
 
 
@@ -161,36 +187,61 @@ def exposition() -> bytes:
     if multiprocess_dir():
         MultiProcessCollector(registry)
     else:
-        for collector in (WEBHOOK_REQUESTS, EVENTS, SEND_SECONDS, PAGE_FAILURES):
+        for collector in (WEBHOOK_REQUESTS, EVENTS, SEND_SECONDS, PAGE_FAILURES, WATCHDOG_RESTARTS):
             registry.register(collector)
+    registry.register(WorkerStallCollector())
     for collector in LEDGER_COLLECTORS:
         registry.register(collector)
     return generate_latest(registry)
 
 
-def _loopback(request: HttpRequest) -> bool:
-    # A request a proxy forwarded reaches us from the proxy's (often loopback)
-    # address: without a token, anything forwarded is refused.
-    if any(h in request.META for h in ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")):
-        return False
+def _loopback_connection(request: HttpRequest) -> bool:
+    """The connection came from this host. Headers are not asked: any client can send any of
+    them, and a proxy on this host connects from loopback whatever it forwards."""
     try:
         return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
     except ValueError:
         return False
 
 
+# What each refusal tells the operator, after its code (the first line of the body).
+REFUSALS = {
+    "metrics_token_required": "Send Authorization: Bearer <CONDUIT_METRICS_TOKEN>.",
+    "metrics_token_refused": "The bearer token is not CONDUIT_METRICS_TOKEN.",
+    "metrics_loopback_off": (
+        "No CONDUIT_METRICS_TOKEN is set, and without one /metrics answers only when "
+        "CONDUIT_METRICS_LOOPBACK=on says no proxy stands in front of this server. Set "
+        "CONDUIT_METRICS_TOKEN (behind a proxy), or CONDUIT_METRICS_LOOPBACK=on when none is in front."
+    ),
+    "metrics_loopback_only": (
+        "No CONDUIT_METRICS_TOKEN is set: /metrics answers only connections from this host. "
+        "Scrape from this host, or set CONDUIT_METRICS_TOKEN."
+    ),
+}
+
+
 def _refusal(status: int, code: str) -> HttpResponse:
-    response = HttpResponse(f"{code}\n", status=status, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(f"{code}\n{REFUSALS[code]}\n", status=status, content_type="text/plain; charset=utf-8")
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
     return response
 
 
 def metrics_allowed(request: HttpRequest) -> HttpResponse | None:
-    """None when the request may read /metrics, else the refusal (401 no token, 403 wrong one or not local)."""
+    """None when the request may read /metrics, else the refusal naming why.
+
+    With CONDUIT_METRICS_TOKEN: a bearer presenting it, from anywhere (401 without, 403 wrong).
+    Without: only while CONDUIT_METRICS_LOOPBACK=on (the deployment's word that no proxy stands in
+    front of this server) and only connections from this host, whatever headers they carry. A
+    proxy connects from its own address, often loopback, and no list of forwarding headers is
+    complete (X-Forwarded-Proto, Via, True-Client-IP, CF-Connecting-IP...), so only the
+    deployment can say none is there.
+    """
     token = settings.CONDUIT_METRICS_TOKEN
     if not token:
-        return None if _loopback(request) else _refusal(403, "metrics_loopback_only")
+        if not settings.CONDUIT_METRICS_LOOPBACK:
+            return _refusal(403, "metrics_loopback_off")
+        return None if _loopback_connection(request) else _refusal(403, "metrics_loopback_only")
     scheme, _, given = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     if scheme.lower() != "bearer" or not given:
         return _refusal(401, "metrics_token_required")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One image, three processes: web (gunicorn), worker (django-q2's qcluster), migrate (once per release).
+# One image, three processes: web (gunicorn), worker (django-q2's qcluster under the worker
+# watchdog, `manage.py worker`), migrate (once per release).
 # Usage: entrypoint.sh web|worker|migrate [extra arguments for that command]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,9 @@ case "$command" in
     if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
       rm -rf "${PROMETHEUS_MULTIPROC_DIR:?}"/* && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
     fi
-    exec "$PY" manage.py qcluster "$@"
+    # `manage.py worker` runs qcluster as its child and ends and restarts a cluster that finishes
+    # no task while work is due (CONDUIT_WORKER_WATCHDOG_SECONDS; conduit/watchdog.py).
+    exec "$PY" manage.py worker "$@"
     ;;
   migrate)
     # Safe to run from every release: applies what is missing, then checks nothing is left.

@@ -34,7 +34,7 @@ class LedgerCollector:
         from conduit.health import OK, readiness_checks
 
         ready = GaugeMetricFamily(
-            "conduit_ready", "1 when /readyz's check passes (database, migrations, workers).", labels=["check"])
+            "conduit_ready", "1 when /readyz's check passes (database, migrations, workers, worker_stall).", labels=["check"])
         for check, result in readiness_checks().items():
             ready.add_metric([check], 1 if result == OK else 0)
         yield ready

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "conduit.settings")
 os.environ["CONDUIT_METRICS_TOKEN"] = ""
+os.environ["CONDUIT_METRICS_LOOPBACK"] = "on"  # no proxy in front of the bench's test client
 
 import django  # noqa: E402
 
@@ -42,7 +43,7 @@ def fill(events: int) -> None:
 
     source, _ = source_register(
         name="bench", adapter="sandbox-social", account_ref="acct_test_bench", event_types=["comment.created"],
-        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_BENCH_SECRET",
+        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_SOURCE_BENCH_SECRET",
     )
     with connection.cursor() as c:
         c.execute("""

@@ -13,6 +13,8 @@ PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 ISSUE_ALERTS = {
     "ConduitUnknownSendWaiting", "ConduitQuarantineGrowing", "ConduitReconcileLagging",
     "ConduitReconcilePageFailures", "ConduitNotReady", "ConduitSourceNeedsReauth", "ConduitSendQueueNotDraining",
+    # Issue 25 item 6: the worker watchdog.
+    "ConduitWorkerStalled", "ConduitWorkerWatchdogRestarted",
 }
 
 

@@ -41,7 +41,16 @@ def value(found: dict, name: str, **labels) -> float:
 
 @pytest.fixture
 def no_token(settings):
+    """No token, and the deployment's word that no proxy stands in front (CONDUIT_METRICS_LOOPBACK=on)."""
     settings.CONDUIT_METRICS_TOKEN = ""
+    settings.CONDUIT_METRICS_LOOPBACK = True
+
+
+@pytest.fixture
+def no_token_no_word(settings):
+    """No token, and the deployment said nothing about a proxy (the default)."""
+    settings.CONDUIT_METRICS_TOKEN = ""
+    settings.CONDUIT_METRICS_LOOPBACK = False
 
 
 @pytest.fixture
@@ -53,37 +62,66 @@ def status_from(client, address: str, **headers) -> int:
     return client.get("/metrics", REMOTE_ADDR=address, headers=headers).status_code
 
 
+def refusal_code(response) -> str:
+    return response.content.decode().split("\n", 1)[0]
+
+
 @pytest.mark.django_db
 @pytest.mark.usefixtures("no_token")
-def test_without_a_token_only_loopback_may_read(client):
-    """Issue 16: "guarded by CONDUIT_METRICS_TOKEN (bearer) or loopback-only when unset"."""
+def test_without_a_token_only_loopback_connections_may_read(client):
+    """Issue 16: "loopback-only when unset"; issue 25: loopback is the connection's, not the headers'."""
     assert status_from(client, "127.0.0.1") == 200
     assert status_from(client, "::1") == 200
-    assert status_from(client, "10.0.0.5") == 403
+    refused = client.get("/metrics", REMOTE_ADDR="10.0.0.5")
+    assert (refused.status_code, refusal_code(refused)) == (403, "metrics_loopback_only")
     assert status_from(client, "192.0.2.7") == 403
-    # A proxy on the same host forwards from loopback: what it forwards is refused.
-    assert status_from(client, "127.0.0.1", **{"X-Forwarded-For": "203.0.113.9"}) == 403
-    assert status_from(client, "127.0.0.1", Forwarded="for=203.0.113.9") == 403
+    # The deployment said no proxy stands in front: headers change nothing either way.
+    assert status_from(client, "127.0.0.1", **{"X-Forwarded-For": "203.0.113.9"}) == 200
+    assert status_from(client, "10.0.0.5", **{"X-Forwarded-For": "127.0.0.1"}) == 403
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("no_token_no_word")
+def test_without_a_token_or_the_loopback_word_nothing_is_served_and_the_body_says_why(client):
+    """Issue 25 item 4: no token and no CONDUIT_METRICS_LOOPBACK=on: refused, even from loopback."""
+    for address in ("127.0.0.1", "::1", "10.0.0.5"):
+        refused = client.get("/metrics", REMOTE_ADDR=address)
+        assert (refused.status_code, refusal_code(refused)) == (403, "metrics_loopback_off"), address
+    text = refused.content.decode()
+    assert "CONDUIT_METRICS_TOKEN" in text and "CONDUIT_METRICS_LOOPBACK=on" in text
+    assert "conduit_" not in text  # no sample leaks with the refusal
 
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("no_token")
 def test_positive_control_the_loopback_test_catches_a_guard_taken_away(client, monkeypatch):
-    monkeypatch.setattr("conduit.metrics._loopback", lambda request: True)
+    monkeypatch.setattr("conduit.metrics._loopback_connection", lambda request: True)
     # With the guard gone, the check the test above makes would see 200, not 403.
     assert status_from(client, "10.0.0.5") == 200
 
 
+def test_the_loopback_word_and_a_tls_proxy_are_refused_together():
+    """CONDUIT_METRICS_LOOPBACK=on says no proxy is in front; CONDUIT_BEHIND_TLS_PROXY=on that one is."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "conduit.settings", "PYTHONPATH": str(ROOT),
+           "CONDUIT_METRICS_LOOPBACK": "on", "CONDUIT_BEHIND_TLS_PROXY": "on"}
+    started = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert started.returncode != 0
+    assert "CONDUIT_METRICS_LOOPBACK=on" in started.stderr and "CONDUIT_METRICS_TOKEN" in started.stderr
+
+
 @pytest.mark.django_db
 @pytest.mark.usefixtures("token")
-def test_with_a_token_a_bearer_must_present_it_from_anywhere(client):
+def test_with_a_token_a_bearer_must_present_it_from_anywhere(client, settings):
     assert status_from(client, "10.0.0.5", Authorization=f"Bearer {TOKEN}") == 200
     missing = client.get("/metrics", REMOTE_ADDR="10.0.0.5")
     assert missing.status_code == 401
     assert missing["WWW-Authenticate"].startswith("Bearer")
     assert status_from(client, "10.0.0.5", Authorization="Bearer wrong") == 403
     assert status_from(client, "10.0.0.5", Authorization=f"Basic {TOKEN}") == 401
-    # Loopback is no exemption once a token is set.
+    # Loopback is no exemption once a token is set, whatever the deployment says of proxies.
+    assert status_from(client, "127.0.0.1") == 401
+    settings.CONDUIT_METRICS_LOOPBACK = True
     assert status_from(client, "127.0.0.1") == 401
     refused = client.get("/metrics", REMOTE_ADDR="10.0.0.5", headers={"Authorization": "Bearer wrong"})
     assert TOKEN not in refused.content.decode()
@@ -168,8 +206,27 @@ def test_scrape_with_real_rows_shows_the_right_values(client, before, rows):
     assert value(found, "conduit_sources_needing_reauth") == 1
     assert value(found, "conduit_queue_depth") == 1
     assert value(found, "conduit_ledger_up") == 1
-    for check in ("database", "migrations", "workers"):
+    for check in ("database", "migrations", "workers", "worker_stall"):
         assert value(found, "conduit_ready", check=check) == 1
+    # A task waits in the queue, and one finished since: no stall (the gauge counts from that finish).
+    assert ("conduit_worker_stall_seconds", ()) in found
+    assert value(found, "conduit_worker_stall_seconds") < 5
+
+
+@pytest.mark.usefixtures("no_token")
+def test_the_stall_gauge_counts_work_due_with_no_task_finished(client, db):
+    """Issue 25 item 6: seconds since work became due, while no task finished since."""
+    from django_q.conf import Conf
+    from django_q.models import OrmQ, Schedule, Task
+    from django_q.signing import SignedPackage
+
+    Schedule.objects.all().delete()
+    now = timezone.now()
+    Task.objects.create(id="s" * 32, name="old", func="replies.tasks.send_due", started=now - timedelta(seconds=400),
+                        stopped=now - timedelta(seconds=400), success=True)
+    OrmQ.objects.create(key=Conf.CLUSTER_NAME, lock=now + timedelta(seconds=60), payload=SignedPackage.dumps(
+        {"func": "replies.tasks.send_reply", "started": now - timedelta(seconds=300)}))
+    assert 300 <= value(scrape(client), "conduit_worker_stall_seconds") < 360
 
 
 @pytest.mark.usefixtures("no_token")
@@ -233,6 +290,11 @@ EVENTS.labels(source="sandbox", result="accepted").inc()
 SEND_SECONDS.labels(transport="sandbox", outcome="SENT").observe(0.3)
 """
 
+SUPERVISOR = """
+from conduit.metrics import WATCHDOG_RESTARTS
+WATCHDOG_RESTARTS.labels(due="queued_task").inc()
+"""
+
 SCRAPER = """
 import django
 django.setup()
@@ -250,6 +312,8 @@ def test_multiprocess_mode_sums_every_process(tmp_path):
            "DATABASE_URL": "postgres://nobody@127.0.0.1:9/none"}
     for n in (1, 2, 4):
         subprocess.run([sys.executable, "-c", WORKER, str(n)], env=env, check=True, cwd=ROOT, timeout=60)
+    # The worker node's supervisor counts its restarts in the same directory.
+    subprocess.run([sys.executable, "-c", SUPERVISOR], env=env, check=True, cwd=ROOT, timeout=60)
     assert len(list(tmp_path.glob("*.db"))) >= 3  # one file per process and kind
     out = subprocess.run([sys.executable, "-c", SCRAPER], env=env, check=True, cwd=ROOT, timeout=60,
                          capture_output=True, text=True).stdout
@@ -258,6 +322,41 @@ def test_multiprocess_mode_sums_every_process(tmp_path):
     assert value(found, "conduit_events_total", source="sandbox", result="accepted") == 3
     assert value(found, "conduit_send_seconds_count", transport="sandbox", outcome="SENT") == 3
     assert value(found, "conduit_send_seconds_bucket", transport="sandbox", outcome="SENT", le="0.5") == 3
+    assert value(found, "conduit_worker_watchdog_restarts_total", due="queued_task") == 1
     # The ledgers did not answer: said so, and readiness shows it, without failing the scrape.
     assert value(found, "conduit_ledger_up") == 0
     assert value(found, "conduit_ready", check="database") == 0
+
+
+# -- the demo, which runs with no proxy in front -------------------------------------------------
+
+
+def run_demo_setup(env_file: Path) -> subprocess.CompletedProcess:
+    """scripts/demo up to its first step, migrate, which fails on a database nobody listens on:
+    the env file is written (or completed) by then, and nothing was started."""
+    env = {**os.environ, "DEMO_ENV_FILE": str(env_file), "DEMO_DATABASE_URL": "postgres://nobody@127.0.0.1:9/none"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo")], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and "FAILED: migrate the database" in done.stderr, done.stdout + done.stderr
+    return done
+
+
+def loopback_lines(env_file: Path) -> list[str]:
+    return [line for line in env_file.read_text().splitlines() if line.startswith("CONDUIT_METRICS_LOOPBACK=")]
+
+
+def test_the_demo_says_no_proxy_stands_in_front_in_the_env_it_writes_and_in_an_older_one(tmp_path):
+    fresh = tmp_path / "fresh.env"
+    run_demo_setup(fresh)
+    assert loopback_lines(fresh) == ["CONDUIT_METRICS_LOOPBACK=on"]
+    # A .demo.env an older demo wrote lacks the line: it is added once, and never twice.
+    older = tmp_path / "older.env"
+    older.write_text("SECRET_KEY=demo-only-not-secret-older-file\n")
+    assert "added CONDUIT_METRICS_LOOPBACK=on" in run_demo_setup(older).stdout
+    run_demo_setup(older)
+    assert loopback_lines(older) == ["CONDUIT_METRICS_LOOPBACK=on"]
+    # An operator's own choice stays.
+    chosen = tmp_path / "chosen.env"
+    chosen.write_text("SECRET_KEY=demo-only-not-secret-chosen\nCONDUIT_METRICS_LOOPBACK=off\n")
+    run_demo_setup(chosen)
+    assert loopback_lines(chosen) == ["CONDUIT_METRICS_LOOPBACK=off"]

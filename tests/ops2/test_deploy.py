@@ -129,3 +129,16 @@ def test_systemd_units_run_the_entrypoint_as_the_service_user(unit, command):
     assert "User=conduit" in text
     assert f"ExecStart=/opt/conduit/deploy/entrypoint.sh {command}" in text
     assert "EnvironmentFile=/etc/conduit/conduit.env" in text
+
+
+def test_the_worker_node_runs_qcluster_under_the_watchdog_and_stops_it_once():
+    """Issue 25 item 6: the worker entrypoint is `manage.py worker`; SIGTERM reaches it alone (systemd's
+    KillMode=mixed) and the stop waits longer than its own grace (conduit/watchdog.py)."""
+    from conduit.watchdog import STOP_GRACE_SECONDS
+
+    assert 'exec "$PY" manage.py worker "$@"' in (DEPLOY / "entrypoint.sh").read_text()
+    unit = (DEPLOY / "systemd" / "conduit-worker.service").read_text()
+    assert "KillMode=mixed" in unit
+    assert int(re.search(r"^TimeoutStopSec=(\d+)$", unit, re.M).group(1)) > STOP_GRACE_SECONDS
+    worker = compose()["services"]["worker1"]
+    assert int(worker["stop_grace_period"].rstrip("s")) > STOP_GRACE_SECONDS
