@@ -15,8 +15,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: venv
-	@# Stopped by Ctrl-C (130) or SIGTERM (143) is how a demo ends, not an error of make's.
-	@scripts/demo; status=$$?; if [ $$status -eq 130 ] || [ $$status -eq 143 ]; then exit 0; fi; exit $$status
+	@# Stopped by Ctrl-C (130) or SIGTERM (143) is how a demo ends, not an error of make's. The
+	@# recipe's shell traps both (a no-op, so the demo still gets them): killed by the terminal's
+	@# signal, it would make make print "*** Interrupt" however the demo itself ended.
+	@trap : INT TERM; scripts/demo; status=$$?; if [ $$status -eq 130 ] || [ $$status -eq 143 ]; then exit 0; fi; exit $$status
 
 test: venv
 	SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \

@@ -11,6 +11,8 @@ from django.utils.functional import cached_property
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from conduit.content import guard_admin
+
 
 # Installed apps whose admin pages are plumbing (django-q2's task tables, DRF's API tokens):
 # superusers only, and absent from everyone else's index and sidebar.
@@ -18,7 +20,9 @@ SUPERUSER_ONLY_APPS = ("django_q", "authtoken")
 
 
 def site_configure(site: admin.AdminSite) -> None:
-    """Conduit's name on every page, no "View site" (Conduit has no public site), internals for superusers."""
+    """Conduit's name on every page, no "View site" (Conduit has no public site), internals for
+    superusers, and buyer content closed to every filter, search and ordering of every admin
+    for users without its permission (conduit.content)."""
     site.site_header = "Conduit back office"
     site.site_title = "Conduit"
     site.index_title = "What needs a person"
@@ -26,6 +30,7 @@ def site_configure(site: admin.AdminSite) -> None:
     for model, model_admin in list(site._registry.items()):
         if model._meta.app_label in SUPERUSER_ONLY_APPS:
             _superusers_only(model_admin)
+        guard_admin(model_admin)
 
 
 def _superusers_only(model_admin: admin.ModelAdmin) -> None:
@@ -133,6 +138,7 @@ def confirmed_action(
     single: bool = False,
     describe: Callable[[Any], Any] | None = None,
     note_help: str = "",
+    pin: Callable[[Any], str] | None = None,
 ) -> HttpResponse | None:
     """Show a confirmation page; on confirm, apply to each row and report each outcome.
 
@@ -140,6 +146,9 @@ def confirmed_action(
     never a server error. `single` asks for exactly one selected row. The page
     asks for a note only when `note_label` names what the note is for. `describe(obj)` says
     on the confirmation page what confirming does to that row (e.g. the exact text that goes out).
+    `pin(obj)` names the version of what the page showed (the copy whose text `describe` gave):
+    the page carries it, and confirming calls `apply(obj, note, pinned)` with the value the
+    page carried ("" if none), so the service can refuse when what it would apply changed since.
     """
     if single and queryset.count() != 1:
         modeladmin.message_user(request, f"{title}: select exactly one row.", messages.WARNING)
@@ -148,7 +157,10 @@ def confirmed_action(
     if request.POST.get("confirm") == "yes" and (note or not note_required):
         done = 0
         for obj in queryset:
-            ok, message = apply(obj, note)
+            if pin is not None:
+                ok, message = apply(obj, note, request.POST.get(f"pin_{obj.pk}", ""))
+            else:
+                ok, message = apply(obj, note)
             if ok:
                 done += 1
             else:
@@ -161,6 +173,7 @@ def confirmed_action(
         "title": title,
         "objects": queryset,
         "rows": [(obj, describe(obj) if describe else "") for obj in queryset],
+        "pins": [(obj.pk, pin(obj)) for obj in queryset] if pin is not None else [],
         "action": action,
         "note_required": note_required,
         "note_label": note_label or "Note",

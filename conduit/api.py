@@ -15,7 +15,10 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import JSONParser as DRFJSONParser
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
+
+from conduit.door.site import second_factor_required
 
 # The deepest JSON body any endpoint accepts. The decision request is 3 levels
 # deep; the bound keeps the schema validator and every walk of the document far
@@ -32,6 +35,48 @@ class JSONOnly(BaseContentNegotiation):
 
     def select_renderer(self, request, renderers, format_suffix=None):
         return renderers[0], renderers[0].media_type
+
+
+class SecondFactorRequired(exceptions.PermissionDenied):
+    default_detail = ("CONDUIT_ADMIN_2FA=required: this session has not been verified with an "
+                      "authenticator code; sign in to the admin again")
+    default_code = "second_factor_required"
+
+
+class NotStaff(exceptions.PermissionDenied):
+    default_detail = "a session reads the API only as a staff member, as the admin does"
+    default_code = "not_staff"
+
+
+class MissingPermission(exceptions.PermissionDenied):
+    default_code = "permission_denied"
+
+
+class AdminRules(BasePermission):
+    """The API's door is the admin's: a session answers to the admin's rules, a token to its user's
+    permissions.
+
+    - A session (the admin's cookie) must belong to an active staff member and, while
+      CONDUIT_ADMIN_2FA=required, be verified by a TOTP device (django-otp), as the admin asks.
+    - A token acts as its user: no second factor (the token is the credential a superuser
+      minted), but the same model permissions.
+    - Either way the user holds every permission the view names in `required_permissions`
+      (the admin's view permission of the ledger it reads).
+    """
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated and user.is_active):
+            return False
+        if request.auth is None:
+            if not user.is_staff:
+                raise NotStaff()
+            if second_factor_required() and not user.is_verified():
+                raise SecondFactorRequired()
+        missing = [name for name in getattr(view, "required_permissions", ()) if not user.has_perm(name)]
+        if missing:
+            raise MissingPermission(f"this reads what the admin shows only with {', '.join(missing)}")
+        return True
 
 
 def error(status_code: int, code: str, detail: str, **extra: Any) -> Response:

@@ -33,8 +33,31 @@ def secret_held(name: str, value: str) -> Iterator[None]:
                 _held[name] = previous
 
 
+def credential_name_refusal(name: str) -> str:
+    """Why a source may not name the variable `name` for a credential, or "" when it may.
+
+    A source names only variables the deployment declared for credentials: names starting
+    with one of CONDUIT_CREDENTIAL_PREFIXES (CONDUIT_SOURCE_ unless set), and never one of
+    the server's own settings (SECRET_KEY, DATABASE_URL, CONDUIT_METRICS_TOKEN, ...), whatever
+    the prefixes: a source's credential is sent to its platform.
+    """
+    from django.conf import settings
+
+    if name in settings.CONDUIT_SERVER_VARIABLES:
+        return f"{name} is one of the server's own settings, never a source's credential"
+    prefixes = settings.CONDUIT_CREDENTIAL_PREFIXES
+    if not name.startswith(prefixes):
+        return (f"{name} is not a credential variable: a source names variables starting with "
+                f"{' or '.join(prefixes) or '(no prefix declared)'} (CONDUIT_CREDENTIAL_PREFIXES)")
+    return ""
+
+
 def secret_read(name: str) -> str:
-    """The secret named `name`: one this process holds, else the environment variable; "" if neither."""
+    """The secret named `name`: one this process holds, else the environment variable; "" if
+    neither, or if `name` is not a credential variable (credential_name_refusal), so that a
+    source written before the rule cannot read a server setting either."""
+    if credential_name_refusal(name):
+        return ""
     with _lock:
         held = _held.get(name)
     return held if held else os.environ.get(name, "")

@@ -12,7 +12,18 @@ from conduit.providers.meta.webhook import MAX_BODY_BYTES as META_MAX_BODY_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env(
+class _Env(environ.Env):
+    """django-environ's reader, remembering each variable a setting reads: those are the
+    server's own, which no source may name for a credential (CONDUIT_SERVER_VARIABLES)."""
+
+    read: set[str] = set()
+
+    def get_value(self, var, *args, **kwargs):
+        self.read.add(var)
+        return super().get_value(var, *args, **kwargs)
+
+
+env = _Env(
     DEBUG=(bool, False),
     ALLOWED_HOSTS=(list, ["127.0.0.1", "localhost"]),
     CONDUIT_WEBHOOK_MAX_BYTES=(int, 1024 * 1024),
@@ -53,8 +64,21 @@ INSTALLED_APPS = [
 
 # /readyz: ready only if a django-q2 worker finished a task within this many seconds.
 CONDUIT_READY_WORKER_SECONDS = env.int("CONDUIT_READY_WORKER_SECONDS", default=120)
-# /metrics: bearer token Prometheus presents; unset, only unproxied loopback requests are answered.
+# /metrics: bearer token Prometheus presents. Without one, /metrics answers only while
+# CONDUIT_METRICS_LOOPBACK=on, the deployment's word that no proxy stands in front of this
+# server, and then only connections from this host.
 CONDUIT_METRICS_TOKEN = env.str("CONDUIT_METRICS_TOKEN", default="")
+CONDUIT_METRICS_LOOPBACK = env.str("CONDUIT_METRICS_LOOPBACK", default="off").lower() == "on"
+# A worker node ends and restarts its cluster when work is due and no task has finished
+# for this many seconds (0: never). Read from the task tables (conduit/watchdog.py).
+CONDUIT_WORKER_WATCHDOG_SECONDS = env.int("CONDUIT_WORKER_WATCHDOG_SECONDS", default=180)
+# Variables a source may name for its credentials (signing secret, verify token, access
+# token): names starting with one of these prefixes, comma-separated. A name Conduit reads
+# as a setting is refused whatever the prefixes.
+CONDUIT_CREDENTIAL_PREFIXES = tuple(
+    prefix.strip() for prefix in env.str("CONDUIT_CREDENTIAL_PREFIXES", default="CONDUIT_SOURCE_").split(",")
+    if prefix.strip()
+)
 
 MIDDLEWARE = [
     # Outermost: counts every webhook request by source and status, refusals included.
@@ -97,6 +121,11 @@ AXES_ONLY_ADMIN_SITE = True
 # its X-Forwarded-Proto, redirects plain HTTP, marks cookies Secure and sends HSTS. The proxy
 # must set that header itself and drop any a client sent.
 CONDUIT_BEHIND_TLS_PROXY = env.str("CONDUIT_BEHIND_TLS_PROXY", default="off").lower() == "on"
+if CONDUIT_BEHIND_TLS_PROXY and CONDUIT_METRICS_LOOPBACK:
+    raise ImproperlyConfigured(
+        "CONDUIT_METRICS_LOOPBACK=on says no proxy stands in front of this server, "
+        "CONDUIT_BEHIND_TLS_PROXY=on that one does: set CONDUIT_METRICS_TOKEN instead"
+    )
 if CONDUIT_BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
@@ -210,7 +239,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A session answers to the admin's rules (staff, second factor), a token to its user's
+    # permissions; each view names the model permissions it needs (conduit/api.py).
+    "DEFAULT_PERMISSION_CLASSES": ["conduit.api.AdminRules"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON only: refuses overflowing numbers, lone surrogates and deep nesting as 400s (conduit/api.py).
     "DEFAULT_PARSER_CLASSES": ["conduit.api.JSONParser"],
@@ -339,3 +370,6 @@ LOGGING = {
         "django.server": {"level": env.str("CONDUIT_SERVER_LOG_LEVEL", default="WARNING")},
     },
 }
+
+# Every variable the settings above read (and the one the worker's metrics use): the server's own.
+CONDUIT_SERVER_VARIABLES = frozenset(env.read | {"PROMETHEUS_MULTIPROC_DIR", "DJANGO_SETTINGS_MODULE"})

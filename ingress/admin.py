@@ -48,6 +48,16 @@ class SourceForm(forms.ModelForm):
         model = Source
         fields = ["name", *services.REGISTERED_FIELDS]
 
+    def clean(self) -> dict:
+        data = super().clean()
+        # The same refusals registration and source_update give, shown on their fields.
+        named = Source(**{f: data.get(f, getattr(self.instance, f)) for f in (
+            "adapter", "source_url", *services.CREDENTIAL_FIELDS)})
+        for field, refusal in services.source_door_refusals(named).items():
+            if field in self.fields and field not in self._errors:
+                self.add_error(field, refusal)
+        return data
+
     def validate_unique(self) -> None:
         # source_system is derived from the adapter, so check the identity here.
         super().validate_unique()
@@ -102,13 +112,24 @@ class SourceAdmin(admin.ModelAdmin):
 
     @admin.action(permissions=["change"], description="Token replaced: resume sending (clear needs re-authorisation)")
     def reauthorized(self, request: HttpRequest, queryset: QuerySet):
-        for source in queryset.filter(needs_reauth=True):
+        """Resuming sends is consequential: a confirmation page first, as every queue's action."""
+        def apply(source: Source, note: str) -> tuple[bool, str]:
+            if not source.needs_reauth:
+                return False, "does not need re-authorisation"
             try:
                 services.source_reauthorized(source_id=source.pk, actor=request.user.get_username())
             except ValueError as exc:
-                self.message_user(request, f"{source.name}: {exc}", level="error")
-            else:
-                self.message_user(request, f"{source.name}: sending resumes with the new token")
+                return False, str(exc)
+            return True, "sending resumes with the new token"
+
+        def describe(source: Source) -> str:
+            if not source.needs_reauth:
+                return "Does not need re-authorisation: nothing changes."
+            return (f"Its waiting sends go out with the token now in {source.token_env or '(no variable named)'}; "
+                    "set the new token there first.")
+
+        return confirmed_action(self, request, queryset, title="Resume sending", action="reauthorized",
+                                apply=apply, describe=describe)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
         fields = self.readonly_fields

@@ -65,6 +65,8 @@ class QuarantineList(generics.ListAPIView):
     """GET /api/quarantine/?source=&state=: quarantine receipts, newest first."""
 
     pagination_class = NewestFirst
+    # What the admin's quarantine ledger asks (conduit.api.AdminRules).
+    required_permissions = ("ingress.view_quarantinereceipt",)
 
     class Query(ListQuery):
         source = QueryText(max_length=64)
@@ -134,6 +136,9 @@ def list_operation(summary: str, page_ref: str, parameters: list[dict[str, Any]]
                 "schema": {"$ref": page_ref}}}},
             "400": refusal("`invalid` with `errors` naming each refused parameter, or `invalid_cursor`"),
             "401": refusal("`not_authenticated`: no token or session"),
+            "403": refusal("`not_staff` (a session of a user who is not staff), `second_factor_required` "
+                           "(a session not verified while CONDUIT_ADMIN_2FA=required) or `permission_denied` "
+                           "(the user lacks the ledger's view permission)"),
             "404": refusal("`not_found`: an unknown `format`"),
             "406": refusal("`not_acceptable`: only application/json is served"),
         },

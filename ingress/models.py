@@ -7,10 +7,11 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Concat
 
+from conduit.content import ContentDigestField, ContentField
 from conduit.statemachine import TransitionRecord
 
 ENV_NAME = RegexValidator(
-    r"^[A-Z_][A-Z0-9_]{0,127}$",
+    r"\A[A-Z_][A-Z0-9_]{0,127}\Z",
     "Give the NAME of an environment variable (upper case, digits, underscores), never its value.",
 )
 
@@ -127,7 +128,7 @@ class InboundEvent(models.Model):
     occurred_at_original = models.CharField(
         max_length=64, help_text="Audit metadata: the source timestamp as sent, offset included."
     )
-    payload_hash = models.CharField(max_length=64)
+    payload_hash = ContentDigestField(max_length=64)
     contract_version = models.CharField(max_length=32)
     canary = models.BooleanField()
     trigger_rule_version = models.PositiveIntegerField()
@@ -142,7 +143,7 @@ class InboundEvent(models.Model):
     last_received_at = models.DateTimeField()
     seen_count = models.PositiveIntegerField(default=1)
     # Retained content: purged on the source's retention rule; never logged.
-    message_text = models.TextField(blank=True)
+    message_text = ContentField(blank=True)
     content_purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -7,6 +7,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from conduit.logging import register_secret
+from conduit.loopback import credential_url_refusal
 from conduit.process_secrets import secret_read
 from conduit.providers.base import SourceConfig
 from conduit.providers.registry import get_adapter
@@ -18,7 +19,9 @@ def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
     """The trusted configuration an adapter reads; `with_token` adds the access token a
     reader presents (read from the variable the source names, registered as a secret)."""
     token = ""
-    if with_token and source.token_env:
+    hosts = get_adapter(source.adapter).credential_hosts
+    # A read URL the token may not go to (a row written before the rule) reads no token at all.
+    if with_token and source.token_env and (hosts is None or not credential_url_refusal(source.source_url, hosts)):
         token = secret_read(source.token_env) or ""
         if token:
             register_secret(token)

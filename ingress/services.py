@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from conduit.canonical import sha256_hex
 from conduit.logging import register_secret
-from conduit.process_secrets import secret_read
+from conduit.loopback import credential_url_refusal
+from conduit.process_secrets import credential_name_refusal, secret_read
 from conduit.providers.base import (
     APPROXIMATE,
     Observation,
@@ -22,7 +23,7 @@ from conduit.providers.base import (
     ProofError,
     SecretUnavailable,
 )
-from conduit.providers.registry import get_adapter
+from conduit.providers.registry import ADAPTERS, get_adapter
 from conduit.sql import insert_rows, update_rows, upsert_counting
 from conduit.statemachine import (
     Outcome,
@@ -40,6 +41,7 @@ from ingress.contract import (
     trigger_matches,
 )
 from ingress.models import (
+    ENV_NAME,
     Delivery,
     EventState,
     EventTransition,
@@ -631,6 +633,28 @@ REGISTERED_FIELDS = (
 APP_SHARED_FIELDS = ("secret_env", "secret_env_next", "verify_token_env")
 
 
+# The source's fields that name a credential variable.
+CREDENTIAL_FIELDS = ("secret_env", "secret_env_next", "verify_token_env", "token_env")
+
+
+def source_door_refusals(source: Source) -> dict[str, str]:
+    """What a source names that the deployment does not allow, by field: a credential variable
+    not declared for credentials, or a read URL its token may not be sent to."""
+    errors = {}
+    for name in CREDENTIAL_FIELDS:
+        value = getattr(source, name)
+        # A value that is no variable name at all is the field's own error (ENV_NAME).
+        refusal = credential_name_refusal(value) if value and ENV_NAME.regex.fullmatch(value) else ""
+        if refusal:
+            errors[name] = refusal
+    hosts = get_adapter(source.adapter).credential_hosts if source.adapter in ADAPTERS else None
+    if hosts is not None and source.source_url:
+        refusal = credential_url_refusal(source.source_url, hosts)
+        if refusal:
+            errors["source_url"] = f"the access token would be sent there: {refusal}"
+    return errors
+
+
 def _dedupe(values: list[str]) -> list[str]:
     return list(dict.fromkeys(v.strip() for v in values if v.strip()))
 
@@ -666,6 +690,7 @@ def _validated(source: Source) -> Source:
         errors["meta_app_id"] = "only Meta sources have a Meta app id and verify token"
     if source.secret_env_next and source.secret_env_next == source.secret_env:
         errors["secret_env_next"] = "the second secret names another variable than the first"
+    errors.update(source_door_refusals(source))
     if errors:
         raise ValidationError(errors)
     source.full_clean(validate_unique=False, validate_constraints=False)

@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,16 +20,12 @@ from replies.api import OPENAPI_PATHS as EVENT_API_PATHS
 from replies.api import OPENAPI_SCHEMAS as EVENT_API_SCHEMAS
 
 
-class TokenOrStaff(BasePermission):
-    """A token user, or a staff member's session."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return bool(request.user and request.user.is_authenticated and (request.auth or request.user.is_staff))
-
-
 class DecisionView(APIView):
+    """A decision reads no ledger (the request carries its evidence): any session or token the
+    API's door admits (conduit.api.AdminRules), no model permission."""
+
     authentication_classes = [TokenAuthentication, SessionAuthentication]
-    permission_classes = [TokenOrStaff]
+    required_permissions: tuple[str, ...] = ()
 
     def post(self, request: Request) -> Response:
         try:
@@ -122,7 +117,9 @@ OPENAPI = {
                         "`parse_error` (not JSON, not UTF-8, a number beyond a double), `nesting_too_deep` "
                         "(deeper than 32 levels) or `invalid_unicode` (a lone surrogate)"),
                     "401": _refusal("`not_authenticated`: no token or session"),
-                    "403": _refusal("`permission_denied`: a session that is not staff, or without CSRF"),
+                    "403": _refusal("`not_staff`: a session of a user who is not staff; "
+                                    "`second_factor_required`: a session not verified while "
+                                    "CONDUIT_ADMIN_2FA=required; `permission_denied`: without CSRF"),
                     "406": _refusal("`not_acceptable`: only application/json is served"),
                     "413": _refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
                     "415": _refusal("`unsupported_media_type`: only application/json is read"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from conduit.content import ContentDigestField, ContentField
 from conduit.statemachine import TransitionRecord, TransitionTable
 from ingress.models import Source
 from replies.models import ReplyAction
@@ -137,7 +138,7 @@ class StagedEvent(models.Model):
     run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False,
                             db_constraint=False)
     event_key = models.CharField(max_length=512)
-    payload_hash = models.CharField(max_length=64)
+    payload_hash = ContentDigestField(max_length=64)
     source_event_id = models.CharField(max_length=200, blank=True)
     event_type = models.CharField(max_length=64)
     conversation_ref = models.CharField(max_length=200)
@@ -146,7 +147,7 @@ class StagedEvent(models.Model):
     occurred_at = models.DateTimeField()
     occurred_at_original = models.CharField(max_length=64)
     # Needed to replay a missing event through ingest (the trigger reads it); gone at publication.
-    text = models.TextField(blank=True)
+    text = ContentField(blank=True)
 
     class Meta:
         constraints = [

@@ -173,9 +173,29 @@ def source_health() -> list[dict[str, Any]]:
             # Meta sources: what the last read of subscribed_apps found wrong ("" when nothing).
             "subscription_problem": source.subscription_problem,
             "needs_reauth": source.needs_reauth,
+            # What the source names that the deployment refuses (a row from before the rule):
+            # a credential variable not declared for credentials, a URL off its platform's hosts.
+            "refused_settings": refused_settings(source),
             **source_declarations(source),
         })
     return rows
+
+
+def refused_settings(source) -> dict[str, str]:
+    """By field (a route's as `route <purpose> target_url`): what the source or its reply routes
+    name that registration would refuse today. Such a source reads no credential there."""
+    from ingress.services import source_door_refusals
+    from replies.transports import route_url_refusal
+
+    refused = source_door_refusals(source)
+    for route in source.reply_routes.all():
+        try:
+            refusal = route_url_refusal(route.transport_name, route.target_url)
+        except KeyError:  # an unknown transport: the sender refuses it as misconfigured
+            continue
+        if refusal:
+            refused[f"route {route.purpose} target_url"] = refusal
+    return refused
 
 
 def source_declarations(source) -> dict[str, Any]:
@@ -205,6 +225,8 @@ def needs_a_person(row: dict[str, Any]) -> list[str]:
         reasons.append(f"last page failed ({row['last_error_class']}/{row['last_error_code']}{streak})")
     if row.get("subscription_problem"):
         reasons.append(f"Meta subscription: {row['subscription_problem']}")
+    for field, refusal in row.get("refused_settings", {}).items():
+        reasons.append(f"{field} is refused ({refusal}): correct it in Ingress > Sources or Reply routes")
     for key, words in (("stranded_sends", "stranded send(s): failed before send, no longer retried "
                                           "automatically or exhausted"),
                        ("repairs_failed", "repair(s) failed in the last report"),

@@ -293,22 +293,36 @@ class ReviewQueueAdmin(QueueAdmin):
         }
         return super().change_view(request, object_id, form_url, context)
 
-    @staticmethod
-    def _outgoing(action: ReplyAction) -> str:
-        """The exact text approval sends (the newest copy version), or why it cannot be approved."""
-        copy = selectors.copy_current(source_id=action.event.source_id, purpose=action.purpose)
-        if copy is None:
-            return f"Cannot be approved: {selectors.no_copy_reason(action)}"
-        return f"Will send as {copy.channel} (copy {copy.copy_version}):\n{copy.text}"
-
     @admin.action(permissions=["approve"], description="Approve selected replies")
     def approve(self, request: HttpRequest, queryset: QuerySet):
-        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = services.reply_approve(action_id=action.pk, actor=request.user.get_username())
+        # Each row's copy is read once: the text the page shows and the version it pins are one
+        # copy's, whatever an owner saves meanwhile.
+        copies: dict[int, ReplyCopy | None] = {}
+
+        def shown(action: ReplyAction) -> ReplyCopy | None:
+            if action.pk not in copies:
+                copies[action.pk] = selectors.copy_current(source_id=action.event.source_id, purpose=action.purpose)
+            return copies[action.pk]
+
+        def outgoing(action: ReplyAction) -> str:
+            """The exact text approval sends (the newest copy version), or why it cannot be approved."""
+            copy = shown(action)
+            if copy is None:
+                return f"Cannot be approved: {selectors.no_copy_reason(action)}"
+            return f"Will send as {copy.channel} (copy {copy.copy_version}):\n{copy.text}"
+
+        def pin(action: ReplyAction) -> str:
+            """The copy version the page shows: approval is refused if a newer one appears."""
+            copy = shown(action)
+            return copy.copy_version if copy is not None else ""
+
+        def apply(action: ReplyAction, note: str, shown_version: str) -> tuple[bool, str]:
+            result = services.reply_approve(action_id=action.pk, actor=request.user.get_username(),
+                                            shown_copy_version=shown_version)
             return result.ok, result.message
 
         return confirmed_action(self, request, queryset, title="Approve replies", action="approve", apply=apply,
-                                describe=self._outgoing)
+                                describe=outgoing, pin=pin)
 
     @admin.action(permissions=["approve"], description="Close selected without reply")
     def close(self, request: HttpRequest, queryset: QuerySet):
@@ -519,6 +533,11 @@ class ReplyRouteAdmin(admin.ModelAdmin):
             purpose = data.get("purpose") or form_self.instance.purpose
             if source and purpose not in source.purposes:
                 raise forms.ValidationError(f"{purpose!r} is not a declared purpose of {source.name}")
+            transport = data.get("transport_name") or form_self.instance.transport_name
+            if transport in TRANSPORTS and "target_url" in form_self.fields:
+                refusal = services.route_url_refusal(transport, data.get("target_url", ""))
+                if refusal:
+                    form_self.add_error("target_url", refusal)
             return data
 
         form.clean = clean

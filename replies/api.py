@@ -28,6 +28,8 @@ class EventList(generics.ListAPIView):
     """GET /api/events/?event_key=&source=&state=: canonical records with their reply actions."""
 
     pagination_class = NewestFirst
+    # What the admin's event ledger asks (conduit.api.AdminRules).
+    required_permissions = ("ingress.view_inboundevent",)
 
     class Query(ListQuery):
         event_key = QueryText(max_length=InboundEvent._meta.get_field("event_key").max_length)

@@ -39,7 +39,7 @@ from replies.selectors import (
     no_route_reason,
     outbound_reply,
 )
-from replies.transports import LiveSendDisabled, transport_for
+from replies.transports import LiveSendDisabled, route_url_refusal, transport_for
 
 __all__ = [
     "Result", "RouteConflict", "reply_action_transition", "reply_actions_plan", "reply_approve",
@@ -327,6 +327,10 @@ def _route_validated(route: ReplyRoute, source: Source) -> ReplyRoute:
         errors["purpose"] = f"{route.purpose!r} is not a declared purpose of source {source.name!r}"
     if route.transport_name not in TRANSPORTS:
         errors["transport_name"] = f"unknown transport; known: {', '.join(sorted(TRANSPORTS))}"
+    else:
+        refusal = route_url_refusal(route.transport_name, route.target_url)
+        if refusal:
+            errors["target_url"] = refusal
     if errors:
         raise ValidationError(errors)
     route.full_clean(exclude=["source"], validate_unique=False, validate_constraints=False)
@@ -379,8 +383,14 @@ def reply_route_update(*, route_id: int, changes: dict) -> ReplyRoute:
 # --- approval and closing ------------------------------------------------------------------
 
 
-def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by_reviewer") -> Result:
+def reply_approve(
+    *, action_id: int, actor: str, reason_code: str = "approved_by_reviewer", shown_copy_version: str | None = None,
+) -> Result:
     """REVIEW_PENDING -> APPROVED with the current approved copy; enqueue the send on commit.
+
+    `shown_copy_version`: the copy version the person was shown when deciding (the admin's
+    confirmation page). A newer copy since refuses the approval: the text that would go out is
+    not the text they read. None where no person was shown a text (the canary).
 
     A Meta private reply is refused after its deadline (the comment's creation + 7 days), the
     deadline named; one whose deadline is not known yet is read first (outside any transaction).
@@ -400,6 +410,9 @@ def reply_approve(*, action_id: int, actor: str, reason_code: str = "approved_by
             copy = copy_current(source_id=action.event.source_id, purpose=action.purpose)
             if copy is None:
                 return Result(False, f"cannot approve: {no_copy_reason(action)}")
+            if shown_copy_version is not None and shown_copy_version != copy.copy_version:
+                return Result(False, f"the copy changed: review again (you were shown copy "
+                                     f"{shown_copy_version or '(none)'}; the newest is {copy.copy_version})")
             if action_route(action) is None:
                 return Result(False, f"cannot approve: {no_route_reason(action)}")
             extra = {

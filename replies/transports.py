@@ -12,6 +12,7 @@ import threading
 
 from django.conf import settings
 
+from conduit.loopback import credential_url_refusal
 from conduit.providers.base import Transport
 from conduit.providers.registry import get_adapter, transport_class
 from replies.models import ReplyRoute
@@ -30,6 +31,15 @@ def is_live(name: str) -> bool:
 
     Conservative: a Meta transport is live whatever its URL (route_is_live knows the route)."""
     return transport_class(name).live
+
+
+def route_url_refusal(transport_name: str, target_url: str) -> str:
+    """Why a route's transport may not take the source's token to `target_url`, or ""."""
+    hosts = transport_class(transport_name).credential_hosts
+    if hosts is None:
+        return ""
+    refusal = credential_url_refusal(target_url, hosts)
+    return f"the source's access token would be sent there: {refusal}" if refusal else ""
 
 
 def route_is_live(route: ReplyRoute) -> bool:
@@ -59,6 +69,10 @@ def transport_for(route: ReplyRoute) -> Transport:
     refreshed as a new build would be; any other is built on every call.
     """
     cls = transport_class(route.transport_name)
+    # A transport acting with the source's token is never built towards another host.
+    refusal = route_url_refusal(route.transport_name, route.target_url)
+    if refusal:
+        raise ValueError(refusal)
     if route_is_live(route) and not live_send_allowed(route):
         raise LiveSendDisabled(
             f"transport {route.transport_name!r} is live: set CONDUIT_LIVE_SEND=on and have an owner "
@@ -79,8 +93,9 @@ def transport_for(route: ReplyRoute) -> Transport:
         return transport
     if getattr(cls, "source_bound", False):
         # A platform transport acts as the source's account, with its token (from the variable
-        # the source names, never stored).
+        # the source names, never stored), and only towards its platform's hosts.
         from ingress.selectors import source_config
+
 
         source = route.source
         adapter_object = getattr(get_adapter(source.adapter), "object", None)

@@ -15,7 +15,7 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 # A test-only signing secret, generated for the suite; it signs nothing real.
 TEST_SECRET = "whsec_" + base64.b64encode(b"conduit-test-only-signing-key-01").decode()
-SECRET_ENV = "CONDUIT_TEST_SANDBOX_SECRET"
+SECRET_ENV = "CONDUIT_SOURCE_TEST_SANDBOX_SECRET"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -214,12 +214,15 @@ def _fresh_process_caches():
 
 @pytest.fixture
 def api(db):
-    """A DRF client authenticated with a token of a plain (non-staff) user."""
-    from django.contrib.auth.models import User
+    """A DRF client authenticated with a token of a plain (non-staff) user holding the read API's
+    view permissions (a token acts with its user's permissions)."""
+    from django.contrib.auth.models import Permission, User
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
     user = User.objects.create_user("token_user_test")
+    user.user_permissions.add(*Permission.objects.filter(
+        content_type__app_label="ingress", codename__in=["view_inboundevent", "view_quarantinereceipt"]))
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     return client

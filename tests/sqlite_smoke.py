@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.update(
     DATABASE_URL=f"sqlite:///{sys.argv[1]}", DJANGO_SETTINGS_MODULE="conduit.settings",
     CONDUIT_LOG_LEVEL="WARNING", ALLOWED_HOSTS="testserver",
-    CONDUIT_SMOKE_SECRET="whsec_c21va2UtdGVzdC1vbmx5LWtleS0wMDAwMDAwMDAwMDA=",
+    CONDUIT_SOURCE_SMOKE_SECRET="whsec_c21va2UtdGVzdC1vbmx5LWtleS0wMDAwMDAwMDAwMDA=",
 )
 
 import django  # noqa: E402
@@ -37,7 +37,7 @@ server, state = serve(port=0)
 call_command(
     "register_source", "smoke", "--adapter", "sandbox-social", "--account-ref", "acct_test_01",
     "--event-type", "comment.created", "--purpose", "public_ack", "--purpose", "private_delivery",
-    "--trigger-keyword", "CHECKLIST", "--secret-env", "CONDUIT_SMOKE_SECRET",
+    "--trigger-keyword", "CHECKLIST", "--secret-env", "CONDUIT_SOURCE_SMOKE_SECRET",
     "--copy", "public_ack=Synthetic thanks.", "--copy", "private_delivery=Synthetic checklist.",
     "--transport-url", f"http://127.0.0.1:{server.server_address[1]}", stdout=open(os.devnull, "w"),
 )
@@ -46,7 +46,7 @@ client = Client()
 statuses = []
 for _ in range(2):
     headers = get_adapter("sandbox-social").sign(
-        body=body, secret=os.environ["CONDUIT_SMOKE_SECRET"], delivery_id="msg_test_smoke",
+        body=body, secret=os.environ["CONDUIT_SOURCE_SMOKE_SECRET"], delivery_id="msg_test_smoke",
         at=datetime.now(timezone.utc),
     )
     statuses.append(client.post("/webhooks/smoke/", data=body, content_type="application/json",

@@ -362,6 +362,10 @@ class SourceAdapter:
     # The platform's event families (seed 004's declaration); a type not declared takes
     # `undeclared_family`'s answer.
     families: tuple[Family, ...] = ()
+    # The hosts a source's access token may be sent to (its read URL's, over HTTPS); None when
+    # the adapter's reads carry no credential. Plain HTTP on this host (a simulator) always may
+    # (conduit.loopback.credential_url_refusal).
+    credential_hosts: tuple[str, ...] | None = None
 
     def family(self, event_type: str) -> Family:
         """The declared family of an event type, or the adapter's answer for an undeclared one."""
@@ -513,6 +517,9 @@ class Transport:
     # answered, "message" to its author), matched against the account's own items; "" where the
     # provider keeps receipts by reply key instead.
     leaves: str = ""
+    # The hosts a transport acting with the source's token may send to, as SourceAdapter's; None:
+    # it carries no credential of the source.
+    credential_hosts: tuple[str, ...] | None = None
     # False while a transport that discovers its capabilities could not: it
     # then reports the conservative capabilities and refuses to send.
     discovered: bool = True

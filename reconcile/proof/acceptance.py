@@ -66,7 +66,7 @@ class Harness:
     """
 
     def __init__(self, *, name: str = "sandbox", account_ref: str = "acct_test_01",
-                 secret_env: str = "CONDUIT_ACCEPTANCE_SECRET", hang_seconds: float = 2.0) -> None:
+                 secret_env: str = "CONDUIT_SOURCE_ACCEPTANCE_SECRET", hang_seconds: float = 2.0) -> None:
         self.secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
         self._restore_secret = testkit.environ_set(secret_env, self.secret)
         self.server, self.state = serve(port=0, hang_seconds=hang_seconds)
@@ -401,7 +401,7 @@ def data_boundary() -> list[str]:
     from rest_framework.authtoken.models import Token
 
     buyer = f"CHECKLIST for Jordan Example at 12 Example Lane, phone 555-0100 ref {uuid.uuid4().hex[:8]}"
-    h = Harness(name="boundary", account_ref="acct_test_03", secret_env="CONDUIT_BOUNDARY_SECRET")
+    h = Harness(name="boundary", account_ref="acct_test_03", secret_env="CONDUIT_SOURCE_BOUNDARY_SECRET")
     secret = h.secret
     try:
         with testkit.captured_logs() as (buffer, console):
@@ -427,11 +427,17 @@ def data_boundary() -> list[str]:
     for report in CanaryReport.objects.all():
         search(f"canary report {report.pk}", json.dumps([report.summary, report.expectations]))
 
+    # A token acts with its user's permissions: every view permission but the content one.
     api_user = User.objects.create_user("api_test_boundary")
+    api_user.user_permissions.set(Permission.objects.filter(codename__startswith="view_")
+                                  .exclude(codename="view_message_content"))
     token = Token.objects.create(user=api_user).key
     api = testkit.test_client(raise_errors=True, HTTP_AUTHORIZATION=f"Token {token}")
     for url in ("/api/events/", "/api/quarantine/", "/api/schema/"):
-        search(f"GET {url}", api.get(url).content.decode())
+        response = api.get(url)
+        if response.status_code != 200:
+            found.append(f"GET {url} answered {response.status_code}: the search would be blind")
+        search(f"GET {url}", response.content.decode())
     from reconcile.selectors import reply_decision_request
 
     for action in ReplyAction.objects.all():
@@ -510,9 +516,9 @@ class MetaHarness:
 
         self.secret = secrets.token_hex(16)
         self._restore = [testkit.environ_set(name, value) for name, value in (
-            ("CONDUIT_ACCEPTANCE_META_SECRET", self.secret),
-            ("CONDUIT_ACCEPTANCE_META_VERIFY", secrets.token_hex(8)),
-            ("CONDUIT_ACCEPTANCE_META_TOKEN", secrets.token_hex(16)),
+            ("CONDUIT_SOURCE_ACCEPTANCE_META_SECRET", self.secret),
+            ("CONDUIT_SOURCE_ACCEPTANCE_META_VERIFY", secrets.token_hex(8)),
+            ("CONDUIT_SOURCE_ACCEPTANCE_META_TOKEN", secrets.token_hex(16)),
         )]
         # A timeout fault holds the answer this long: past the transport's timeout in the ambiguous row.
         self.graph = graph_serve(port=0, hang_seconds=META_HANG_SECONDS)
@@ -520,8 +526,8 @@ class MetaHarness:
         self.source, _ = source_register(
             name="meta-acceptance", adapter="meta-instagram", account_ref=META_ACCOUNT,
             event_types=["comment.created"], purposes=list(PURPOSES), trigger_keywords=["CHECKLIST"],
-            secret_env="CONDUIT_ACCEPTANCE_META_SECRET", meta_app_id=META_APP_ID,
-            verify_token_env="CONDUIT_ACCEPTANCE_META_VERIFY", token_env="CONDUIT_ACCEPTANCE_META_TOKEN",
+            secret_env="CONDUIT_SOURCE_ACCEPTANCE_META_SECRET", meta_app_id=META_APP_ID,
+            verify_token_env="CONDUIT_SOURCE_ACCEPTANCE_META_VERIFY", token_env="CONDUIT_SOURCE_ACCEPTANCE_META_TOKEN",
             source_url=self.graph.instagram_url,
         )
         # Connected a day ago: the comments below are new work, not history.

@@ -59,7 +59,7 @@ CANARY = {
     "event_types": ["comment.created"],
     "purposes": ["public_ack", "private_delivery"],
     "trigger_keywords": ["CHECKLIST"],
-    "secret_env": "CONDUIT_CANARY_SECRET",
+    "secret_env": "CONDUIT_SOURCE_CANARY_SECRET",
     "canary": True,
 }
 # The Meta-shaped one: an Instagram source of a reserved app id (no Meta app has id 0), whose
@@ -71,10 +71,10 @@ META_CANARY = {
     "event_types": ["comment.created"],
     "purposes": ["public_ack", "private_delivery"],
     "trigger_keywords": ["CHECKLIST"],
-    "secret_env": "CONDUIT_CANARY_META_SECRET",
+    "secret_env": "CONDUIT_SOURCE_CANARY_META_SECRET",
     "meta_app_id": "0",
-    "verify_token_env": "CONDUIT_CANARY_META_VERIFY",
-    "token_env": "CONDUIT_CANARY_META_TOKEN",
+    "verify_token_env": "CONDUIT_SOURCE_CANARY_META_VERIFY",
+    "token_env": "CONDUIT_SOURCE_CANARY_META_TOKEN",
     "source_url": "http://127.0.0.1/instagram/v26.0",
     "canary": True,
 }

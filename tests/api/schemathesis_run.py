@@ -54,6 +54,11 @@ def seed() -> str:
         response = client.post("/webhooks/sandbox/", data=body, content_type="application/json", headers=sign(body))
         assert response.status_code in (200, 202), (name, response.status_code, response.content[:200])
     user = User.objects.create_user("fuzz_token_user_test")
+    # A token acts with its user's permissions: the read API's view permissions.
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.set(Permission.objects.filter(
+        content_type__app_label="ingress", codename__in=["view_inboundevent", "view_quarantinereceipt"]))
     return Token.objects.create(user=user).key
 
 

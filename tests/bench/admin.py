@@ -61,7 +61,7 @@ def setup() -> tuple[list[Source], Client, Client]:
         source, _ = source_register(
             name=f"bench{n}", adapter="sandbox-social", account_ref=f"acct_test_admin{n}",
             event_types=["comment.created"], purposes=list(PURPOSES), trigger_keywords=["CHECKLIST"],
-            secret_env="CONDUIT_BENCH_SECRET",
+            secret_env="CONDUIT_SOURCE_BENCH_SECRET",
         )
         for purpose in PURPOSES:
             reply_copy_create(source_id=source.pk, purpose=purpose, channel="public_reply",

@@ -15,7 +15,7 @@ os.environ.setdefault("SECRET_KEY", "bench-only-not-secret")
 os.environ.setdefault("CONDUIT_LOG_LEVEL", "WARNING")
 # A signing secret made for this run only; it signs nothing real.
 BENCH_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-os.environ["CONDUIT_BENCH_SECRET"] = BENCH_SECRET
+os.environ["CONDUIT_SOURCE_BENCH_SECRET"] = BENCH_SECRET
 
 import django  # noqa: E402
 
@@ -34,7 +34,7 @@ def bench_source(name: str, account_ref: str) -> Source:
     source, _ = source_register(
         name=name, adapter="sandbox-social", account_ref=account_ref, event_types=["comment.created"],
         purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"],
-        secret_env="CONDUIT_BENCH_SECRET",
+        secret_env="CONDUIT_SOURCE_BENCH_SECRET",
     )
     return source
 

@@ -60,7 +60,7 @@ def prepare(n: int, provider_state, url: str) -> Source:
     account = f"acct_test_rb{n}"
     source, _ = source_register(
         name=f"bench{n}", adapter="sandbox-social", account_ref=account, event_types=["comment.created"],
-        purposes=["public_ack"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_BENCH_SECRET",
+        purposes=["public_ack"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_SOURCE_BENCH_SECRET",
         source_url=url,
     )
     now = timezone.now()

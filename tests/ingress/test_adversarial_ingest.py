@@ -252,8 +252,8 @@ def test_without_conduit_refuse_every_body_is_503_never_a_silent_acceptance(sand
 
 # -- Meta: a refused share inside the app body's one transaction (a savepoint) -------------------
 
-META_ENV = {"CONDUIT_TEST_META_SECRET": "0123456789abcdef0123456789abcdef",
-            "CONDUIT_TEST_META_VERIFY": "verify-token-test-only-01", "CONDUIT_TEST_META_TOKEN": "graph-token-test-only"}
+META_ENV = {"CONDUIT_SOURCE_TEST_META_SECRET": "0123456789abcdef0123456789abcdef",
+            "CONDUIT_SOURCE_TEST_META_VERIFY": "verify-token-test-only-01", "CONDUIT_SOURCE_TEST_META_TOKEN": "graph-token-test-only"}
 IG_OTHER = "17841400000000002"
 
 
@@ -270,7 +270,7 @@ def _meta_post(client, entries: list[dict]):
     raw = json.dumps({"object": "instagram", "entry": entries}).encode()
     return client.post(f"/webhooks/meta/{APP_ID}/", data=raw, content_type="application/json",
                        headers={"X-Hub-Signature-256": signature_header(body=raw, secret=META_ENV[
-                           "CONDUIT_TEST_META_SECRET"])})
+                           "CONDUIT_SOURCE_TEST_META_SECRET"])})
 
 
 @pytest.fixture

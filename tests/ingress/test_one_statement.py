@@ -146,8 +146,8 @@ def test_a_proof_failure_under_a_cached_source_is_decided_on_the_source_read_afr
     if not guard:
         _trust_the_cache_blindly(monkeypatch)
     assert deliver(body(item(1))).status_code == 200  # caches the source
-    monkeypatch.setenv("CONDUIT_TEST_SANDBOX_SECRET_NEXT", NEXT_SECRET)
-    source_update(source_id=sandbox_source.pk, changes={"secret_env": "CONDUIT_TEST_SANDBOX_SECRET_NEXT"})
+    monkeypatch.setenv("CONDUIT_SOURCE_TEST_SANDBOX_SECRET_NEXT", NEXT_SECRET)
+    source_update(source_id=sandbox_source.pk, changes={"secret_env": "CONDUIT_SOURCE_TEST_SANDBOX_SECRET_NEXT"})
     response = deliver(body(item(2)), secret=NEXT_SECRET)
     if guard:
         assert (response.status_code, QuarantineReceipt.objects.count()) == (200, 0)

@@ -49,7 +49,7 @@ def test_unknown_app_is_404_and_writes_nothing(client, meta_sources):
 
 
 def test_missing_secret_is_503_not_a_refusal(client, meta_sources, monkeypatch):
-    monkeypatch.delenv("CONDUIT_TEST_META_SECRET")
+    monkeypatch.delenv("CONDUIT_SOURCE_TEST_META_SECRET")
     body = meta_body("meta_instagram/comment__created")
     response = client.post(URL, data=body, content_type="application/json",
                            headers={"X-Hub-Signature-256": "sha256=" + "0" * 64})

@@ -41,13 +41,13 @@ def test_sources_of_one_app_and_object_must_share_secret_and_verify_variables(db
     register("ig-one", "17841400000000001")
     with pytest.raises(CommandError) as refused:
         call_command("register_source", "ig-two", "--adapter", "meta-instagram", "--account-ref",
-                     "17841400000000002", "--meta-app-id", APP_ID, "--secret-env", "OTHER_SECRET",
+                     "17841400000000002", "--meta-app-id", APP_ID, "--secret-env", "CONDUIT_SOURCE_OTHER_SECRET",
                      "--verify-token-env", VERIFY_ENV, "--token-env", TOKEN_ENV, "--event-type",
                      "comment.created")
     assert "ig-one" in str(refused.value) and "secret_env" in str(refused.value)
     # Another object of the same app may name its own (Instagram Login has its own app secret).
     call_command("register_source", "page", "--adapter", "meta-page", "--account-ref", "100000000000001",
-                 "--meta-app-id", APP_ID, "--secret-env", "OTHER_SECRET", "--verify-token-env", VERIFY_ENV,
+                 "--meta-app-id", APP_ID, "--secret-env", "CONDUIT_SOURCE_OTHER_SECRET", "--verify-token-env", VERIFY_ENV,
                  "--token-env", TOKEN_ENV, "--event-type", "comment.created")
 
 
@@ -87,7 +87,7 @@ def test_a_meta_purpose_without_a_default_needs_an_explicit_route(db):
 def test_sandbox_takes_one_secret_and_no_meta_flags(db):
     with pytest.raises(CommandError):
         call_command("register_source", "sb", "--adapter", "sandbox-social", "--account-ref", "acct_test_09",
-                     "--secret-env", "A_SECRET", "--secret-env", "B_SECRET", "--event-type", "comment.created")
+                     "--secret-env", "CONDUIT_SOURCE_A_SECRET", "--secret-env", "CONDUIT_SOURCE_B_SECRET", "--event-type", "comment.created")
     with pytest.raises(CommandError):
         call_command("register_source", "sb", "--adapter", "sandbox-social", "--account-ref", "acct_test_09",
-                     "--secret-env", "A_SECRET", "--meta-app-id", APP_ID, "--event-type", "comment.created")
+                     "--secret-env", "CONDUIT_SOURCE_A_SECRET", "--meta-app-id", APP_ID, "--event-type", "comment.created")

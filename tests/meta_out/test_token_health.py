@@ -73,7 +73,7 @@ def test_a_190_stops_the_sources_sends_within_one_claim_and_reauthorising_resume
 
 def test_reauthorising_without_a_token_is_refused(approved_four, monkeypatch):
     Source.objects.filter(pk=approved_four.pk).update(needs_reauth=True)
-    monkeypatch.delenv("CONDUIT_TEST_META_TOKEN")
+    monkeypatch.delenv("CONDUIT_SOURCE_TEST_META_TOKEN")
     with pytest.raises(ValueError, match="no access token"):
         source_reauthorized(source_id=approved_four.pk, actor="owner_test")
     assert Source.objects.get(pk=approved_four.pk).needs_reauth

@@ -37,7 +37,7 @@ def _source():
     source, _ = source_register(
         name=f"references_test_{n}", adapter="sandbox-social", account_ref=f"acct_test_refs_{n}",
         event_types=["comment.created"], purposes=["public_ack"], trigger_keywords=["CHECKLIST"],
-        secret_env="CONDUIT_TEST_SECRET")
+        secret_env="CONDUIT_SOURCE_TEST_SECRET")
     return source
 
 

@@ -23,7 +23,7 @@ from ingress.services import source_register
 from reconcile.models import ReconcileRun, StagedReceipt
 source, _ = source_register(name="lite", adapter="sandbox-social", account_ref="acct_test_lite",
                             event_types=["comment.created"], purposes=["public_ack"], trigger_keywords=["X"],
-                            secret_env="CONDUIT_TEST_SECRET")
+                            secret_env="CONDUIT_SOURCE_TEST_SECRET")
 now = timezone.now()
 run = ReconcileRun.objects.create(source=source, trigger="command", requested_by="tester", until=now,
                                   created_at=now)

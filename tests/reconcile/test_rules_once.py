@@ -130,15 +130,15 @@ def test_iso_z_writes_utc_with_a_z_and_keeps_other_offsets():
 # -- the canary's secret --------------------------------------------------------------------
 
 def test_a_held_secret_is_read_before_the_environment_and_only_while_held(monkeypatch):
-    monkeypatch.setenv("CONDUIT_TEST_HELD", "from-env")
-    with secret_held("CONDUIT_TEST_HELD", "held-outer"):
-        with secret_held("CONDUIT_TEST_HELD", "held-inner"):
-            assert secret_read("CONDUIT_TEST_HELD") == "held-inner"
-        assert secret_read("CONDUIT_TEST_HELD") == "held-outer"
-        assert os.environ["CONDUIT_TEST_HELD"] == "from-env"  # the environment is not touched
-    assert secret_read("CONDUIT_TEST_HELD") == "from-env"
-    monkeypatch.delenv("CONDUIT_TEST_HELD")
-    assert secret_read("CONDUIT_TEST_HELD") == ""
+    monkeypatch.setenv("CONDUIT_SOURCE_TEST_HELD", "from-env")
+    with secret_held("CONDUIT_SOURCE_TEST_HELD", "held-outer"):
+        with secret_held("CONDUIT_SOURCE_TEST_HELD", "held-inner"):
+            assert secret_read("CONDUIT_SOURCE_TEST_HELD") == "held-inner"
+        assert secret_read("CONDUIT_SOURCE_TEST_HELD") == "held-outer"
+        assert os.environ["CONDUIT_SOURCE_TEST_HELD"] == "from-env"  # the environment is not touched
+    assert secret_read("CONDUIT_SOURCE_TEST_HELD") == "from-env"
+    monkeypatch.delenv("CONDUIT_SOURCE_TEST_HELD")
+    assert secret_read("CONDUIT_SOURCE_TEST_HELD") == ""
 
 
 @pytest.mark.django_db(transaction=True)  # the canary serves its webhook over real HTTP

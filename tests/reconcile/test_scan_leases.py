@@ -161,7 +161,7 @@ def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src
         source, _ = source_register(
             name=f"{prefix}{i}", adapter="sandbox-social", account_ref=f"acct_test_{prefix}{i}",
             event_types=["comment.created"], purposes=[], trigger_keywords=[],
-            secret_env="CONDUIT_TEST_SANDBOX_SECRET", source_url=state.url,
+            secret_env="CONDUIT_SOURCE_TEST_SANDBOX_SECRET", source_url=state.url,
         )
         state.hold(source.account_ref, [item(number) for number in range(1, 2 * pages + 1)])
         if i == failing:

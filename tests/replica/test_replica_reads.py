@@ -110,8 +110,9 @@ def test_admin_lists_read_the_replica_and_the_page_after_an_action_reads_the_pri
     assert set(SELECTED.findall(client.get(queue).content.decode())) == pending
 
     replica.pause()
-    response = client.post(queue, {"action": "approve", "_selected_action": [public_ack.pk], "confirm": "yes"},
-                           follow=True)
+    # The confirmation carries the copy version it showed (v1, the only one).
+    response = client.post(queue, {"action": "approve", "_selected_action": [public_ack.pk], "confirm": "yes",
+                                   f"pin_{public_ack.pk}": "v1"}, follow=True)
     assert response.redirect_chain and response.status_code == 200
     assert "conduit_read_primary" in response.cookies or "conduit_read_primary" in client.cookies
     # The reviewer's own page: the primary, the approved reply gone from the queue.

@@ -1,5 +1,7 @@
 """The review and unknown-send queues through the Django test client, with and without permissions."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group, User
 
@@ -16,11 +18,17 @@ def member(username: str, *groups: str) -> User:
     return user
 
 
+PIN = re.compile(r'name="(pin_[0-9]+)" value="([^"]*)"')
+
+
 def act(client, queue: str, action: str, rows, **extra):
-    return client.post(
-        f"/admin/replies/{queue}/", {"action": action, "_selected_action": [r.pk for r in rows], **extra},
-        follow=True,
-    )
+    """Post an admin action; a confirmation is posted as a browser does, with what the confirmation
+    page carried (the copy version it showed)."""
+    form = {"action": action, "_selected_action": [r.pk for r in rows]}
+    if extra.get("confirm") == "yes":
+        shown = client.post(f"/admin/replies/{queue}/", form)
+        form.update(PIN.findall(shown.content.decode()) if shown.status_code == 200 else [])
+    return client.post(f"/admin/replies/{queue}/", {**form, **extra}, follow=True)
 
 
 @pytest.fixture

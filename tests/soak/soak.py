@@ -54,7 +54,7 @@ from tests.soak import checks
 ACCOUNT = "acct_test_soak"
 SOURCE = "soak"
 PURPOSES = ["public_ack", "private_delivery"]
-SECRET_ENV = "CONDUIT_SOAK_SECRET"
+SECRET_ENV = "CONDUIT_SOURCE_SOAK_SECRET"
 # A signing secret made for this run only; it signs nothing real.
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 OPEN_STATES = ("REVIEW_PENDING", "APPROVED", "SENDING", "FAILED_BEFORE_SEND")

@@ -16,6 +16,7 @@ from conduit.providers.base import (
     Family,
     Observation,
 )
+from conduit.providers.meta.graph import GRAPH_HOSTS
 from conduit.providers.meta.reader import MetaInstagramReader, MetaPageReader
 from conduit.providers.meta.webhook import MetaInstagramWebhook, MetaPageWebhook
 
@@ -30,6 +31,8 @@ _DM_LIMITATION = ("read back through the Conversations API, which shows only the
 class MetaInstagramAdapter(MetaInstagramReader, MetaInstagramWebhook):
     """Instagram professional accounts: comments, live comments and DMs; read back from the Graph API."""
 
+    credential_hosts = GRAPH_HOSTS
+
     families = (
         # /{ig-media-id}/comments returns neither live comments after the broadcast nor ad comments
         # (instagram-graph-api/reference/ig-media/comments): those are known from webhooks only.
@@ -42,6 +45,8 @@ class MetaInstagramAdapter(MetaInstagramReader, MetaInstagramWebhook):
 
 class MetaPageAdapter(MetaPageReader, MetaPageWebhook):
     """Facebook Pages: feed comments and Messenger; read back from the Graph API."""
+
+    credential_hosts = GRAPH_HOSTS
 
     families = (
         Family("comment.created", COMPLETE,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from conduit.loopback import loopback_address
+from conduit.loopback import credential_url_refusal, loopback_address
 from conduit.providers.keepalive import ExchangeFailed, kept_connection
 from conduit.providers.meta.errors import message_hint
 
@@ -56,10 +56,15 @@ _TRACE_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
 
+# Meta's Graph hosts: the only places a Meta access token is ever sent (besides a simulator on
+# this host, over plain HTTP).
+GRAPH_HOSTS = ("graph.facebook.com", "graph.instagram.com")
+
+
 class GraphCallFailed(Exception):
     """A Graph call that gave no usable answer. `kind` is Conduit's own token, safe to keep.
 
-    kinds: url_refused (not https, nor http on this host), timeout, transport
+    kinds: url_refused (not https to one of GRAPH_HOSTS, nor http on this host), timeout, transport
     (no answer: `sent` says whether the request left the process), too_large,
     malformed (the answer is not JSON of the expected shape), graph (GraphError).
     """
@@ -292,6 +297,10 @@ def graph_request(
     proves it too large without buffering it. The token goes in the query, as
     Meta documents; it is never part of any failure.
     """
+    refusal = credential_url_refusal(base_url, GRAPH_HOSTS)
+    if refusal:
+        # Checked before anything is built: the token never leaves for any other host.
+        raise GraphCallFailed("url_refused", f"the Graph URL is refused: {refusal}", sent=False)
     query = urlencode({**params, "access_token": access_token})
     if keep_alive:
         prefix = urlsplit(base_url).path.rstrip("/")

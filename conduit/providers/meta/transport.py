@@ -42,7 +42,7 @@ from conduit.providers.base import (
     Transport,
 )
 from conduit.providers.meta import errors
-from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_request, next_params
+from conduit.providers.meta.graph import GRAPH_HOSTS, GraphCallFailed, GraphError, graph_request, next_params
 
 TIMEOUT_SECONDS = 10.0
 # A write's answer is a few ids; a read-back page of replies is at most 50 comments.
@@ -125,6 +125,7 @@ class _MetaReplyTransport(Transport):
     live = True  # the class answer (no URL known): live; an instance knows its URL
     # Built with the source's token, account and object (replies.transports passes them).
     source_bound = True
+    credential_hosts = GRAPH_HOSTS
     # Both answer a comment: a public reply under it, or a private reply to its author. Neither
     # answers a DM (a private reply is an answer to a comment, not to a message).
     answers = frozenset({ANSWERS_COMMENT})

@@ -116,10 +116,10 @@ def test_a_non_loopback_callback_is_refused():
 
 
 def test_the_secret_comes_from_the_named_variable_never_argv(tmp_path, receiver):
-    result = run("--callback", receiver.url, "--app-id", APP_ID, "--secret-env", "CONDUIT_TEST_UNSET_SECRET_VAR")
-    assert result.returncode != 0 and "CONDUIT_TEST_UNSET_SECRET_VAR" in result.stderr
-    running = start("--callback", receiver.url, "--app-id", APP_ID, "--secret-env", "CONDUIT_TEST_META_APP_SECRET",
-                    env={"CONDUIT_TEST_META_APP_SECRET": APP_SECRET})
+    result = run("--callback", receiver.url, "--app-id", APP_ID, "--secret-env", "CONDUIT_SOURCE_TEST_UNSET_SECRET_VAR")
+    assert result.returncode != 0 and "CONDUIT_SOURCE_TEST_UNSET_SECRET_VAR" in result.stderr
+    running = start("--callback", receiver.url, "--app-id", APP_ID, "--secret-env", "CONDUIT_SOURCE_TEST_META_APP_SECRET",
+                    env={"CONDUIT_SOURCE_TEST_META_APP_SECRET": APP_SECRET})
     try:
         assert APP_SECRET not in " ".join(running.process.args)
         add_comment(running, account=IG, media_id="m_c", text="x", from_id="u1", notify=True)
