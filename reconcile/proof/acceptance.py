@@ -616,22 +616,30 @@ def meta_source_proof(h: MetaHarness) -> list[str]:
 
 def meta_event_identity(h: MetaHarness) -> list[str]:
     """The same body twice is one delivery seen twice; a retry batched with another comment adds
-    only that comment: one row per comment, keyed `meta-instagram:<account>:comment.created:<id>`."""
+    only that comment: one row per comment, keyed `meta-instagram:<account>:comment.created:<id>`.
+
+    Also run for a comment whose text does not match the trigger, delivered
+    twice: it plans no reply, so its event key is the only guard (as the
+    sandbox row's comment__no_trigger).
+    """
     first, second = h.comment("CHECKLIST please"), h.comment("CHECKLIST for two")
+    quiet = h.comment("lovely photo")
     single = h.body((first, "CHECKLIST please"))
+    untriggered = h.body((quiet, "lovely photo"))
     statuses = [h.deliver(single).status_code, h.deliver(single).status_code,
-                h.deliver(h.body((first, "CHECKLIST please"), (second, "CHECKLIST for two"))).status_code]
+                h.deliver(h.body((first, "CHECKLIST please"), (second, "CHECKLIST for two"))).status_code,
+                h.deliver(untriggered).status_code, h.deliver(untriggered).status_code]
     failures = []
-    if statuses != [200, 200, 200]:
-        failures.append(f"deliveries answered {statuses}, expected [200, 200, 200]")
-    for comment, seen in ((first, 3), (second, 1)):
+    if statuses != [200] * 5:
+        failures.append(f"deliveries answered {statuses}, expected {[200] * 5}")
+    for comment, seen in ((first, 3), (second, 1), (quiet, 2)):
         rows = list(InboundEvent.objects.filter(event_key=h.key(comment)))
         if len(rows) != 1:
             failures.append(f"comment {comment}: expected exactly one event row, found {len(rows)}")
         elif rows[0].seen_count != seen:
             failures.append(f"comment {comment}: expected seen_count {seen}, found {rows[0].seen_count}")
-    if InboundEvent.objects.count() != 2:
-        failures.append(f"expected 2 event rows in all, found {InboundEvent.objects.count()}")
+    if InboundEvent.objects.count() != 3:
+        failures.append(f"expected 3 event rows in all, found {InboundEvent.objects.count()}")
     return failures
 
 

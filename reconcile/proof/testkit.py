@@ -124,14 +124,46 @@ def console_held() -> Iterator[io.StringIO]:
 
 @contextlib.contextmanager
 def without_event_uniqueness() -> Iterator[None]:
-    """The event uniqueness rule disabled: the constraint dropped (PostgreSQL DDL; the caller's
-    transaction, rolled back, restores it)."""
+    """The event uniqueness rule disabled, so the duplicate it would have stopped lands.
+
+    The constraint is dropped (PostgreSQL DDL; the caller's transaction, rolled
+    back, restores it; without one it stays dropped, so dropping it again is a
+    no-op). Ingest's upsert names that constraint as its arbiter (`ON CONFLICT
+    (event_key)`): with the rule gone PostgreSQL refuses the statement, every
+    delivery is a 503 with nothing written, and the check never meets a
+    duplicate. A writer with no rule to converge on inserts every sighting, as
+    two deliveries racing through a check-then-insert writer both do (neither
+    sees the other's uncommitted row); so the event insert loses its arbiter
+    too, in both of ingest's writers, and a second sighting of an event lands
+    as a second row. The reply ledger's own key still stands: an event that
+    plans replies is refused there (an IntegrityError, a 500), so only an event
+    that plans none shows the duplicate row.
+    """
     if connection.vendor != "postgresql":
         raise NotImplementedError("dropping the constraint needs PostgreSQL's transactional DDL")
+    from conduit import sql
+    from ingress import writes
+    from ingress.models import InboundEvent
+
+    real = sql.upsert_sql
+
+    def without_arbiter(model, *args, **kwargs):
+        head, tail, fields = real(model, *args, **kwargs)
+        if model is InboundEvent:
+            if not tail.startswith("ON CONFLICT") or " RETURNING " not in tail:
+                raise AssertionError(f"the event upsert no longer reads ON CONFLICT ... RETURNING: {tail!r}")
+            tail = tail[tail.index("RETURNING"):]  # a plain INSERT ... RETURNING the same columns
+        return head, tail, fields
+
     with connection.cursor() as cursor:
         # CASCADE: reply_actions.event_key references the unique key.
-        cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT inbound_event_key_unique CASCADE")
-    yield
+        cursor.execute("ALTER TABLE inbound_events DROP CONSTRAINT IF EXISTS inbound_event_key_unique CASCADE")
+    writes._statement.cache_clear()  # the one-statement writer's text is built once: again, without
+    try:
+        with patched(sql, "upsert_sql", without_arbiter), patched(writes, "upsert_sql", without_arbiter):
+            yield
+    finally:
+        writes._statement.cache_clear()
 
 
 @contextlib.contextmanager
@@ -167,6 +199,16 @@ def canary_aimed_at_live_transport() -> Iterator[None]:
     with patched_item(registry.TRANSPORTS, "live-probe", LiveProbe):
         source = canary_source()
         ReplyRoute.objects.filter(source=source).update(transport_name="live-probe")
+        yield
+
+
+@contextlib.contextmanager
+def canary_ids_fixed() -> Iterator[None]:
+    """The canary's fixture posted as it is, its ids fixed for every run (as the canary once ran):
+    a second run meets the first one's event, so its evidence is not its own."""
+    from reconcile.proof import canary
+
+    with patched(canary, "run_fixture", lambda platform, *, run_id, at: platform.fixture.read_bytes()):
         yield
 
 

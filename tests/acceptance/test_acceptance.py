@@ -152,14 +152,54 @@ def test_instrument_integrity(control, request):
     assert failures != [], f"{control.row} stayed green with {control.fault}"
 
 
-def test_instrument_integrity_event_identity_names_the_duplicate(harness):
+def test_instrument_integrity_event_identity_counts_the_planted_duplicate(harness):
+    """Seed 000: "Disable the event uniqueness rule and confirm the duplicate assertion fails."
+
+    With the rule disabled the duplicate it would have stopped lands, and the
+    check fails because it counts it, not because a delivery was refused (503).
+    """
+    from ingress.models import InboundEvent
+
     with testkit.without_event_uniqueness():
         failures = acceptance.event_identity(harness)
-    # Ingest's upsert names the unique key it converges on (ON CONFLICT (event_key)), so without
-    # the constraint PostgreSQL refuses every insert: each delivery is a 503 with nothing
-    # committed, and the row names the answers and the missing event.
-    assert "comment__northstar: deliveries answered [503, 503], expected [200, 200]" in failures
-    assert "comment__no_trigger: expected exactly one event row, found 0" in failures
+    # The event that plans no reply: its key is the only guard, and the second sighting is a second row.
+    assert "comment__no_trigger: expected exactly one event row, found 2" in failures, failures
+    key = "sandbox-social:acct_test_01:comment.created:evt_test_0043"
+    assert list(InboundEvent.objects.filter(event_key=key).values_list("seen_count", flat=True)) == [1, 1]
+    # The event that plans replies: the reply ledger's own key refuses its second sighting (an
+    # IntegrityError, a broken invariant, 500), so it stays one row seen once.
+    assert "comment__northstar: deliveries answered [200, 500], expected [200, 200]" in failures, failures
+    assert "comment__northstar: expected seen_count 2, found 1" in failures, failures
+    assert not any("503" in failure for failure in failures), failures
+
+
+def test_instrument_integrity_meta_event_identity_counts_the_planted_duplicate(meta_harness):
+    """The Meta row's control, for the same reason: the comment that plans no reply lands twice."""
+    from ingress.models import InboundEvent
+
+    with testkit.without_event_uniqueness():
+        failures = acceptance.meta_event_identity(meta_harness)
+    from collections import Counter
+
+    (twice,) = [ref for ref, n in Counter(InboundEvent.objects.values_list("message_ref", flat=True)).items()
+                if n == 2]
+    assert not InboundEvent.objects.filter(message_ref=twice, trigger_match=True).exists()  # the quiet comment
+    assert f"comment {twice}: expected exactly one event row, found 2" in failures, failures
+    assert not any("503" in failure for failure in failures), failures
+
+
+def test_the_uniqueness_control_takes_back_its_writer_after_its_block(db):
+    """Only the DDL outlives the block (the caller's transaction takes it back): the writer's
+    statement converges on event_key again."""
+    from ingress import services, writes
+    from replies.services import PLANNED
+
+    def statement() -> str:
+        return writes._statement(tuple(services.EVENT_COLUMNS), PLANNED)[0]
+
+    with testkit.without_event_uniqueness():
+        assert 'ON CONFLICT ("event_key")' not in statement()
+    assert 'ON CONFLICT ("event_key")' in statement()
 
 
 @REAL_HTTP
@@ -308,17 +348,38 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
     assert [r["row"] for r in report["acceptance"]["rows"]] == [r.name for r in acceptance.ROWS]
     assert all(r["ok"] for r in report["acceptance"]["rows"])
     assert [(c["ran"], c["ok"]) for c in report["acceptance"]["instrument_integrity"]] == [(True, True)] * len(CONTROLS)
-    for section in ("event_contract", "field_map", "storage_schema", "state_transitions", "canary_result",
-                    "reconciliation_report", "human_held_checklist"):
+    for section in ("event_contract", "field_map", "meta_field_maps", "storage_schema", "state_transitions",
+                    "synthetic_fixture", "canary_result", "reconciliation_report", "human_held_checklist"):
         assert report[section], section
     assert report["canary_result"]["ok"] and report["reconciliation_report"]["counts"]["missing_recovered"] == 1
+    # The outputs seed 000 asks for, whole (their content: tests/acceptance/test_outputs.py).
+    from reconcile.proof import outputs
+
+    assert report["synthetic_fixture"]["body"] == outputs.synthetic_fixture()["body"]
+    assert "evt_test_canary_" in report["synthetic_fixture"]["canary_run"]["body"]
+    assert report["meta_field_maps"]["maps"] == outputs.meta_field_maps()["maps"]
+    schema = {t["table"]: t for t in report["storage_schema"]}
+    assert "inbound_event_key_unique" in {c["name"] for c in schema["inbound_events"]["constraints"]}
+    assert {"event_key", "seen_count"} <= {c["name"] for c in schema["inbound_events"]["columns"]}
+    assert report["human_held_checklist"] == outputs.HUMAN_HELD
+    # Each uniqueness control fails on the duplicate it planted, not on a refused delivery.
+    uniqueness = [c for c in report["acceptance"]["instrument_integrity"]
+                  if c["fault"] == "the event uniqueness rule disabled"]
+    assert len(uniqueness) == 2
+    for control in uniqueness:
+        assert any(f.endswith("expected exactly one event row, found 2") for f in control["check_reported"]), control
+        assert not any("503" in f or "raised" in f for f in control["check_reported"]), control
     # Issue 15: it passes quietly at the default log level, planted faults printing no traceback.
     plain = subprocess.run([sys.executable, "manage.py", "acceptance"], cwd=root, env=subprocess_env(),
                            capture_output=True, timeout=300)
     assert plain.returncode == 0 and "Traceback" not in plain.stderr.decode(), plain.stderr.decode()[-2000:]
     assert "Traceback" not in plain.stdout.decode()
     text = plain.stdout.decode()
-    for heading in ("1. Event contract", "2. Field map", "3. Storage schema", "4. State transition tables",
-                    "5. Canary result", "6. Reconciliation report", "7. Acceptance checks",
-                    "8. Human-held checklist", "fails as it must: Event identity"):
-        assert heading in text
+    for heading in ("1. Event contract", "2. Field map", "Meta field maps (meta-v1", "3. Storage schema",
+                    "4. State transition tables", "5. Synthetic fixture", "6. Canary result",
+                    "7. Reconciliation report", "8. Acceptance checks", "9. Human-held checklist",
+                    "fails as it must: Event identity",
+                    "the check reported: comment__no_trigger: expected exactly one event row, found 2",
+                    "unique inbound_event_key_unique: UNIQUE (event_key)", "[ ] Quarantine decisions:",
+                    "[ ] Account connection:"):
+        assert heading in text, heading

@@ -28,14 +28,16 @@ def run(*args) -> tuple[int, str, str]:
 def test_first_run_passes_every_expectation_and_keeps_a_report(admin_client):
     code, out, err = run("--actor", "operator_test")
     assert code == 0, out + err
-    for line in ("ok   one event row", "ok   seen_count grew by two", "ok   every reply action SUPPRESSED_TEST",
+    for line in ("ok   one event row", "ok   seen_count two", "ok   every reply action SUPPRESSED_TEST",
                  "ok   zero external transport calls", "ok   reconciliation: one matched event",
-                 "ok   reconciliation: two suppressed actions", "ok   reconciliation: converged duplicate deliveries",
-                 "canary passed"):
+                 "ok   reconciliation: two suppressed actions",
+                 "ok   reconciliation: one converged duplicate delivery", "canary passed"):
         assert line in out
     event = InboundEvent.objects.get()
+    run_id = CanaryReport.objects.get().summary["run_id"]
     assert (event.event_key, event.seen_count, event.canary) == (
-        "sandbox-social:acct_test_01:comment.created:evt_test_0042", 2, True)
+        f"sandbox-social:acct_test_01:comment.created:evt_test_canary_{run_id}", 2, True)
+    assert event.message_ref == f"msg_test_canary_{run_id}"
     actions = ReplyAction.objects.all()
     assert {a.delivery_state for a in actions} == {"SUPPRESSED_TEST"} and actions.count() == 2
     assert {a.approved_by for a in actions} == {"operator_test"}
@@ -51,14 +53,72 @@ def test_first_run_passes_every_expectation_and_keeps_a_report(admin_client):
             f"(JSON: /admin/reconcile/canaryreport/{report.pk}/export/)") in out
 
 
-def test_running_again_is_safe_and_says_what_it_found():
-    assert run("--actor", "operator_test")[0] == 0
-    code, out, _ = run("--actor", "operator_test")
-    assert code == 0, out
-    assert "seen_count 2 -> 4, nothing else may change" in out
-    assert InboundEvent.objects.get().seen_count == 4
-    assert ReplyAction.objects.count() == 2 and CanarySinkRecord.objects.count() == 2
-    assert CanaryReport.objects.filter(ok=True).count() == 2
+# Seed 000, Step 6: "Run the fixture twice. The expected canary evidence is one event row, one row
+# per declared reply purpose, seen_count equal to two, every reply action in SUPPRESSED_TEST, and
+# zero calls to an external transport." Worked example: reconciliation "reports one matched event,
+# two suppressed actions, one converged duplicate delivery, and zero external calls".
+SEED_EVIDENCE = {
+    "one event row": 1,
+    "seen_count two": 2,
+    "every reply action SUPPRESSED_TEST": ["SUPPRESSED_TEST", "SUPPRESSED_TEST"],
+    "one canary sink record per action": 2,
+    "zero external transport calls (counted at the transport boundary)": 0,
+    "reconciliation: one matched event": 1,
+    "reconciliation: two suppressed actions": 2,
+    "reconciliation: one converged duplicate delivery": 1,
+    "reconciliation: zero external calls": 0,
+}
+
+
+def _found(report: CanaryReport) -> dict:
+    return {e["name"]: e["found"] for e in report.expectations if e["name"] in SEED_EVIDENCE}
+
+
+def test_every_run_proves_the_seed_sequence_on_its_own_event():
+    """Issue 32: each run's report shows the seed's exact figures, not only the first one's."""
+    for _ in range(3):
+        code, out, err = run("--actor", "operator_test")
+        assert code == 0, out + err
+    reports = list(CanaryReport.objects.order_by("pk"))
+    assert [r.ok for r in reports] == [True, True, True]
+    # Before issue 32 the reruns passed with seen_count 4, then 6.
+    assert [r.summary["seen_count"] for r in reports] == [{"before": 0, "after": 2}] * 3
+    for report in reports:
+        assert report.summary["first_run"]
+        assert _found(report) == SEED_EVIDENCE, report.expectations
+        assert report.summary["event_key"].endswith(f":evt_test_canary_{report.summary['run_id']}")
+        # The body it posted is the Northstar fixture with the run's own ids: the report keeps it.
+        posted = json.loads(report.summary["fixture"]["body"])["events"][0]
+        assert posted["id"] == f"evt_test_canary_{report.summary['run_id']}"
+        assert {k: posted[k] for k in ("type", "post_id", "from_id", "text")} == {
+            "type": "comment.created", "post_id": "post_test_07", "from_id": "person_test_09", "text": "CHECKLIST"}
+    assert len({r.summary["event_key"] for r in reports}) == 3
+    assert sorted(InboundEvent.objects.values_list("seen_count", flat=True)) == [2, 2, 2]
+    assert ReplyAction.objects.count() == 6 and CanarySinkRecord.objects.count() == 6
+    # No run's reconciliation judged another run's event: nothing unverified, no finding.
+    assert set(InboundEvent.objects.values_list("reconcile_status", flat=True)) == {"MATCHED"}
+    from reconcile.models import Finding
+
+    assert not Finding.objects.exists()
+
+
+def test_control_the_ids_fixed_as_before_show_seen_count_four_on_the_second_run():
+    """The positive control: the fixture posted as it is on every run (its ids fixed, as the canary
+    once ran); the second run meets the first one's event and its report says so."""
+    from reconcile.proof import testkit
+
+    with testkit.canary_ids_fixed():
+        assert run("--actor", "operator_test")[0] == 0
+        code, out, err = run("--actor", "operator_test")
+    assert code == 1, out
+    second = CanaryReport.objects.order_by("pk").last()
+    found = {e["name"]: e["found"] for e in second.expectations}
+    assert found["seen_count two"] == 4
+    assert found["the run's own event: nothing held under its key before"] == 2
+    assert found["reconciliation: one converged duplicate delivery"] == 3
+    assert "FAIL seen_count two (expected 2, found 4)" in out
+    assert "found sandbox-social:acct_test_01:comment.created:evt_test_0042 held already" in out
+    assert InboundEvent.objects.get().seen_count == 4 and ReplyAction.objects.count() == 2
 
 
 def test_a_canary_source_with_a_live_transport_fails_closed_before_any_call(monkeypatch):
@@ -134,12 +194,18 @@ def test_the_canary_proves_a_meta_shaped_source_without_an_external_call(monkeyp
     assert code == 0, out + err
     assert "canary passed" in out
     event = InboundEvent.objects.get(source__name="canary-meta")
-    assert event.event_key == "meta-instagram:acct_test_ig_01:comment.created:evt_test_ig_0042"
+    run_id = CanaryReport.objects.get().summary["run_id"]
+    assert event.event_key == f"meta-instagram:acct_test_ig_01:comment.created:evt_test_ig_canary_{run_id}"
     assert attempted and set(attempted) <= {"127.0.0.1"}
     # A second run finds its records and changes nothing else; the sandbox canary still runs beside it.
     assert run("--actor", "operator_test", "--platform", "meta")[0] == 0
     assert run("--actor", "operator_test")[0] == 0
-    assert InboundEvent.objects.get(source__name="canary-meta").seen_count == 4
+    meta_events = InboundEvent.objects.filter(source__name="canary-meta")
+    assert sorted(meta_events.values_list("seen_count", flat=True)) == [2, 2]
+    assert all(key.startswith("meta-instagram:acct_test_ig_01:comment.created:evt_test_ig_canary_")
+               for key in meta_events.values_list("event_key", flat=True))
+    for report in CanaryReport.objects.filter(summary__source="canary-meta"):
+        assert {e["name"]: e["found"] for e in report.expectations if e["name"] in SEED_EVIDENCE} == SEED_EVIDENCE
 
 
 def test_a_meta_canary_source_reading_off_this_host_fails_closed(monkeypatch):

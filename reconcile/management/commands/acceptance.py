@@ -11,25 +11,14 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 from django.test.utils import setup_test_environment, teardown_test_environment
 
-from reconcile.proof import acceptance, testkit
-
-HUMAN_HELD = [
-    "Credentials and account access: connecting an account and entering its secret (in the environment only).",
-    "Buyer data and every actual field value: real payloads never enter fixtures, tests or reports.",
-    "Trigger policy, reply copy, consent, retention periods and platform judgment.",
-    "Approval of every outward action (the review queue) and enabling any live send "
-    "(CONDUIT_LIVE_SEND=on and an owner's per-source switch).",
-    "Every decision on SEND_STATUS_UNKNOWN and on reconciliation's retry candidates.",
-    "Production routing, qualification and later commercial decisions.",
-    "What the canary cannot prove: production credentials, platform permission, a live send.",
-]
-
+from reconcile.proof import acceptance, outputs, testkit
 
 class Command(BaseCommand):
     help = ("Run every acceptance check of seed 000 and its positive controls on a throwaway database "
             "created on the configured server, then print the acceptance report (event contract, field "
-            "map, storage schema, state transitions, canary result, reconciliation report, results and "
-            "the human-held checklist). Exits 1 when a check fails or a control stays green.")
+            "maps, storage schema, state transitions, synthetic fixture, canary result, reconciliation "
+            "report, results and the human-held checklist). Exits 1 when a check fails or a control "
+            "stays green.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")
@@ -83,7 +72,9 @@ class Command(BaseCommand):
     def _run(self) -> dict:
         from reconcile.models import CanaryReport, ReconcileReport
 
-        rows, canary_result, reconcile_summary = [], None, None
+        rows, canary_result, canary_summary, reconcile_summary = [], None, None, None
+        # Read before any control drops a constraint: the schema the migrations made.
+        self._schema = outputs.storage_schema()
         for row in acceptance.ROWS:
             self._fresh()
             failures = self._attempt(lambda: self._check(row))
@@ -91,12 +82,13 @@ class Command(BaseCommand):
             if row.name == "Canary":
                 latest = CanaryReport.objects.order_by("-pk").first()
                 canary_result = latest and {"ok": latest.ok, "expectations": latest.expectations}
+                canary_summary = latest and latest.summary
             if row.name == "Reconciliation":
                 first = ReconcileReport.objects.order_by("pk").first()  # the scan that recovered
                 reconcile_summary = first and first.summary
         controls = []
-        # The constraint-dropping control runs last: its DDL is not undone, and the
-        # database is destroyed afterwards.
+        # The constraint-dropping controls run last: their DDL is not undone (the second one finds
+        # the constraint gone already), and the database is destroyed afterwards.
         for control in sorted(acceptance.CONTROLS, key=lambda c: c.plant is testkit.without_event_uniqueness):
             self._fresh()
             row = acceptance.row(control.row)
@@ -113,14 +105,16 @@ class Command(BaseCommand):
             })
         return {
             "database": connection.vendor,
-            "event_contract": _event_contract(),
-            "field_map": _field_map(),
-            "storage_schema": _storage_schema(),
-            "state_transitions": _state_transitions(),
+            "event_contract": outputs.event_contract(),
+            "field_map": outputs.field_map(),
+            "meta_field_maps": outputs.meta_field_maps(),
+            "storage_schema": self._schema,
+            "state_transitions": outputs.state_transitions(),
+            "synthetic_fixture": outputs.synthetic_fixture(canary_summary),
             "canary_result": canary_result,
             "reconciliation_report": reconcile_summary,
             "acceptance": {"rows": rows, "instrument_integrity": controls},
-            "human_held_checklist": HUMAN_HELD,
+            "human_held_checklist": outputs.HUMAN_HELD,
         }
 
     # -- printing ---------------------------------------------------------
@@ -137,20 +131,46 @@ class Command(BaseCommand):
             w(f"   {source_field:<12} -> {contract_field}")
         w(f"   required: {', '.join(report['field_map']['required'])}; optional: "
           f"{', '.join(report['field_map']['optional'])}")
+        maps = report["meta_field_maps"]
+        w(f"   Meta field maps ({maps['contract_version']}, frozen; declared in {maps['declared_in']}), "
+          f"key {maps['key_form']}")
+        for row in maps["maps"]:
+            refs = ", ".join(f"{k} <- {v}" for k, v in row["refs"].items())
+            w(f"   {row['source']}: {row['item']} -> {row['event_type']}, id {row['event_id']}; {refs}")
+        for name, adapter in maps["adapters"].items():
+            w(f"   {name} ({adapter['object']}): " + ", ".join(
+                f"{f['event_type']} ({f['recovery']})" for f in adapter["families"]))
         w("\n3. Storage schema")
         for table in report["storage_schema"]:
-            w(f"   {table['table']}: unique {', '.join(table['unique']) or '-'}; checks {', '.join(table['checks']) or '-'}")
+            w(f"   {table['table']} ({table['model']})")
+            for column in table["columns"]:
+                extra = " primary key" if column.get("primary_key") else ""
+                extra += f" -> {column['references']}" if column.get("references") else ""
+                w(f"     {column['name']:<26} {column['type']}{'' if column['null'] else ' not null'}{extra}")
+            for constraint in table["constraints"]:
+                w(f"     {constraint['kind']} {constraint['name']}: "
+                  f"{constraint.get('definition') or ', '.join(constraint['columns'])}")
         w("\n4. State transition tables")
         for ledger, moves in report["state_transitions"].items():
             w(f"   {ledger}: " + "; ".join(moves))
-        w("\n5. Canary result")
+        fixture = report["synthetic_fixture"]
+        w(f"\n5. Synthetic fixture ({fixture['file']}, sha256 {fixture['sha256'][:16]}…, key {fixture['event_key']}, "
+          f"purposes {', '.join(fixture['purposes'])})")
+        for line in fixture["body"].splitlines():
+            w(f"   {line}")
+        if fixture["canary_run"]:
+            run = fixture["canary_run"]
+            w(f"   the canary run {run['run_id']} posted it as its own event {run['event_key']}:")
+            for line in run["body"].splitlines():
+                w(f"   {line}")
+        w("\n6. Canary result")
         canary = report["canary_result"]
         if canary:
             for e in canary["expectations"]:
                 w(f"   {'ok  ' if e['ok'] else 'FAIL'} {e['name']}")
         else:
             w("   no canary report")
-        w("\n6. Reconciliation report (the reconciliation check's run)")
+        w("\n7. Reconciliation report (the reconciliation check's run)")
         summary = report["reconciliation_report"]
         if summary:
             from reconcile.publication import REPORT_COUNTS
@@ -160,7 +180,7 @@ class Command(BaseCommand):
             w("   " + ", ".join(f"{k}={summary['counts'][k]}" for k in REPORT_COUNTS))
         else:
             w("   no reconciliation report")
-        w("\n7. Acceptance checks")
+        w("\n8. Acceptance checks")
         for row in report["acceptance"]["rows"]:
             w(f"   {'PASS' if row['ok'] else 'FAIL'} {row['row']}: {row['evidence']}")
             for failure in row["failures"]:
@@ -170,61 +190,8 @@ class Command(BaseCommand):
             status = ("fails as it must" if control["ok"] else "STAYED GREEN") if control["ran"] \
                 else "not run (needs PostgreSQL)"
             w(f"   {status}: {control['row']} with {control['fault']}")
-        w("\n8. Human-held checklist")
+            for failure in control["check_reported"]:
+                w(f"        the check reported: {failure}")
+        w("\n9. Human-held checklist")
         for item in report["human_held_checklist"]:
             w(f"   [ ] {item}")
-
-
-def _event_contract() -> dict[str, str]:
-    return {
-        "source_system": "adapter's system (trusted configuration)",
-        "source_account_ref": "payload account, must equal the source's",
-        "source_event_id": "provider event id (optional)",
-        "event_type": "allowlisted per source",
-        "conversation_ref": "stable thread id",
-        "message_ref": "stable message id",
-        "sender_ref": "stable sender id",
-        "occurred_at": "UTC; the original offset kept",
-        "received_at": "first_received_at / last_received_at",
-        "payload_hash": "SHA-256 of the canonical JSON of the accepted event",
-        "contract_version": "per source (event-v1)",
-        "canary": "trusted source configuration, never the payload",
-        "trigger": "trigger_rule_version and trigger_match",
-        "event_key": "system:account:type:event_id, or SHA-256(system|account|type|conversation|message)",
-        "reply_key": 'SHA-256("reply|" + event_key + "|" + purpose)',
-    }
-
-
-def _field_map() -> dict:
-    from conduit.providers.sandbox import webhook as sandbox_social
-
-    return {"map": dict(sandbox_social.FIELD_MAP), "required": list(sandbox_social.REQUIRED),
-            "optional": list(sandbox_social.OPTIONAL)}
-
-
-def _storage_schema() -> list[dict]:
-    from django.db import models
-
-    from ingress.models import Delivery, InboundEvent, QuarantineReceipt, Source
-    from reconcile.models import Finding, ReconcileRun, ScanState
-    from replies.models import ReplyAction
-
-    tables = []
-    for model in (Source, InboundEvent, Delivery, QuarantineReceipt, ReplyAction, ReconcileRun, ScanState, Finding):
-        constraints = model._meta.constraints
-        tables.append({
-            "table": model._meta.db_table,
-            "unique": [c.name for c in constraints if isinstance(c, models.UniqueConstraint)],
-            "checks": [c.name for c in constraints if isinstance(c, models.CheckConstraint)],
-        })
-    return tables
-
-
-def _state_transitions() -> dict[str, list[str]]:
-    from ingress.contract import EVENT_TABLE, QUARANTINE_TABLE
-    from replies.contract import REPLY_TABLE
-
-    return {
-        table.ledger: sorted(f"{prior or 'created'} -> {nxt}" for prior, nxt in table.moves)
-        for table in (EVENT_TABLE, QUARANTINE_TABLE, REPLY_TABLE)
-    }

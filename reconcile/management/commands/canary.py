@@ -11,7 +11,8 @@ from reconcile.proof.canary import PLATFORMS, CanaryRefused, canary_run
 
 
 class Command(BaseCommand):
-    help = ("Run the non-delivery canary: post the signed Northstar fixture twice through the webhook "
+    help = ("Run the non-delivery canary: post the signed Northstar fixture, made this run's own event "
+            "(fresh reserved ids), twice through the webhook "
             "endpoint, approve and send its replies into the canary sink, reconcile, check every "
             "expectation and keep a canary report. Exits 0 only when all hold.")
 
@@ -33,11 +34,11 @@ class Command(BaseCommand):
         report = result.report
         summary = report.summary
         if summary["first_run"]:
-            self.stdout.write(f"first run: created {summary['event_key']}")
+            self.stdout.write(f"run {summary['run_id']}: its own synthetic event {summary['event_key']}")
         else:
-            self.stdout.write(f"found the canary's records from earlier runs: seen_count "
-                              f"{summary['seen_count']['before']} -> {summary['seen_count']['after']}, "
-                              "nothing else may change")
+            self.stdout.write(f"run {summary['run_id']}: found {summary['event_key']} held already "
+                              f"(seen_count {summary['seen_count']['before']} -> {summary['seen_count']['after']}): "
+                              "this run's evidence is not its own")
         for expectation in result.expectations:
             mark = "ok  " if expectation.ok else "FAIL"
             detail = "" if expectation.ok else f" (expected {expectation.expected}, found {expectation.found})"

@@ -1,0 +1,226 @@
+"""Seed 000's OUTPUTS as data: the sections of the acceptance report that describe the path.
+
+Each section is read from where its truth lives (the adapters' declarations,
+the models and the database, the transition tables, the fixture files), never
+written out here, so the report cannot drift from the code it describes.
+`manage.py acceptance` prints them with the results of the checks.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from conduit.canonical import sha256_hex
+
+# The human-held checklist: what the recipient controls (seed 000's human-controlled boundary,
+# its held inputs and its stop conditions); Conduit holds none of it.
+HUMAN_HELD = [
+    "Credentials and account access: connecting an account and entering its secret (in the environment only).",
+    "Account connection: a human authorizes connecting each account, and the live transport stays disabled "
+    "until the acceptance contract passes and they do.",
+    "Buyer data and every actual field value: real payloads never enter fixtures, tests or reports.",
+    "Trigger policy, reply copy, consent, retention periods and platform judgment.",
+    "Approval of every outward action (the review queue) and enabling any live send "
+    "(CONDUIT_LIVE_SEND=on and an owner's per-source switch).",
+    "Quarantine decisions: every QUARANTINED receipt is reviewed by a human before any correction "
+    "(Ingress › Quarantine receipts), and only policy-approved diagnostic metadata is kept.",
+    "Every decision on SEND_STATUS_UNKNOWN and on reconciliation's retry candidates.",
+    "Production routing, qualification and later commercial decisions.",
+    "What the canary cannot prove: production credentials, platform permission, a live send.",
+]
+
+
+def event_contract() -> dict[str, str]:
+    return {
+        "source_system": "adapter's system (trusted configuration)",
+        "source_account_ref": "payload account, must equal the source's",
+        "source_event_id": "provider event id (optional)",
+        "event_type": "allowlisted per source",
+        "conversation_ref": "stable thread id",
+        "message_ref": "stable message id",
+        "sender_ref": "stable sender id",
+        "occurred_at": "UTC; the original offset kept",
+        "received_at": "first_received_at / last_received_at",
+        "payload_hash": "SHA-256 of the canonical JSON of the accepted event",
+        "contract_version": "per source (event-v1)",
+        "canary": "trusted source configuration, never the payload",
+        "trigger": "trigger_rule_version and trigger_match",
+        "event_key": "system:account:type:event_id, or SHA-256(system|account|type|conversation|message)",
+        "reply_key": 'SHA-256("reply|" + event_key + "|" + purpose)',
+    }
+
+
+def field_map() -> dict:
+    """The sandbox-social field map, as its adapter module declares it (the map it parses with)."""
+    from conduit.providers.sandbox import webhook as sandbox_social
+
+    return {"map": dict(sandbox_social.FIELD_MAP), "required": list(sandbox_social.REQUIRED),
+            "optional": list(sandbox_social.OPTIONAL)}
+
+
+# The header of the field-map table in conduit.providers.meta.webhook's docstring, in its order.
+META_MAP_COLUMNS = ("object.field", "item", "event type", "key", "refs")
+
+
+def meta_field_maps() -> dict:
+    """Meta's frozen field maps, read from the table conduit.providers.meta.webhook declares them in
+    (its docstring; contract version CONTRACT_VERSION), with each adapter's declared families.
+
+    Each row: the object and field (or item and verb) notified, the event type
+    it becomes, how its key's id is made, and where each ref comes from.
+    tests/acceptance holds every row to what the adapters make of a fixture.
+    """
+    from conduit.providers.meta import webhook
+    from conduit.providers.registry import ADAPTERS
+
+    lines = [line.strip() for line in (webhook.__doc__ or "").splitlines() if line.strip().startswith("|")]
+    if len(lines) < 3:
+        raise ValueError("conduit.providers.meta.webhook no longer declares its field maps as a table")
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    key_head = header[3] if len(header) > 3 else ""
+    if len(header) != len(META_MAP_COLUMNS) or [h.split(" (")[0] for h in header] != list(META_MAP_COLUMNS):
+        raise ValueError(f"the Meta field-map table's columns changed: {header}")
+    maps = []
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) != len(META_MAP_COLUMNS):
+            raise ValueError(f"a Meta field-map row does not have {len(META_MAP_COLUMNS)} cells: {line}")
+        source, item, event_type, key, refs = cells
+        maps.append({
+            "source": source, "item": item, "event_type": event_type, "event_id": key.strip("`"),
+            "refs": _refs(refs, maps[-1]["refs"] if maps else {}),
+        })
+    key_form = re.search(r"`([^`]+)`", key_head)
+    return {
+        "contract_version": webhook.CONTRACT_VERSION,
+        "declared_in": "conduit/providers/meta/webhook.py",
+        "key_form": key_form.group(1) if key_form else key_head,
+        "maps": maps,
+        "adapters": {
+            name: {"object": cls.object, "families": [
+                {"event_type": f.event_type, "recovery": f.recovery} for f in cls.families]}
+            for name, cls in sorted(ADAPTERS.items()) if getattr(cls, "object", "")
+        },
+    }
+
+
+def _refs(cell: str, above: dict[str, str]) -> dict[str, str]:
+    """`conversation: media id; message: comment id; sender: from.id` as a dict; "as above" repeats
+    the row above's."""
+    if cell.strip() == "as above":
+        return dict(above)
+    refs = {}
+    for part in cell.split(";"):
+        name, _, value = part.partition(":")
+        if not value:
+            raise ValueError(f"a Meta field-map ref is not `name: source`: {part!r}")
+        refs[f"{name.strip()}_ref"] = value.strip()
+    return refs
+
+
+def synthetic_fixture(canary_summary: dict | None = None) -> dict:
+    """The synthetic fixture the checks deliver (its exact bytes), its derived key and purposes, and
+    the body the canary run posted (the fixture with that run's own ids), when there was one."""
+    from reconcile.proof import acceptance
+
+    path = acceptance.FIXTURES / "comment__northstar.json"
+    body = acceptance.fixture_body("comment__northstar")
+    fixture = canary_summary.get("fixture") if canary_summary else None
+    return {
+        "file": str(path.relative_to(Path(settings.BASE_DIR))),
+        "body": body.decode(),
+        "sha256": sha256_hex(body),
+        "event_key": acceptance.NORTHSTAR_KEY,
+        "purposes": list(acceptance.PURPOSES),
+        "canary_run": fixture and {"run_id": canary_summary.get("run_id"), "template": fixture["template"],
+                                   "event_key": canary_summary.get("event_key"), "body": fixture["body"]},
+    }
+
+
+def ledger_models() -> list:
+    from ingress.models import (
+        Delivery,
+        EventTransition,
+        InboundEvent,
+        QuarantineReceipt,
+        QuarantineTransition,
+        Source,
+    )
+    from reconcile.models import CanaryReport, Finding, ReconcileReport, ReconcileRun, ScanState
+    from replies.models import CanarySinkRecord, ReplyAction, ReplyTransition, SendAttempt
+
+    return [Source, InboundEvent, EventTransition, Delivery, QuarantineReceipt, QuarantineTransition,
+            ReplyAction, ReplyTransition, SendAttempt, CanarySinkRecord, ReconcileRun, ScanState, Finding,
+            ReconcileReport, CanaryReport]
+
+
+def storage_schema() -> list[dict]:
+    """Each ledger's table as the database holds it: its columns (type as the model declares it,
+    nullability as the database has it, what a column references) and every constraint and index
+    with its definition (PostgreSQL's own text; elsewhere the columns it covers)."""
+    from django.db import models
+
+    tables = []
+    with connection.cursor() as cursor:
+        for model in ledger_models():
+            table = model._meta.db_table
+            described = connection.introspection.get_table_description(cursor, table)
+            found = connection.introspection.get_constraints(cursor, table)
+            definitions = _definitions(cursor, table)
+            fields = {f.column: f for f in model._meta.concrete_fields}
+            columns = []
+            for column in described:
+                field = fields.get(column.name)
+                declared = field.db_type(connection) if field is not None else None
+                columns.append({
+                    "name": column.name,
+                    "type": declared or connection.introspection.get_field_type(column.type_code, column),
+                    "null": bool(column.null_ok),
+                    **({"primary_key": True} if field is not None and field.primary_key else {}),
+                    **({"references": f"{field.related_model._meta.db_table}.{field.target_field.column}"}
+                       if field is not None and field.is_relation and field.related_model else {}),
+                })
+            constraints = []
+            for name, c in sorted(found.items()):
+                kind = ("primary key" if c["primary_key"] else "foreign key" if c["foreign_key"]
+                        else "check" if c["check"] else "unique" if c["unique"] else "index")
+                constraints.append({"name": name, "kind": kind, "columns": list(c["columns"] or []),
+                                    **({"definition": definitions[name]} if name in definitions else {})})
+            declared_constraints = model._meta.constraints
+            tables.append({
+                "table": table,
+                "model": model._meta.label,
+                "unique": [c.name for c in declared_constraints if isinstance(c, models.UniqueConstraint)],
+                "checks": [c.name for c in declared_constraints if isinstance(c, models.CheckConstraint)],
+                "columns": columns,
+                "constraints": constraints,
+            })
+    return tables
+
+
+def _definitions(cursor, table: str) -> dict[str, str]:
+    """{constraint or index name: its definition} as PostgreSQL prints it; empty elsewhere."""
+    if connection.vendor != "postgresql":
+        return {}
+    cursor.execute("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass",
+                   [table])
+    definitions = dict(cursor.fetchall())
+    cursor.execute("SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i "
+                   "ON i.oid = x.indexrelid WHERE x.indrelid = %s::regclass", [table])
+    for name, definition in cursor.fetchall():
+        definitions.setdefault(name, definition)  # a constraint's own text before its index's
+    return definitions
+
+
+def state_transitions() -> dict[str, list[str]]:
+    from ingress.contract import EVENT_TABLE, QUARANTINE_TABLE
+    from replies.contract import REPLY_TABLE
+
+    return {
+        table.ledger: sorted(f"{prior or 'created'} -> {nxt}" for prior, nxt in table.moves)
+        for table in (EVENT_TABLE, QUARANTINE_TABLE, REPLY_TABLE)
+    }
