@@ -729,10 +729,17 @@ def source_register(
     verify_token_env: str = "",
     token_env: str = "",
 ) -> tuple[Source, bool]:
-    """Create a source, or confirm an identical one. Returns (source, created).
+    """Create a source, confirm an identical one, or rename one. Returns (source, created).
 
-    Conflicting values are refused with SourceConflict naming each field;
-    edits go through the admin (source_update), where they are deliberate.
+    Seed 004: "Registering the same namespace and Scope under a new name is a
+    renamed configuration entry: the stored source, checkpoint and history move
+    to the new name and the old name is released." A new name for a registered
+    identity (platform and account) whose other registered fields all match
+    renames that source (`source_rename`): the row keeps its primary key, so its
+    events, replies, scan state and reports stay with it, and the returned
+    source carries `renamed_from`, the name released. Conflicting values are
+    refused with SourceConflict naming each field; edits go through the admin
+    (source_update), where they are deliberate.
     Where its replies go is replies' (reply routes, replies.services.reply_route_declare).
     """
     wanted = _validated(
@@ -760,10 +767,7 @@ def source_register(
             return existing, False
         owner = source_identity_holder(adapter=wanted.adapter, account_ref=wanted.account_ref)
         if owner is not None:
-            raise SourceConflict(
-                f"account {wanted.account_ref!r} of {wanted.source_system} is already registered "
-                f"as source {owner.name!r}; rename that source instead of registering a new one"
-            )
+            return source_rename(source_id=owner.pk, name=name, registered=wanted), False
         conflict = _app_conflict(wanted)
         if conflict:
             raise SourceConflict(conflict)
@@ -773,6 +777,42 @@ def source_register(
         wanted.save()
     logger.info("source registered name=%s adapter=%s", wanted.name, wanted.adapter)
     return wanted, True
+
+
+def source_rename(*, source_id: int, name: str, registered: Source) -> Source:
+    """Seed 004's rename: the source registered again under `name` with the same values.
+
+    Runs inside source_register's transaction, which holds `name` free. Every
+    registered field but the name must match (`registered`, validated), else
+    SourceConflict names each difference, as a registration under the source's
+    own name would. The row keeps its primary key: events, replies, scan state
+    and reports point at it, not at its name. Webhooks for the old name answer
+    404 from then on and the name is free for a new registration (its
+    /webhooks/<name>/ path moves with it; a Meta app's callback is per app id).
+    Returns the source with `renamed_from` set to the name released.
+    """
+    # FOR UPDATE, not NO KEY: the name is a unique key, so the UPDATE below takes this lock
+    # anyway; taken at once, it is never an upgrade (which could deadlock with a key-share holder).
+    source = Source.objects.select_for_update(no_key=False).get(pk=source_id)
+    differences = [
+        f"{f}: registered {getattr(source, f)!r}, given {getattr(registered, f)!r}"
+        for f in REGISTERED_FIELDS
+        if getattr(source, f) != getattr(registered, f)
+    ]
+    if differences:
+        raise SourceConflict(
+            f"account {source.account_ref!r} of {source.source_system} is already registered as source "
+            f"{source.name!r} with other values: registering it as {name!r} renames it only when every "
+            "other value matches (change them in the admin first if that is intended). "
+            + "; ".join(differences)
+        )
+    old = source.name
+    source.name = name
+    source.save(update_fields=["name", "updated_at"])
+    source.renamed_from = old
+    transaction.on_commit(lambda: logger.info(
+        "source renamed name=%s from=%s adapter=%s id=%s", name, old, source.adapter, source.pk))
+    return source
 
 
 def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:

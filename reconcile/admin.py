@@ -175,7 +175,12 @@ COUNTER_WORDS = {
     "events_compared": ("events", "Events read from the source", "comments and messages the scan read"),
     "events_local": ("events", "Events Conduit holds", "in the same window, in Conduit's ledger"),
     "events_matched": ("events", "Matched", "held by both, with the same content hash"),
-    "missing_recovered": ("events", "Missed webhooks recovered", "on the source, not in Conduit: ingested now"),
+    "missing_found": ("events", "Missed webhooks found", "on the source, not in Conduit: each replayed through ingest"),
+    "missing_recovered": ("events", "Missed webhooks recovered", "replayed and accepted: in Conduit now"),
+    "missing_replay_refused": ("events", "Replays refused", "ingest refused the replayed batch, so none of its "
+                               "events was written: its quarantine receipt says why; the next scan finds them again"),
+    "missing_replay_failed": ("events", "Replays failed", "the replay raised an error: nothing of its batch was "
+                              "written; the next scan finds them again"),
     "identity_conflicts": ("events", "Identity conflicts", "same key, different content: sent to quarantine"),
     "source_unverified": ("events", "Not seen on the source", "held by Conduit, not in what the scan read"),
     "duplicates_converged": ("events", "Duplicate deliveries absorbed", "repeat webhooks counted on one event"),
@@ -200,12 +205,22 @@ COUNTER_WORDS = {
 COUNTER_GROUPS = (("events", "Events"), ("replies", "Replies"), ("receipts", "Receipts"), ("health", "Health"))
 
 
+# A report written before the replays were counted has no `missing_found`: its `missing_recovered`
+# counted the events found missing, whatever their replay did (its findings' outcomes say).
+FOUND_BEFORE_REPLAYS_COUNTED = ("events", "Missed webhooks found", "on the source, not in Conduit: a report "
+                                "from before replays were counted, so refused replays are in it too; each "
+                                "finding's outcome says what its replay did")
+
+
 def counter_groups(counts: dict) -> list[tuple[str, list[tuple[str, str, str, object]]]]:
     """The report's counters grouped for people, each (JSON name, label, meaning, value); a counter
     this page does not know goes under health."""
     grouped: dict[str, list] = {key: [] for key, _ in COUNTER_GROUPS}
+    words = COUNTER_WORDS
+    if "missing_recovered" in counts and "missing_found" not in counts:
+        words = {**COUNTER_WORDS, "missing_recovered": FOUND_BEFORE_REPLAYS_COUNTED}
     for name in (*REPORT_COUNTS, *(n for n in counts if n not in REPORT_COUNTS)):
-        group, label, meaning = COUNTER_WORDS.get(name, ("health", name.replace("_", " "), ""))
+        group, label, meaning = words.get(name, ("health", name.replace("_", " "), ""))
         grouped[group].append((name, label, meaning, counts.get(name)))
     return [(title, grouped[key]) for key, title in COUNTER_GROUPS if grouped[key]]
 
@@ -342,12 +357,14 @@ class ReportPageAdmin(LedgerAdmin):
 class ReconcileReportAdmin(ReportPageAdmin):
     """Kept reports, each a readable page and a JSON export."""
 
-    list_display = ("__str__", "source", "created_at", "compared", "recovered", "unknown_sends", "findings_count")
+    list_display = ("__str__", "source", "created_at", "compared", "recovered", "replays_refused", "unknown_sends",
+                    "findings_count")
     list_filter = ("source",)
     list_select_related = ("source",)
 
-    def _count(self, obj: ReconcileReport, name: str) -> int:
-        return obj.summary.get("counts", {}).get(name, 0)
+    def _count(self, obj: ReconcileReport, name: str) -> int | None:
+        # None (shown as "-"): not counted yet (repairs still running) or not by this report's version.
+        return obj.summary.get("counts", {}).get(name)
 
     @admin.display(description="events compared")
     def compared(self, obj):
@@ -355,7 +372,13 @@ class ReconcileReportAdmin(ReportPageAdmin):
 
     @admin.display(description="missing recovered")
     def recovered(self, obj):
+        if "missing_found" not in obj.summary.get("counts", {}):
+            return None  # an older report counted what was found missing here, not what was recovered
         return self._count(obj, "missing_recovered")
+
+    @admin.display(description="replays refused")
+    def replays_refused(self, obj):
+        return self._count(obj, "missing_replay_refused")
 
     @admin.display(description="unknown sends")
     def unknown_sends(self, obj):
@@ -378,6 +401,8 @@ class ReconcileReportAdmin(ReportPageAdmin):
             "times": {k: when(summary.get(k)) for k in ("published_at", "started_at")},
             "window": {k: when((summary.get("window") or {}).get(k)) for k in ("since", "until")},
             "counter_groups": counter_groups(summary.get("counts", {})),
+            # The replays not applied, by their findings' repair code (replay_refused, database_error, ...).
+            "replay_codes": summary.get("missing_replay_codes", {}),
             "decisions": decisions,
             "findings": findings.select_related("action")[:REPORT_PAGE_FINDINGS],
             "event_search_url": reverse("admin:ingress_inboundevent_changelist"),

@@ -3,7 +3,8 @@
 The final page's transaction compares the staged generation with both ledgers
 and writes the report and its findings (seed 000: "write a report before any
 repair"); the run moves to REPAIRING. Repairs then run in their own
-transactions (reconcile.repairs); a last transaction drops the staging,
+transactions (reconcile.repairs); a last transaction counts on the report what
+the replay of the missing events did (REPLAY_COUNTS), drops the staging,
 advances the checkpoint and publishes the run. A crash in between leaves the
 run REPAIRING: the next page call finishes it (`run_publish`) before anything else.
 """
@@ -68,13 +69,23 @@ logger = logging.getLogger("conduit.reconcile")
 
 # A report's counts, in the order pages and printouts show them (JSON storage may reorder keys).
 REPORT_COUNTS = (
-    "events_compared", "events_local", "events_matched", "missing_recovered", "identity_conflicts",
-    "source_unverified", "duplicates_converged", "actions_compared", "replies_confirmed", "receipts_attached",
+    "events_compared", "events_local", "events_matched", "missing_found", "missing_recovered",
+    "missing_replay_refused", "missing_replay_failed", "identity_conflicts", "source_unverified",
+    "duplicates_converged", "actions_compared", "replies_confirmed", "receipts_attached",
     "sent_without_receipt", "retry_candidates", "unknown_sends", "sending_in_flight", "suppressed_actions",
     "unexpected_receipts", "unknown_receipts", "receipts_not_compared", "invalid_source_items",
     "quarantined_inputs", "page_calls", "external_calls",
 )
 UNCONFIRMED = (S.SENDING, S.SEND_STATUS_UNKNOWN)
+# The counts of what the replay of the missing events did, by the outcome on their MISSING_LOCAL
+# findings. The report is written before any repair (seed 000), so these are null in it until the
+# repairs have run; the publishing transaction writes them. `missing_recovered` is seed 000's
+# "missing records recovered": replays ingest applied, never one it refused.
+REPLAY_COUNTS = {
+    RepairOutcome.APPLIED: "missing_recovered",
+    RepairOutcome.REFUSED: "missing_replay_refused",
+    RepairOutcome.FAILED: "missing_replay_failed",
+}
 
 
 def _elapsed_ms(since: float) -> int:
@@ -205,7 +216,9 @@ def report_counts(source: Source, run: ReconcileRun, comparison: Comparison,
         "events_compared": run.staged_events,
         "events_local": comparison.local.count(),
         "events_matched": matched["n"],
-        "missing_recovered": found["missing_recovered"],
+        "missing_found": found["missing_found"],
+        # What the replay did: not known until the repairs have run (replay_counts_record).
+        **dict.fromkeys(REPLAY_COUNTS.values()),
         "identity_conflicts": found["identity_conflicts"],
         "source_unverified": found["source_unverified"],
         "duplicates_converged": matched["duplicates"] or 0,
@@ -317,7 +330,7 @@ def _findings_insert_select(report: ReconcileReport, kind: str, rows: QuerySet, 
 # its repair and its detail. No kind here is one a person closes, so every row found is
 # written, and the insert's row count is the report's count (no second pass to count it).
 EVENT_FINDINGS = (
-    (FindingKind.MISSING_LOCAL, "missing", "missing_recovered", Repair.REPLAYED,
+    (FindingKind.MISSING_LOCAL, "missing", "missing_found", Repair.REPLAYED,
      "the source has it and Conduit did not: replayed through ingest, replies held for review"),
     (FindingKind.IDENTITY_CONFLICT, "conflicting", "identity_conflicts", Repair.NONE,
      "the source's payload differs from the one first accepted: the first stays"),
@@ -410,8 +423,40 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
     report.summary["needs_a_person"] = attention_summary(report, carried)
     report.save(update_fields=["summary"])
     logger.info("reconcile report source=%s run=%s report=%s report_ms=%s %s", source.name, run.pk, report.pk,
-                _elapsed_ms(timer), " ".join(f"{k}={v}" for k, v in counts.items()))
+                _elapsed_ms(timer), " ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
     return report
+
+
+# -- what the repairs did -----------------------------------------------------------
+
+def replay_counts(report: ReconcileReport) -> tuple[dict[str, int], dict[str, int]]:
+    """What the replay of the report's missing events did, from their findings' outcomes: the
+    counts of REPLAY_COUNTS, and the repair codes of those not applied with how many carry each."""
+    counts = dict.fromkeys(REPLAY_COUNTS.values(), 0)
+    codes: dict[str, int] = {}
+    rows = (Finding.objects.filter(report=report, kind=FindingKind.MISSING_LOCAL).order_by()
+            .values("repair_outcome", "repair_code").annotate(n=Count("id")))
+    for row in rows:
+        name = REPLAY_COUNTS.get(row["repair_outcome"])
+        if name is None:  # still planned: not replayed yet, so in no count
+            continue
+        counts[name] += row["n"]
+        if row["repair_code"]:
+            codes[row["repair_code"]] = codes.get(row["repair_code"], 0) + row["n"]
+    return counts, dict(sorted(codes.items()))
+
+
+def replay_counts_record(report: ReconcileReport) -> dict[str, int]:
+    """Write what the replay did into the report's summary, in the publishing transaction: its
+    counts beside the others and `missing_replay_codes`. The report itself was written before
+    any repair; only these keys are filled in after. Returns the counts."""
+    counts, codes = replay_counts(report)
+    fresh = ReconcileReport.objects.select_for_update(no_key=True).get(pk=report.pk)
+    fresh.summary["counts"] = {**fresh.summary.get("counts", {}), **counts}
+    fresh.summary["missing_replay_codes"] = codes
+    fresh.save(update_fields=["summary"])
+    report.summary = fresh.summary
+    return counts
 
 
 # -- checkpoint and publish -------------------------------------------------------
@@ -427,8 +472,10 @@ def checkpoint_advance(state: ScanState, run: ReconcileRun, now: datetime) -> No
     state.last_completed_at = now
 
 
-def _run_publish_commit(source: Source, token: str, run: ReconcileRun, now: datetime) -> ReconcileRun:
-    """One transaction: the run PUBLISHED, its staging dropped, the checkpoint and schedule moved."""
+def _run_publish_commit(source: Source, token: str, run: ReconcileRun, report: ReconcileReport,
+                        now: datetime) -> ReconcileRun:
+    """One transaction: the run PUBLISHED, what its replay did counted on its report, its staging
+    dropped, the checkpoint and schedule moved."""
     with transaction.atomic():
         state = lease_check(source.pk, token)
         run = ReconcileRun.objects.select_for_update().get(pk=run.pk)
@@ -439,6 +486,7 @@ def _run_publish_commit(source: Source, token: str, run: ReconcileRun, now: date
         )
         if not moved.applied:
             raise LeaseLost(f"run {run.pk} was no longer REPAIRING")
+        replay_counts_record(report)
         staging_drop(run)
         state.active_run = None
         checkpoint_advance(state, run, now)
@@ -461,7 +509,9 @@ def run_publish(source: Source, token: str, run: ReconcileRun, *,
     timer = time.monotonic()
     repairs_apply(source, token, run, report)
     repair_ms = _elapsed_ms(timer)
-    run = _run_publish_commit(source, token, run, clock.now())
-    logger.info("reconcile published source=%s run=%s report=%s repair_ms=%s complete=%s",
-                source.name, run.pk, report.pk, repair_ms, run.complete_scan)
+    run = _run_publish_commit(source, token, run, report, clock.now())
+    counts = report.summary["counts"]
+    logger.info("reconcile published source=%s run=%s report=%s repair_ms=%s complete=%s %s",
+                source.name, run.pk, report.pk, repair_ms, run.complete_scan,
+                " ".join(f"{name}={counts[name]}" for name in REPLAY_COUNTS.values()))
     return run, report

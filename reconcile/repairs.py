@@ -76,6 +76,8 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                 # its quarantine receipt names why, and the next complete scan finds them again.
                 if accepted.refused:
                     _findings_outcome(planned, ids, RepairOutcome.REFUSED, code="replay_refused")
+                    logger.warning("reconcile repair replay source=%s run=%s refused events=%s receipts=%s",
+                                   source.name, run.pk, len(ids), ",".join(accepted.receipt_ids))
                 else:
                     _findings_outcome(planned, ids, RepairOutcome.APPLIED)
         except LeaseLost:

@@ -39,9 +39,13 @@ def test_conflicting_values_are_refused_with_each_difference_named():
 
 @pytest.mark.django_db
 def test_one_account_cannot_be_registered_twice_under_two_names():
+    """Seed 004: the same values under a new name rename the one source
+    (tests/ingress/test_source_rename.py); other values under a new name are refused."""
     call_command("register_source", *ARGS)
-    with pytest.raises(CommandError, match="already registered as source 'sandbox'"):
-        call_command("register_source", "sandbox-two", *ARGS[1:])
+    with pytest.raises(CommandError, match="already registered as source 'sandbox' with other values"):
+        call_command("register_source", "sandbox-two", *ARGS[1:], "--retention-days", "7")
+    call_command("register_source", "sandbox-two", *ARGS[1:])
+    assert list(Source.objects.values_list("name", flat=True)) == ["sandbox-two"]
 
 
 @pytest.mark.django_db

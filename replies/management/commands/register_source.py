@@ -1,4 +1,4 @@
-"""register_source: create a source with its reply routes and copy, or confirm identical ones."""
+"""register_source: create a source with its reply routes and copy, confirm identical ones, or rename one."""
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -19,7 +19,9 @@ class Command(BaseCommand):
     help = (
         "Register a source, where each of its reply purposes is sent, and its approved copy. "
         "Running it again with the same values changes nothing; conflicting values are refused "
-        "(edit a source or a route in the admin)."
+        "(edit a source or a route in the admin). Running it with a new NAME and otherwise the same "
+        "values renames the source: its history stays, its webhook path becomes /webhooks/NAME/ "
+        "(a Meta source's callback is per app id and does not change) and the old name is free."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -102,9 +104,20 @@ class Command(BaseCommand):
         except ValidationError as exc:
             problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
             raise CommandError(f"invalid source: {problems}") from None
-        verb = "registered" if created else "unchanged, already registered with these values"
         where = f"/webhooks/meta/{source.meta_app_id}/" if source.meta_app_id else f"/webhooks/{source.name}/"
-        self.stdout.write(f"source {source.name}: {verb} ({where})")
+        renamed_from = getattr(source, "renamed_from", "")
+        if renamed_from:
+            self.stdout.write(f"source {source.name}: renamed from {renamed_from}; its events, replies, scan "
+                              f"state and reports stay with it")
+            if source.meta_app_id:
+                self.stdout.write(f"webhooks: Meta's callback {where} is per app id, so it does not change")
+            else:
+                self.stdout.write(f"webhooks: now {where}; /webhooks/{renamed_from}/ answers 404 from now on: "
+                                  f"point the provider's webhook URL at {where}. The name {renamed_from} is free "
+                                  "for a new registration")
+        else:
+            verb = "registered" if created else "unchanged, already registered with these values"
+            self.stdout.write(f"source {source.name}: {verb} ({where})")
         for note in notes:
             self.stdout.write(note)
 
