@@ -8,11 +8,17 @@ BASE_SECONDS = 5
 _MAX_DOUBLINGS = 30
 
 
-def backoff_delay(*, failures: int, cap: float, base: float = BASE_SECONDS) -> float:
+def backoff_delay(*, failures: int, cap: float, base: float = BASE_SECONDS,
+                  retry_after: float | None = None) -> float:
     """Seconds to wait after the `failures`-th consecutive failure: base * 2**(failures-1), capped.
 
     The first failure (and a count of 0) waits `base`; each further one doubles
     it, never past `cap`. Deterministic: no jitter, so schedules are testable.
+    A wait the provider asked for (`retry_after`) lengthens the delay, but never
+    past `cap` either (seed 004: the backoff is "capped by the configured interval").
     """
     doublings = min(max(0, failures - 1), _MAX_DOUBLINGS)
-    return min(cap, base * 2**doublings)
+    delay = base * 2**doublings
+    if retry_after:
+        delay = max(delay, retry_after)
+    return min(cap, delay)

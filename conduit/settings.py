@@ -7,6 +7,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+# Pure (no app; Django only inside the check): the ranged settings' table.
+from conduit.checks import range_refusal
 # Pure (no Django, no app): Meta's documented bound on one body.
 from conduit.providers.meta.webhook import MAX_BODY_BYTES as META_MAX_BODY_BYTES
 
@@ -309,10 +311,8 @@ if CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS >= CONDUIT_RECONCILE_LEASE_SECONDS:
     raise ImproperlyConfigured(
         "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS must be shorter than CONDUIT_RECONCILE_LEASE_SECONDS"
     )
-if not 1 <= CONDUIT_RECONCILE_POLL_LIMIT <= 200:
-    raise ImproperlyConfigured("CONDUIT_RECONCILE_POLL_LIMIT must be 1 to 200 page calls")
-if not 1 <= CONDUIT_RECONCILE_PAGE_SIZE <= 5000:
-    raise ImproperlyConfigured("CONDUIT_RECONCILE_PAGE_SIZE must be 1 to 5000 events")
+# The ranges of these settings (interval, poll limit, page size, per-scan limits) are one table,
+# conduit/checks.py's SETTING_RANGES; its system check refuses a value outside them at start.
 
 # The replay-decision engine (seed 003): the role named in next.role, and the
 # evidence model that answers destination_outcome@1 (unset: none loaded, every
@@ -328,8 +328,9 @@ CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")
 # Meta sends and Conduit refuses is retried for 36 hours and may get the app unsubscribed. An
 # operator who knows the accounts' comments are shorter may lower it: each worker holds one body.
 CONDUIT_META_WEBHOOK_MAX_BYTES = env.int("CONDUIT_META_WEBHOOK_MAX_BYTES", default=META_MAX_BODY_BYTES)
-if CONDUIT_META_WEBHOOK_MAX_BYTES < 1:
-    raise ImproperlyConfigured("CONDUIT_META_WEBHOOK_MAX_BYTES must be a positive number of bytes")
+# Refused here as well as by the system check (conduit/checks.py): gunicorn runs no checks.
+if _refusal := range_refusal("CONDUIT_META_WEBHOOK_MAX_BYTES", CONDUIT_META_WEBHOOK_MAX_BYTES):
+    raise ImproperlyConfigured(_refusal)
 # Seconds a provider is told to wait when the store is unavailable (503).
 CONDUIT_RETRY_AFTER_SECONDS = env("CONDUIT_RETRY_AFTER_SECONDS")
 

@@ -1,6 +1,6 @@
 """Ingress in the admin: sources (editable), event, delivery and quarantine ledgers (read-only)."""
 
-from typing import Any
+from typing import Any, Callable
 
 from django import forms
 from django.contrib import admin
@@ -69,6 +69,11 @@ class SourceForm(forms.ModelForm):
                 self.add_error("account_ref", f"This account is already registered as {clash.name}.")
 
 
+# Apps built on ingress add rows to a source's page here: each hook takes the source and gives
+# (label, words) rows (reconcile adds seed 004's Inspect); ingress imports none of them.
+SOURCE_INSPECTIONS: list[Callable[[Source], list[tuple[str, str]]]] = []
+
+
 class AttentionFilter(admin.SimpleListFilter):
     """Sources a person must look at: Meta no longer delivers their notifications."""
 
@@ -90,7 +95,7 @@ class SourceAdmin(admin.ModelAdmin):
     list_filter = (AttentionFilter, "adapter", "canary")
     search_fields = ("name", "account_ref")
     readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "needs_reauth", "created_at",
-                       "updated_at", "declared_families")
+                       "updated_at", "declared_families", "inspection")
     actions = ["reauthorized"]
 
     @admin.display(description="Declared event families (seed 004)")
@@ -109,6 +114,19 @@ class SourceAdmin(admin.ModelAdmin):
         return format_html("<ul>{}</ul><p>Receipts compared for: {} (other routes' sends are not compared, "
                            "never reported missing).</p>", format_html_join("", "{}", ((r,) for r in rows)),
                            compared)
+
+    @admin.display(description="Inspection (seed 004)")
+    def inspection(self, obj: Source) -> str:
+        """What the apps built on ingress report of the source (reconciliation's checkpoint, active
+        generation and cursor, last failure with its message, limited recovery, review queue):
+        read from the database, never the provider."""
+        if obj is None or not obj.pk:
+            return "-"
+        rows = [row for hook in SOURCE_INSPECTIONS for row in hook(obj)]
+        if not rows:
+            return "-"
+        return format_html("<table>{}</table>", format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", rows))
 
     @admin.action(permissions=["change"], description="Token replaced: resume sending (clear needs re-authorisation)")
     def reauthorized(self, request: HttpRequest, queryset: QuerySet):

@@ -5,12 +5,11 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from conduit.checks import MAX_INTERVAL_SECONDS
 from conduit.content import ContentDigestField, ContentField
 from conduit.statemachine import TransitionRecord, TransitionTable
 from ingress.models import Source
 from replies.models import ReplyAction
-
-MAX_INTERVAL_SECONDS = 365 * 24 * 3600
 
 
 class ScanState(models.Model):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ingress.models import Source
 from reconcile import clock
@@ -33,7 +33,7 @@ def reconcile_due(*, limit: int) -> PollResult:
     if not 1 <= limit <= 200:
         raise ValueError("a poll makes 1 to 200 page calls")
     for source in Source.objects.filter(scan__isnull=True, canary=False):
-        scan_state_for(source)
+        _scan_state_created(source)
     cursor, _ = SchedulerCursor.objects.get_or_create(name="reconcile")
     now = clock.now()
     due = list(
@@ -60,6 +60,17 @@ def reconcile_due(*, limit: int) -> PollResult:
         outcomes.append(outcome)
         SchedulerCursor.objects.filter(pk=cursor.pk).update(last_source_name=state.source.name)
     return PollResult(calls, outcomes, busy)
+
+
+def _scan_state_created(source: Source) -> None:
+    """A new source's scan state; one that cannot be created (an interval the database refuses,
+    which the start-up check conduit.checks reports) is logged and left out, never the poll's end."""
+    try:
+        with transaction.atomic():
+            scan_state_for(source)
+    except DatabaseError as exc:
+        logger.warning("reconcile poll source=%s scan state not created type=%s: not scanned",
+                       source.name, type(exc).__name__)
 
 
 def _source_failed(source: Source, exc: Exception) -> PageOutcome:

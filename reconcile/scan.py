@@ -176,9 +176,33 @@ def reconcile_page(
                 source, token, run,
                 PageFailure("unauthored", "unexpected_error", f"reading the page raised {type(exc).__name__}"),
             )
-        return _guarded(source, token, run, lambda: _commit_page(source, token, run, page, began))
+        except CANCELLATIONS as exc:
+            _page_cancelled(source, token, run, exc, "reading the page")
+            raise
+        try:
+            return _guarded(source, token, run, lambda: _commit_page(source, token, run, page, began))
+        except CANCELLATIONS as exc:  # the commit's transaction rolled back: nothing of the page is kept
+            _page_cancelled(source, token, run, exc, "committing the page")
+            raise
     finally:
         lease_release(source.pk, token)
+
+
+# What cuts a page call short: django-q2's task deadline (its TimeoutException is a SystemExit
+# raised inside the task), a worker's shutdown (SystemExit) and Ctrl-C (KeyboardInterrupt).
+CANCELLATIONS = (SystemExit, KeyboardInterrupt)
+
+
+def _page_cancelled(source: Source, token: str, run: ReconcileRun, exc: BaseException, doing: str) -> None:
+    """Record a cancelled page call (seed 004's `cancelled` class) before the cancellation goes on
+    up: the source shows why it stopped and backs off. Recording is best effort while stopping."""
+    failure = PageFailure("cancelled", "page_cancelled",
+                          f"{doing} was cancelled ({type(exc).__name__}): the task's deadline or a shutdown")
+    try:
+        _page_failed(source, token, run, failure)
+    except Exception as record_exc:  # the database may be going away with the process
+        logger.warning("reconcile page source=%s run=%s cancelled, not recorded type=%s",
+                       source.name, run.pk, type(record_exc).__name__)
 
 
 def _guarded(source: Source, token: str, run: ReconcileRun, step: Callable[[], PageOutcome]) -> PageOutcome:

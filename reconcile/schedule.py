@@ -27,13 +27,12 @@ def schedule_after_failure(state: ScanState, failure: PageFailure | None = None)
     """Deterministic exponential backoff from 5 s, capped by the source's interval; saved.
 
     A provider that said how long to wait (a throttling answer's
-    `retry_after`) is not called again before then.
+    `retry_after`) is not called again before then, nor later than the interval.
     """
     state.failures += 1
     page_failure_counted(source=state.source.name, error_class=failure.error_class if failure else "unknown")
-    delay = backoff_delay(failures=state.failures, cap=state.interval_seconds)
-    if failure is not None and failure.retry_after:
-        delay = max(delay, failure.retry_after)
+    delay = backoff_delay(failures=state.failures, cap=state.interval_seconds,
+                          retry_after=failure.retry_after if failure is not None else None)
     state.next_due_at = clock.now() + timedelta(seconds=delay)
     state.save()
 

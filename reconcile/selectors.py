@@ -116,21 +116,27 @@ def with_decision_inputs(actions: QuerySet) -> QuerySet:
     )
 
 
-def source_health() -> list[dict[str, Any]]:
-    """Per source, sorted by name: checkpoint, active scan, due time, last error, work for a person.
+def source_health(*, source_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+    """Per source, sorted by name: seed 004's Inspect (checkpoint, active generation and cursor,
+    due time, the last failure's class, code and Conduit's message, declared families, loss
+    limitations and limited recovery) and the work waiting for a person, the review queue included.
 
-    Keys, states, codes and counts only: no bodies, secrets or provider text.
+    Keys, states, codes, counts and Conduit-authored lines only: no bodies, secrets or provider
+    text. `source_ids` limits the rows (one source's admin page); every count is one query.
     """
-    from django.db.models import Count
-
-    from django.db.models import Max
+    from django.db.models import Count, Max, Min
 
     from ingress.models import QuarantineReceipt, QuarantineState, Source
+    from reconcile import clock
     from reconcile.models import Finding, ReconcileReport, RepairOutcome, ScanState
     from replies.models import DeliveryState
     from replies.selectors import sends_stranded
 
+    only = None if source_ids is None else list(source_ids)
+
     def per_source(rows, field: str, counted: str = "id") -> dict[int, int]:
+        if only is not None:
+            rows = rows.filter(**{f"{field}__in": only})
         grouped = rows.order_by().values(field).annotate(n=Count(counted, distinct=True))
         return dict(grouped.values_list(field, "n"))
 
@@ -143,12 +149,23 @@ def source_health() -> list[dict[str, Any]]:
     latest = ReconcileReport.objects.order_by().values("source").annotate(last=Max("id")).values("last")
     repairs_failed = per_source(Finding.objects.filter(
         report__in=latest, repair_outcome=RepairOutcome.FAILED), "report__source")
+    # The review queue: replies waiting for a person's approval, how many and since when.
+    pending = ReplyAction.objects.filter(delivery_state=DeliveryState.REVIEW_PENDING)
+    if only is not None:
+        pending = pending.filter(event__source__in=only)
+    reviews = {row["event__source"]: (row["n"], row["oldest"]) for row in pending.order_by()
+               .values("event__source").annotate(n=Count("id"), oldest=Min("created_at"))}
     sources = Source.objects.order_by("name")
-    states = {s.source_id: s for s in ScanState.objects.select_related("active_run")}
+    states = ScanState.objects.select_related("active_run")
+    if only is not None:
+        sources, states = sources.filter(pk__in=only), states.filter(source__in=only)
+    states = {s.source_id: s for s in states}
+    now = clock.now()
     rows = []
     for source in sources:
         state = states.get(source.pk)
         run = state.active_run if state else None
+        waiting, oldest = reviews.get(source.pk, (0, None))
         rows.append({
             "source": source.name,
             "source_system": source.source_system,
@@ -156,14 +173,23 @@ def source_health() -> list[dict[str, Any]]:
             "checkpoint": state.checkpoint_until.isoformat() if state and state.checkpoint_until else None,
             "checkpoint_scan_id": state.checkpoint_scan_id if state else "",
             "last_completed_at": state.last_completed_at.isoformat() if state and state.last_completed_at else None,
+            # The active generation: its scan id and the cursor its next page is read from ("":
+            # the generation's first page, handed the checkpoint). Opaque, bounded to 4 KiB.
             "active_scan": {"run": run.pk, "state": run.state, "pages": run.pages,
                             "staged_events": run.staged_events,
-                            "complete_scan": run.complete_scan} if run else None,
+                            "complete_scan": run.complete_scan,
+                            "scan_id": run.scan_id, "cursor": run.cursor} if run else None,
             "due_at": state.next_due_at.isoformat() if state else None,
             "requested": bool(state and state.requested_at),
             "last_error_class": state.last_error_class if state else "",
             "last_error_code": state.last_error_code if state else "",
+            # The line Conduit wrote for the last failure (at most 256 bytes, never provider text).
+            "last_error_message": state.last_error_message if state else "",
+            "last_error_at": state.last_error_at.isoformat() if state and state.last_error_at else None,
             "failures": state.failures if state else 0,
+            "reviews_waiting": waiting,
+            "oldest_review_at": oldest.isoformat() if oldest else None,
+            "oldest_review_age_seconds": max(0, int((now - oldest).total_seconds())) if oldest else None,
             "unknown_sends": unknown.get(source.pk, 0),
             "quarantine_waiting": quarantine.get(source.pk, 0),
             "retry_candidates": candidates.get(source.pk, 0),
@@ -201,14 +227,85 @@ def refused_settings(source) -> dict[str, str]:
 def source_declarations(source) -> dict[str, Any]:
     """Seed 004's Inspect for one source: each allowlisted event family's recovery and loss
     limitation, and the reply transports whose receipts a complete read compares."""
+    from conduit.providers.base import COMPLETE
     from conduit.providers.registry import get_adapter
 
     adapter = get_adapter(source.adapter)
     transports = adapter.receipt_transports
+    families = [adapter.family(event_type).as_dict() for event_type in source.event_types]
     return {
-        "families": [adapter.family(event_type).as_dict() for event_type in source.event_types],
+        "families": families,
         "receipts_compared_for": "every transport" if transports is None else sorted(transports),
+        # Seed 004's LimitedRecovery: a complete scan cannot recover everything the source
+        # delivers (a family whose recovery is limited or none; its limitation says what is lost).
+        "limited_recovery": any(f["recovery"] != COMPLETE for f in families),
     }
+
+
+def age_words(seconds: int) -> str:
+    """A wait for a person: "2 d 3 h", "3 h 5 min", "41 min", "20 s"."""
+    days, rest = divmod(max(0, int(seconds)), 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {rest // 60} min"
+    return f"{rest // 60} min" if rest >= 60 else f"{rest} s"
+
+
+def cursor_words(cursor: str, *, shown: int = 200) -> str:
+    """An opaque cursor for a person: whole when short, else its start and its size."""
+    if not cursor:
+        return "none: the generation's first page, read from the last complete checkpoint"
+    size = len(cursor.encode("utf-8", "surrogatepass"))
+    return cursor if len(cursor) <= shown else f"{cursor[:shown]}... ({size} bytes)"
+
+
+def failure_words(row: dict[str, Any]) -> str:
+    """The last page failure as doctor and the source's page show it: class/code, streak, message."""
+    if not row["last_error_code"]:
+        return "none"
+    streak = f" ({row['failures']} in a row)" if row["failures"] > 1 else ""
+    message = f": {row['last_error_message']}" if row.get("last_error_message") else ""
+    return f"{row['last_error_class']}/{row['last_error_code']}{streak}{message}"
+
+
+def source_inspection(source) -> list[tuple[str, str]]:
+    """Seed 004's Inspect for one source's admin page, as (label, words) rows: what doctor prints
+    for it, from the same health row (a handful of queries, no network call)."""
+    from conduit.providers.registry import ADAPTERS
+
+    if source.adapter not in ADAPTERS:  # no platform to declare its families: nothing to inspect
+        return []
+    rows = source_health(source_ids=[source.pk])
+    if not rows:
+        return []
+    row = rows[0]
+    scan = row["active_scan"]
+    checkpoint = (f"{row['checkpoint']} (last complete scan {row['last_completed_at']})"
+                  if row["checkpoint"] else "none: no complete scan yet")
+    if scan:
+        generation = (f"run {scan['run']} {scan['state']}{'' if scan['complete_scan'] else ' (window)'}, "
+                      f"scan id {scan['scan_id'] or '(none yet)'}, {scan['pages']} page(s), "
+                      f"{scan['staged_events']} staged")
+    else:
+        generation = "none"
+    limited = [f"{f['event_type']} ({f['recovery']}: {f['limitation']})" for f in row["families"]
+               if f["recovery"] != "complete"]
+    reviews = (f"{row['reviews_waiting']} waiting, the oldest for {age_words(row['oldest_review_age_seconds'])} "
+               f"(since {row['oldest_review_at']})" if row["reviews_waiting"] else "none waiting")
+    reasons = needs_a_person(row)
+    return [
+        ("Checkpoint", checkpoint),
+        ("Active generation", generation),
+        ("Active cursor", cursor_words(scan["cursor"]) if scan else "none"),
+        ("Due", f"{row['due_at'] or 'not scheduled yet'}{' (requested)' if row['requested'] else ''}"),
+        ("Last page failure", failure_words(row) + (f" at {row['last_error_at']}" if row["last_error_at"] else "")),
+        ("Limited recovery", "yes: " + "; ".join(limited) if limited
+         else "no: a complete scan recovers every declared family"),
+        ("Review queue", reviews),
+        ("Needs a person", "; ".join(reasons) if reasons else "no"),
+    ]
 
 
 def needs_a_person(row: dict[str, Any]) -> list[str]:
@@ -225,6 +322,12 @@ def needs_a_person(row: dict[str, Any]) -> list[str]:
         reasons.append(f"last page failed ({row['last_error_class']}/{row['last_error_code']}{streak})")
     if row.get("subscription_problem"):
         reasons.append(f"Meta subscription: {row['subscription_problem']}")
+    if row.get("reviews_waiting"):
+        # Seed 000: "Every live reply waits for recorded human approval": a waiting reply is a
+        # person's work, however healthy the scan.
+        reasons.append(f"{row['reviews_waiting']} repl{'y' if row['reviews_waiting'] == 1 else 'ies'} waiting "
+                       f"for review, the oldest for {age_words(row['oldest_review_age_seconds'] or 0)} "
+                       "(Replies > Review queue)")
     for field, refusal in row.get("refused_settings", {}).items():
         reasons.append(f"{field} is refused ({refusal}): correct it in Ingress > Sources or Reply routes")
     for key, words in (("stranded_sends", "stranded send(s): failed before send, no longer retried "

@@ -203,20 +203,35 @@ class SourcePage:
     own: list[OwnItem] = field(default_factory=list)
 
 
+# Seed 004: "a message of at most 256 bytes on one line".
+MAX_FAILURE_MESSAGE_BYTES = 256
+
+
+def one_line(message: str, max_bytes: int = MAX_FAILURE_MESSAGE_BYTES) -> str:
+    """`message` on one line (every run of whitespace or control characters one space), cut to
+    `max_bytes` of UTF-8 at a character boundary, never inside a character."""
+    printable = "".join(c if c.isprintable() else " " for c in message)
+    line = " ".join(printable.split())
+    encoded = line.encode("utf-8", "replace")  # a lone surrogate becomes "?"
+    return encoded[:max_bytes].decode("utf-8", "ignore").rstrip()
+
+
 class PageFailure(Exception):
     """A source page that could not be read.
 
-    `error_class` and `code` are safe to store; `message` is one bounded line
+    `error_class` and `code` are safe to store; `message` is one line of at most 256 bytes
     Conduit wrote itself. Provider text and credentials never enter any of them.
     """
 
-    # credentials: the source's token was refused; a person must re-authorise it.
-    CLASSES = ("timeout", "transport", "provider", "protocol", "unauthored", "credentials")
+    # Seed 004's classes: timeout (no page within the page timeout), cancelled (the page call
+    # was cut short by the task's deadline or a shutdown), transport, protocol, provider and
+    # unauthored; and credentials: the source's token was refused, a person must re-authorise it.
+    CLASSES = ("timeout", "cancelled", "transport", "provider", "protocol", "unauthored", "credentials")
 
     def __init__(self, error_class: str, code: str, message: str, *, retry_after: float | None = None) -> None:
         if error_class not in self.CLASSES:
             raise ValueError(f"unknown page error class {error_class!r}")
-        message = " ".join(message.split())[:256]
+        message = one_line(message)
         super().__init__(message)
         self.error_class = error_class
         self.code = code[:64]

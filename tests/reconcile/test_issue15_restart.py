@@ -74,6 +74,9 @@ def test_a_provider_restarted_from_its_state_file_keeps_its_receipts(restartable
     action.refresh_from_db()
     assert action.delivery_state == "SENT"
     assert Finding.objects.count() == before == 0
+    # The event's other reply still waits for review, which needs a person (issue 32); decided here
+    # so doctor's exit speaks of reconciliation alone.
+    ReplyAction.objects.filter(delivery_state="REVIEW_PENDING").update(delivery_state="CLOSED_NO_REPLY")
     assert doctor()[0] == 0
 
 

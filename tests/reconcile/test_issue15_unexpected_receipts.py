@@ -143,6 +143,9 @@ def test_the_admin_queue_lists_it_and_an_acknowledgement_closes_it(buried, clien
     assert (finding.decision, finding.decided_by) == ("CLOSED", "operator_test")
     assert action.reply_key[:12] not in client.get("/admin/reconcile/finding/?queue=unexpected_receipts"
                                                    ).content.decode()
+    # The event's other reply still waits for review (that needs a person); decide it so
+    # doctor's exit speaks of the receipt alone.
+    ReplyAction.objects.filter(delivery_state="REVIEW_PENDING").update(delivery_state="CLOSED_NO_REPLY")
     assert run("doctor")[0] == 0
     scan(source)  # the same receipt, the action in the same state: acknowledged, not raised again
     assert Finding.objects.filter(kind="UNEXPECTED_RECEIPT").count() == 1

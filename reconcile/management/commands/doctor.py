@@ -8,7 +8,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 
 from ingress.meta import meta_subscriptions_check
-from reconcile.selectors import needs_a_person, source_health
+from reconcile.selectors import age_words, cursor_words, failure_words, needs_a_person, source_health
 
 
 def _replies(answers: str) -> str:
@@ -16,10 +16,12 @@ def _replies(answers: str) -> str:
 
 
 class Command(BaseCommand):
-    help = ("Print each source's health: checkpoint, active scan, due time, last error and its streak, "
-            "stranded and unknown sends, failed repairs, quarantine waiting, retry candidates and "
+    help = ("Print each source's health: checkpoint, active scan with its scan id and cursor, due time, last "
+            "error (class, code, streak and Conduit's message), the review queue (replies waiting, the oldest's "
+            "age), stranded and unknown sends, failed repairs, quarantine waiting, retry candidates and "
             "unexpected receipts (a reply the provider shows that Conduit closed or never planned), each event "
-            "family's declared recovery and loss limitation, whose receipts reconciliation compares, and for "
+            "family's declared recovery and loss limitation, whether recovery is limited, whose receipts "
+            "reconciliation compares, and for "
             "Meta sources whether the app is still subscribed (read from Meta's subscribed_apps now). "
             "Exits 1 when something needs a person.")
 
@@ -53,11 +55,16 @@ class Command(BaseCommand):
                 else:
                     active = "none"
                 self.stdout.write(f"  active scan       {active}")
+                if scan:
+                    self.stdout.write(f"  scan id           {scan['scan_id'] or '(none yet)'}")
+                    self.stdout.write(f"  cursor            {cursor_words(scan['cursor'])}")
                 self.stdout.write(f"  due               {row['due_at'] or 'not scheduled yet'}"
                                   f"{' (requested)' if row['requested'] else ''}")
-                self.stdout.write(f"  last error        "
-                                  f"{row['last_error_class'] + '/' + row['last_error_code'] if row['last_error_code'] else 'none'}"
-                                  f"{' (%s in a row)' % row['failures'] if row['last_error_code'] and row['failures'] > 1 else ''}")
+                self.stdout.write(f"  last error        {failure_words(row)}")
+                waiting = row["reviews_waiting"]
+                self.stdout.write(f"  review queue      {waiting} waiting" + (
+                    f", the oldest for {age_words(row['oldest_review_age_seconds'])} (since {row['oldest_review_at']})"
+                    if waiting else ""))
                 self.stdout.write(f"  stranded sends    {row['stranded_sends']}")
                 self.stdout.write(f"  repairs failed    {row['repairs_failed']}")
                 self.stdout.write(f"  unknown sends     {row['unknown_sends']}")
@@ -71,6 +78,8 @@ class Command(BaseCommand):
                     limitation = f": {family['limitation']}" if family["limitation"] else ""
                     self.stdout.write(f"  family            {family['event_type']} recovery {family['recovery']}, "
                                       f"{_replies(family['answers'])}{limitation}")
+                limited = [f["event_type"] for f in row["families"] if f["recovery"] != "complete"]
+                self.stdout.write(f"  limited recovery  {'yes: ' + ', '.join(limited) if limited else 'no'}")
                 compared = row["receipts_compared_for"]
                 self.stdout.write(f"  receipts compared {compared if isinstance(compared, str) else ', '.join(compared)}"
                                   " (other routes' sends are left as they are: not compared)")
