@@ -1,0 +1,45 @@
+"""Each equivalent-mutant argument still argues about the code as it is.
+
+An argument is made about one function as written; when the function changes, mutmut renumbers
+its mutants and the argument may no longer hold. Every entry pins the function's source digest
+(tests/rules/equivalents.py), and this fails, naming the entry, when the function changed since.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from tests.rules.equivalents import code_of, digest, entries, stale
+
+
+def test_every_argument_pins_the_code_as_it_is():
+    assert entries(), "EQUIVALENT_MUTANTS.md argues for no mutant: the parser is blind"
+    assert stale() == []
+
+
+def test_mutant_names_map_to_their_functions():
+    assert code_of("conduit.canonical.x_canonical_json__mutmut_4") == "conduit.canonical.canonical_json"
+    assert code_of("replies.sender.x__claim__mutmut_15") == "replies.sender._claim"
+    assert code_of("reconcile.decisions.evidence.xǁHttpSemanticsModelǁanswer__mutmut_9") == \
+        "reconcile.decisions.evidence.HttpSemanticsModel.answer"
+
+
+def test_control_a_changed_function_or_a_missing_pin_is_reported(tmp_path, monkeypatch):
+    """Positive control: an argument about a function edited since, or one that pins nothing,
+    is named."""
+    module = tmp_path / "pinned_rule_test.py"
+    module.write_text("def rule(value):\n    return value.encode('utf-8')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = digest("pinned_rule_test.rule")
+    text = (f"- `pinned_rule_test.x_rule__mutmut_1`: 'utf-8' becomes 'UTF-8', the same codec. "
+            f"`code pinned_rule_test.rule@{before}`\n"
+            "- `pinned_rule_test.x_rule__mutmut_2`: an argument that pins nothing.\n")
+    assert stale(text) == ["pinned_rule_test.x_rule__mutmut_2: its entry pins no `code pinned_rule_test.rule@…`"]
+
+    module.write_text("def rule(value):\n    return value.encode('utf-8', 'strict')\n")
+    sys.modules.pop("pinned_rule_test", None)
+    importlib.invalidate_caches()
+    (changed, missing) = stale(text)
+    assert changed.startswith("pinned_rule_test.x_rule__mutmut_1: pinned_rule_test.rule changed since")
+    assert before in changed and digest("pinned_rule_test.rule") in changed
