@@ -754,11 +754,7 @@ def source_register(
     with transaction.atomic():
         existing = Source.objects.select_for_update().filter(name=name).first()
         if existing is not None:
-            differences = [
-                f"{f}: registered {getattr(existing, f)!r}, given {getattr(wanted, f)!r}"
-                for f in REGISTERED_FIELDS
-                if getattr(existing, f) != getattr(wanted, f)
-            ]
+            differences = _registered_differences(existing, wanted)
             if differences:
                 raise SourceConflict(
                     f"source {name!r} is already registered with other values; change it in the "
@@ -779,6 +775,12 @@ def source_register(
     return wanted, True
 
 
+def _registered_differences(registered: Source, given: Source) -> list[str]:
+    """Each registered field whose value differs between the stored source and a registration."""
+    return [f"{f}: registered {getattr(registered, f)!r}, given {getattr(given, f)!r}"
+            for f in REGISTERED_FIELDS if getattr(registered, f) != getattr(given, f)]
+
+
 def source_rename(*, source_id: int, name: str, registered: Source) -> Source:
     """Seed 004's rename: the source registered again under `name` with the same values.
 
@@ -794,11 +796,7 @@ def source_rename(*, source_id: int, name: str, registered: Source) -> Source:
     # FOR UPDATE, not NO KEY: the name is a unique key, so the UPDATE below takes this lock
     # anyway; taken at once, it is never an upgrade (which could deadlock with a key-share holder).
     source = Source.objects.select_for_update(no_key=False).get(pk=source_id)
-    differences = [
-        f"{f}: registered {getattr(source, f)!r}, given {getattr(registered, f)!r}"
-        for f in REGISTERED_FIELDS
-        if getattr(source, f) != getattr(registered, f)
-    ]
+    differences = _registered_differences(source, registered)
     if differences:
         raise SourceConflict(
             f"account {source.account_ref!r} of {source.source_system} is already registered as source "
