@@ -20,8 +20,13 @@ demo: venv
 	@# signal, it would make make print "*** Interrupt" however the demo itself ended.
 	@trap : INT TERM; scripts/demo; status=$$?; if [ $$status -eq 130 ] || [ $$status -eq 143 ]; then exit 0; fi; exit $$status
 
+# The tests never read a developer's .demo.env (CONDUIT_ENV_FILE names none): what they run on is
+# what they set. scripts/test-tools installs the programs the suite drives, or names what is missing.
 test: venv
-	SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
+	scripts/test-tools
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	CONDUIT_ENV_FILE=/dev/null SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
 		scripts/with-postgres $(PY) -m pytest $(PYTEST_ARGS)
 
 # make fuzz: Schemathesis against the served /api/schema/ (a token user, sample rows, DEBUG off);

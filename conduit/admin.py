@@ -7,12 +7,12 @@ from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
-from django.utils.functional import cached_property
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.functional import cached_property
 
 from conduit.content import guard_admin
-
+from conduit.sql import fast_paths
 
 # Installed apps whose admin pages are plumbing (django-q2's task tables, DRF's API tokens):
 # superusers only, and absent from everyone else's index and sidebar.
@@ -34,8 +34,13 @@ def site_configure(site: admin.AdminSite) -> None:
 
 
 def _superusers_only(model_admin: admin.ModelAdmin) -> None:
-    for name in ("has_module_permission", "has_view_permission", "has_add_permission",
-                 "has_change_permission", "has_delete_permission"):
+    for name in (
+        "has_module_permission",
+        "has_view_permission",
+        "has_add_permission",
+        "has_change_permission",
+        "has_delete_permission",
+    ):
         allowed = getattr(model_admin, name)
 
         def check(request: HttpRequest, *args: Any, _allowed: Callable = allowed, **kwargs: Any) -> bool:
@@ -68,7 +73,7 @@ class EstimatedCountPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         rows = self.object_list
-        if not isinstance(rows, QuerySet) or connections[rows.db].vendor != "postgresql":
+        if not isinstance(rows, QuerySet) or not fast_paths(connections[rows.db]):
             return super().count
         # The ids only: annotations and joins the page shows are not needed to count.
         ids = rows.order_by().values("pk")

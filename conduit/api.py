@@ -1,4 +1,5 @@
-"""API error shape: every refusal under /api/ is a JSON body with a stable `code` and a `detail`."""
+"""API parts every endpoint shares: the error shape (a JSON body with a stable `code` and a `detail`),
+the door, the JSON parser, and what every read list shares (pagination, query checks, OpenAPI parts)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
 from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.parsers import JSONParser as DRFJSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
@@ -38,8 +40,10 @@ class JSONOnly(BaseContentNegotiation):
 
 
 class SecondFactorRequired(exceptions.PermissionDenied):
-    default_detail = ("CONDUIT_ADMIN_2FA=required: this session has not been verified with an "
-                      "authenticator code; sign in to the admin again")
+    default_detail = (
+        "CONDUIT_ADMIN_2FA=required: this session has not been verified with an "
+        "authenticator code; sign in to the admin again"
+    )
     default_code = "second_factor_required"
 
 
@@ -196,9 +200,135 @@ class QueryText(serializers.CharField):
 
     def __init__(self, *, max_length: int, **kwargs: Any) -> None:
         super().__init__(
-            max_length=max_length, required=False, allow_blank=True, trim_whitespace=False,
-            validators=[refuse_control_characters], **kwargs,
+            max_length=max_length,
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            validators=[refuse_control_characters],
+            **kwargs,
         )
+
+
+# -- what every read list shares ---------------------------------------------------------------
+
+MAX_PAGE_SIZE = 500
+# A cursor is DRF's base64 of a short query string; anything longer is not one of ours.
+MAX_CURSOR_LENGTH = 200
+MAX_ID = 2**63 - 1  # bigint: the position is an id
+
+
+class InvalidCursor(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "the cursor is not one this API issued"
+    default_code = "invalid_cursor"
+
+
+class NewestFirst(CursorPagination):
+    ordering = "-id"
+    page_size = 50
+    max_page_size = MAX_PAGE_SIZE
+    page_size_query_param = "page_size"
+
+    def decode_cursor(self, request) -> Cursor | None:
+        # DRF answers a malformed cursor with a 404 and passes its position to
+        # the query unchecked (a non-number was a 500): both are a 400 here.
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise InvalidCursor() from None
+        if cursor is not None and cursor.position is not None:
+            position = cursor.position
+            if not (position.isascii() and position.isdigit() and int(position) <= MAX_ID):
+                raise InvalidCursor()
+        return cursor
+
+
+class ListQuery(serializers.Serializer):
+    """The query parameters every list takes: printable and bounded, or a 400 naming each one."""
+
+    cursor = QueryText(max_length=MAX_CURSOR_LENGTH)
+    page_size = serializers.IntegerField(min_value=1, max_value=10**9, required=False)
+
+
+def validated_query(serializer_class: type[serializers.Serializer], request) -> dict[str, Any]:
+    query = serializer_class(data=request.query_params.dict())
+    query.is_valid(raise_exception=True)
+    return query.validated_data
+
+
+# The OpenAPI parts of a list, merged into /api/schema/ (console/api/schema.py).
+# The pattern says what refuse_control_characters refuses, so that generated
+# "valid" values are valid and generated invalid ones must be refused.
+_PRINTABLE = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"
+
+
+def text_parameter(name: str, max_length: int, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string", "maxLength": max_length, "pattern": _PRINTABLE},
+    }
+
+
+def list_parameters() -> list[dict[str, Any]]:
+    return [
+        text_parameter("cursor", MAX_CURSOR_LENGTH, "the opaque cursor of a `next` or `previous` link"),
+        {
+            "name": "page_size",
+            "in": "query",
+            "required": False,
+            "description": f"results per page, at most {MAX_PAGE_SIZE} (a larger number is read as {MAX_PAGE_SIZE})",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 10**9},
+        },
+    ]
+
+
+def date_time_schema() -> dict[str, Any]:
+    return {"type": "string", "format": "date-time"}
+
+
+def page_schema(item_ref: str) -> dict[str, Any]:
+    link = {"type": ["string", "null"], "format": "uri"}
+    return {
+        "type": "object",
+        "required": ["next", "previous", "results"],
+        "additionalProperties": False,
+        "properties": {
+            "next": link,
+            "previous": link,
+            "results": {"type": "array", "items": {"$ref": item_ref}},
+        },
+    }
+
+
+def list_operation(summary: str, page_ref: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+    def refusal(description: str) -> dict[str, Any]:
+        return {
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+
+    return {
+        "summary": summary,
+        "parameters": parameters + list_parameters(),
+        "responses": {
+            "200": {
+                "description": "One page, newest first",
+                "content": {"application/json": {"schema": {"$ref": page_ref}}},
+            },
+            "400": refusal("`invalid` with `errors` naming each refused parameter, or `invalid_cursor`"),
+            "401": refusal("`not_authenticated`: no token or session"),
+            "403": refusal(
+                "`not_staff` (a session of a user who is not staff), `second_factor_required` "
+                "(a session not verified while CONDUIT_ADMIN_2FA=required) or `permission_denied` "
+                "(the user lacks the ledger's view permission)"
+            ),
+            "404": refusal("`not_found`: an unknown `format`"),
+            "406": refusal("`not_acceptable`: only application/json is served"),
+        },
+    }
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
@@ -219,7 +349,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         codes = getattr(exc, "get_codes", lambda: None)()
         response.data = {
             "code": codes if isinstance(codes, str) else getattr(exc, "default_code", "error"),
-            **({"detail": response.data["detail"]} if "detail" in response.data else {"errors": response.data}),
+            **(
+                {"detail": response.data["detail"]}
+                if "detail" in response.data
+                else {"errors": response.data}
+            ),
         }
     return response
 
@@ -227,6 +361,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
 # Errors raised outside a DRF view (URL resolution, middleware, an uncaught bug)
 # reach Django's handlers: under /api/ they answer the same JSON contract, and
 # everywhere else (the admin) Django's HTML pages.
+
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")

@@ -8,14 +8,15 @@ BASE_SECONDS = 5
 _MAX_DOUBLINGS = 30
 
 
-def backoff_delay(*, failures: int, cap: float, base: float = BASE_SECONDS,
-                  retry_after: float | None = None) -> float:
+def backoff_delay(
+    *, failures: int, cap: float, base: float = BASE_SECONDS, retry_after: float | None = None
+) -> float:
     """Seconds to wait after the `failures`-th consecutive failure: base * 2**(failures-1), capped.
 
     The first failure (and a count of 0) waits `base`; each further one doubles
     it, never past `cap`. Deterministic: no jitter, so schedules are testable.
     A wait the provider asked for (`retry_after`) lengthens the delay, but never
-    past `cap` either (seed 004: the backoff is "capped by the configured interval").
+    past `cap` either (docs/concepts/reconciliation.md#scheduling: the backoff is "capped by the interval").
     """
     doublings = min(max(0, failures - 1), _MAX_DOUBLINGS)
     delay = base * 2**doublings

@@ -4,7 +4,6 @@ import hashlib
 import json
 from typing import Any
 
-
 # The one encoder, built once: json.dumps with these arguments builds this same encoder on
 # every call and then calls its encode(); encode() keeps no state between calls, so one
 # instance serves every thread. The bytes are the same; a source read hashes every event.

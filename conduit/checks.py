@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Seed 004: "Configured intervals range from one second to one year." The scan state's check
+# docs/concepts/reconciliation.md#scheduling: a source's interval is 1 s to 1 year. The scan state's check
 # constraint (reconcile.models, scan_interval_range) holds the same bound.
 MAX_INTERVAL_SECONDS = 365 * 24 * 3600
 
@@ -44,15 +44,18 @@ class SettingRange:
 
 
 # Every setting with a range, as the README's configuration table states it.
-SETTING_RANGES: dict[str, SettingRange] = {r.setting: r for r in (
-    SettingRange("CONDUIT_RECONCILE_INTERVAL_SECONDS", 1, MAX_INTERVAL_SECONDS, "1 s to 1 year"),
-    SettingRange("CONDUIT_RECONCILE_POLL_LIMIT", 1, 200, "1 to 200"),
-    SettingRange("CONDUIT_RECONCILE_PAGE_SIZE", 1, 5000, "1 to 5000"),
-    SettingRange("CONDUIT_RECONCILE_MAX_PAGES", 1, 100_000, "1 to 100,000", optional=True),
-    SettingRange("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", 1, 20_000_000, "1 to 20,000,000", optional=True),
-    SettingRange("CONDUIT_RECONCILE_MAX_STAGED_BYTES", 1, 16 * 1024**3, "1 to 16 GiB", optional=True),
-    SettingRange("CONDUIT_META_WEBHOOK_MAX_BYTES", 1, None, "at least 1 byte"),
-)}
+SETTING_RANGES: dict[str, SettingRange] = {
+    r.setting: r
+    for r in (
+        SettingRange("CONDUIT_RECONCILE_INTERVAL_SECONDS", 1, MAX_INTERVAL_SECONDS, "1 s to 1 year"),
+        SettingRange("CONDUIT_RECONCILE_POLL_LIMIT", 1, 200, "1 to 200"),
+        SettingRange("CONDUIT_RECONCILE_PAGE_SIZE", 1, 5000, "1 to 5000"),
+        SettingRange("CONDUIT_RECONCILE_MAX_PAGES", 1, 100_000, "1 to 100,000", optional=True),
+        SettingRange("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", 1, 20_000_000, "1 to 20,000,000", optional=True),
+        SettingRange("CONDUIT_RECONCILE_MAX_STAGED_BYTES", 1, 16 * 1024**3, "1 to 16 GiB", optional=True),
+        SettingRange("CONDUIT_META_WEBHOOK_MAX_BYTES", 1, None, "at least 1 byte"),
+    )
+}
 
 
 def range_refusal(setting: str, value: Any) -> str | None:
@@ -69,9 +72,12 @@ def settings_in_range(app_configs=None, **kwargs) -> list:
     for entry in SETTING_RANGES.values():
         refusal = entry.refusal(getattr(settings, entry.setting, None))
         if refusal:
-            errors.append(checks.Error(
-                refusal, id=CHECK_ID,
-                hint=f"{entry.setting} accepts {entry.words}"
-                     f"{'; unset, it takes its default' if entry.optional else ''}.",
-            ))
+            errors.append(
+                checks.Error(
+                    refusal,
+                    id=CHECK_ID,
+                    hint=f"{entry.setting} accepts {entry.words}"
+                    f"{'; unset, it takes its default' if entry.optional else ''}.",
+                )
+            )
     return errors

@@ -18,7 +18,7 @@ from pythonjsonlogger.json import JsonFormatter
 # Names of environment variables whose values are credentials.
 SECRET_NAMES = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|PRIVATE", re.IGNORECASE)
 LOOKS_LIKE_CREDENTIAL = re.compile(
-    r"whsec_[A-Za-z0-9+/=]{8,}"                     # Standard Webhooks secrets
+    r"whsec_[A-Za-z0-9+/=]{8,}"  # Standard Webhooks secrets
     r"|\b(?:Bearer|Token|Basic)\s+[A-Za-z0-9._~+/=-]{16,}"  # Authorization header values
     r"|(?i:password|passwd|secret|api[_-]?key|access[_-]?token)\s*[=:]\s*\S+"
 )

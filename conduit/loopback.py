@@ -17,12 +17,20 @@ def credential_url_refusal(url: str, hosts: tuple[str, ...]) -> str:
         port = parts.port
     except ValueError:
         port = -1
-    if (parts.scheme == "https" and parts.hostname in hosts and port in (None, 443)
-            and not parts.username and not parts.password):
+    if (
+        parts.scheme == "https"
+        and parts.hostname in hosts
+        and port in (None, 443)
+        and not parts.username
+        and not parts.password
+    ):
         return ""
-    return (f"credentials go only to https://{' or https://'.join(hosts)} or to http:// on this host "
-            "(127.0.0.1, localhost, ::1)" if hosts else
-            "credentials go only to http:// on this host (127.0.0.1, localhost, ::1)")
+    return (
+        f"credentials go only to https://{' or https://'.join(hosts)} or to http:// on this host "
+        "(127.0.0.1, localhost, ::1)"
+        if hosts
+        else "credentials go only to http:// on this host (127.0.0.1, localhost, ::1)"
+    )
 
 
 def loopback_address(url: str) -> tuple[str, int] | None:

@@ -41,28 +41,37 @@ logger = logging.getLogger("conduit.metrics")
 LOCAL_REGISTRY = CollectorRegistry(auto_describe=True)
 
 WEBHOOK_REQUESTS = Counter(
-    "conduit_webhook_requests", "Webhook requests answered, by source and HTTP status.",
-    ["source", "status"], registry=LOCAL_REGISTRY,
+    "conduit_webhook_requests",
+    "Webhook requests answered, by source and HTTP status.",
+    ["source", "status"],
+    registry=LOCAL_REGISTRY,
 )
 EVENTS = Counter(
-    "conduit_events", "Webhook events by outcome: accepted, duplicate or quarantined.",
-    ["source", "result"], registry=LOCAL_REGISTRY,
+    "conduit_events",
+    "Webhook events by outcome: accepted, duplicate or quarantined.",
+    ["source", "result"],
+    registry=LOCAL_REGISTRY,
 )
 SEND_SECONDS = Histogram(
-    "conduit_send_seconds", "Time from a send's claim to its outcome, by transport and state reached.",
-    ["transport", "outcome"], registry=LOCAL_REGISTRY,
+    "conduit_send_seconds",
+    "Time from a send's claim to its outcome, by transport and state reached.",
+    ["transport", "outcome"],
+    registry=LOCAL_REGISTRY,
     # The transport gives up after CONDUIT_TRANSPORT_TIMEOUT_SECONDS (10 s by default).
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0),
 )
 PAGE_FAILURES = Counter(
-    "conduit_reconcile_page_failures", "Reconcile page calls that failed, by source and error class.",
-    ["source", "class"], registry=LOCAL_REGISTRY,
+    "conduit_reconcile_page_failures",
+    "Reconcile page calls that failed, by source and error class.",
+    ["source", "class"],
+    registry=LOCAL_REGISTRY,
 )
 # Counted by `manage.py worker`, the process that supervises the cluster (conduit/watchdog.py).
 WATCHDOG_RESTARTS = Counter(
     "conduit_worker_watchdog_restarts",
     "django-q2 clusters the worker watchdog ended and started again: no task finished while work was due.",
-    ["due"], registry=LOCAL_REGISTRY,
+    ["due"],
+    registry=LOCAL_REGISTRY,
 )
 
 EVENT_RESULTS = ("accepted", "duplicate", "quarantined")
@@ -121,7 +130,7 @@ def observe_send(*, transport_of: Callable[[Any], str]) -> Callable:
     """Decorates the sender's deliver step `(action, now) -> state reached`: observes its seconds.
 
     The hook the sender carries: `@observe_send(transport_of=_transport_name)`
-    above `def _deliver` in replies/sender.py.
+    above `def _deliver` in replies/sender/deliver.py.
     """
 
     def decorate(deliver: Callable[..., str]) -> Callable[..., str]:
@@ -150,7 +159,7 @@ def page_failure_counted(*, source: str, error_class: str) -> None:
 # -- read from the ledgers at scrape time --------------------------------------------------------
 
 
-# Gauges read from the ledgers at scrape time. The ledgers are the apps' (reconcile registers
+# Gauges read from the ledgers at scrape time. The ledgers are the apps' (the console registers
 # its collector here when it is ready): this layer imports no app.
 LEDGER_COLLECTORS: list[Any] = []
 
@@ -221,7 +230,9 @@ REFUSALS = {
 
 
 def _refusal(status: int, code: str) -> HttpResponse:
-    response = HttpResponse(f"{code}\n{REFUSALS[code]}\n", status=status, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(
+        f"{code}\n{REFUSALS[code]}\n", status=status, content_type="text/plain; charset=utf-8"
+    )
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
     return response

@@ -14,6 +14,8 @@ from __future__ import annotations
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from conduit.sql import fast_paths
+
 STALE_PLAN = "cached plan must not change result type"
 
 
@@ -23,7 +25,10 @@ def _recovering(base: type) -> type:
             try:
                 return super().execute(query, params, **kwargs)
             except psycopg.errors.FeatureNotSupported as exc:
-                if STALE_PLAN not in str(exc) or self.connection.info.transaction_status != TransactionStatus.IDLE:
+                if (
+                    STALE_PLAN not in str(exc)
+                    or self.connection.info.transaction_status != TransactionStatus.IDLE
+                ):
                     raise
                 super().execute("DEALLOCATE ALL")
                 return super().execute(query, params, **kwargs)
@@ -36,11 +41,15 @@ _CURSORS: dict[type, type] = {}
 
 def recovering_cursors(sender, connection, **kwargs) -> None:
     """connection_created: a server-binding connection's cursors recover from a stale prepared plan."""
-    if connection.vendor != "postgresql":
+    if not fast_paths(connection):
         return
     from django.db.backends.postgresql.base import ServerBindingCursor
 
     raw = connection.connection
     factory = raw.cursor_factory
-    if isinstance(factory, type) and issubclass(factory, ServerBindingCursor) and factory not in _CURSORS.values():
+    if (
+        isinstance(factory, type)
+        and issubclass(factory, ServerBindingCursor)
+        and factory not in _CURSORS.values()
+    ):
         raw.cursor_factory = _CURSORS.setdefault(factory, _recovering(factory))

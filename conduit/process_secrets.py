@@ -47,8 +47,10 @@ def credential_name_refusal(name: str) -> str:
         return f"{name} is one of the server's own settings, never a source's credential"
     prefixes = settings.CONDUIT_CREDENTIAL_PREFIXES
     if not name.startswith(prefixes):
-        return (f"{name} is not a credential variable: a source names variables starting with "
-                f"{' or '.join(prefixes) or '(no prefix declared)'} (CONDUIT_CREDENTIAL_PREFIXES)")
+        return (
+            f"{name} is not a credential variable: a source names variables starting with "
+            f"{' or '.join(prefixes) or '(no prefix declared)'} (CONDUIT_CREDENTIAL_PREFIXES)"
+        )
     return ""
 
 

@@ -52,8 +52,10 @@ class Reference:
 
     def postgres_drop(self) -> list[str]:
         name = self.name
-        return self.postgres_drop_triggers() + [f"DROP FUNCTION IF EXISTS {name}_kept()",
-                                                 f"DROP FUNCTION IF EXISTS {name}_check()"]
+        return self.postgres_drop_triggers() + [
+            f"DROP FUNCTION IF EXISTS {name}_kept()",
+            f"DROP FUNCTION IF EXISTS {name}_check()",
+        ]
 
     def postgres_functions(self) -> list[str]:
         t, c, p, k, name = self.table, self.column, self.target, self.target_column, self.name
@@ -121,10 +123,13 @@ class Reference:
     def postgres_triggers(self) -> list[str]:
         t, p, k, name = self.table, self.target, self.target_column, self.name
         return [
-            *(f"""
+            *(
+                f"""
             CREATE OR REPLACE TRIGGER {name}_{op} AFTER {op} ON {t} REFERENCING NEW TABLE AS written
               FOR EACH STATEMENT EXECUTE FUNCTION {name}_check()
-            """ for op in ("insert", "update")),
+            """
+                for op in ("insert", "update")
+            ),
             f"""
             CREATE OR REPLACE TRIGGER {name}_kept BEFORE DELETE OR UPDATE OF {k} ON {p}
               FOR EACH ROW EXECUTE FUNCTION {name}_kept()
@@ -147,11 +152,14 @@ class Reference:
         t, c, p, k, name = self.table, self.column, self.target, self.target_column, self.name
         kept = f"EXISTS (SELECT 1 FROM {t} WHERE {c} = OLD.{k})"
         return [
-            *(f"""
+            *(
+                f"""
             CREATE TRIGGER IF NOT EXISTS {name}_{op} BEFORE {op} ON {t} FOR EACH ROW
               WHEN NEW.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p} WHERE {k} = NEW.{c})
             BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: {t}.{c} refers to no {p}.{k}'); END
-            """ for op in ("insert", "update")),
+            """
+                for op in ("insert", "update")
+            ),
             f"""
             CREATE TRIGGER IF NOT EXISTS {name}_kept_delete BEFORE DELETE ON {p} FOR EACH ROW WHEN {kept}
             BEGIN SELECT RAISE(ABORT, 'FOREIGN KEY constraint failed: {p}.{k} is still referred to by {t}'); END
@@ -165,20 +173,31 @@ class Reference:
 
     def sqlite_drop(self) -> list[str]:
         name = self.name
-        return [f"DROP TRIGGER IF EXISTS {name}_{suffix}"
-                for suffix in ("insert", "update", "kept_delete", "kept_update")]
+        return [
+            f"DROP TRIGGER IF EXISTS {name}_{suffix}"
+            for suffix in ("insert", "update", "kept_delete", "kept_update")
+        ]
 
 
 def checked_per_statement(*references: Reference) -> migrations.RunPython:
     """The migration operation creating the references' triggers (and dropping them in reverse).
 
     Put it after the AlterField operations that set db_constraint=False on the same columns."""
+
     def statements(forwards: bool):
         def for_vendor(vendor: str) -> list[str] | None:
             if vendor == "postgresql":
-                return [sql for r in references for sql in (r.postgres_create() if forwards else r.postgres_drop())]
+                return [
+                    sql
+                    for r in references
+                    for sql in (r.postgres_create() if forwards else r.postgres_drop())
+                ]
             if vendor == "sqlite":
-                return [sql for r in references for sql in (r.sqlite_create() if forwards else r.sqlite_drop())]
+                return [
+                    sql for r in references for sql in (r.sqlite_create() if forwards else r.sqlite_drop())
+                ]
             return None  # no statement-checked references there: refused by name
+
         return for_vendor
+
     return vendor_sql(statements(True), statements(False))

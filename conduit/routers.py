@@ -88,10 +88,19 @@ class ReplicaReadsMiddleware:
             _replica_reads.reset(token)
         # A signed-in person's unsafe request only: a provider's webhook needs no pin.
         user = getattr(request, "user", None)
-        if replica_configured() and request.method not in SAFE_METHODS and user is not None and user.is_authenticated:
+        if (
+            replica_configured()
+            and request.method not in SAFE_METHODS
+            and user is not None
+            and user.is_authenticated
+        ):
             response.set_cookie(
-                PIN_COOKIE, "1", max_age=settings.CONDUIT_REPLICA_PIN_SECONDS, httponly=True,
-                samesite="Lax", secure=settings.SESSION_COOKIE_SECURE,
+                PIN_COOKIE,
+                "1",
+                max_age=settings.CONDUIT_REPLICA_PIN_SECONDS,
+                httponly=True,
+                samesite="Lax",
+                secure=settings.SESSION_COOKIE_SECURE,
             )
         return response
 

@@ -9,10 +9,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 # Pure (no app; Django only inside the check): the ranged settings' table.
 from conduit.checks import range_refusal
+
 # Pure (no Django, no app): Meta's documented bound on one body.
 from conduit.providers.meta.webhook import MAX_BODY_BYTES as META_MAX_BODY_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
 
 class _Env(environ.Env):
     """django-environ's reader, remembering each variable a setting reads: those are the
@@ -34,9 +36,11 @@ env = _Env(
 )
 
 # A local env file (the one `make demo` writes) fills what the environment does not set, so a
-# command pasted from the demo's banner runs as printed. The environment always wins.
-ENV_FILE = Path(env.str("CONDUIT_ENV_FILE", default=str(BASE_DIR / ".demo.env")))
-if ENV_FILE.is_file():
+# command pasted from the demo's banner runs as printed. The environment always wins. manage.py
+# names .demo.env beside it unless CONDUIT_ENV_FILE names another; a process started otherwise
+# (gunicorn, the test runner) reads only a file the environment names.
+ENV_FILE = Path(env.str("CONDUIT_ENV_FILE")) if env.str("CONDUIT_ENV_FILE", default="") else None
+if ENV_FILE is not None and ENV_FILE.is_file():
     environ.Env.read_env(ENV_FILE, overwrite=False)
 
 # Nothing secret has a default: a missing SECRET_KEY stops the process with
@@ -62,7 +66,14 @@ INSTALLED_APPS = [
     "ingress",
     "replies",
     "reconcile",
+    "console",
+    # The platforms' stand-ins and their commands (graph_simulator, sandbox_provider).
+    "simulators",
 ]
+
+# The stand-ins' package: conduit/standins.py loads from it, by dotted path, what the canary and the
+# acceptance checks use (the sandbox provider, the Graph API simulator, the testkit); no app imports it.
+CONDUIT_STAND_INS = "simulators"
 
 # /readyz: ready only if a django-q2 worker finished a task within this many seconds.
 CONDUIT_READY_WORKER_SECONDS = env.int("CONDUIT_READY_WORKER_SECONDS", default=120)
@@ -78,7 +89,8 @@ CONDUIT_WORKER_WATCHDOG_SECONDS = env.int("CONDUIT_WORKER_WATCHDOG_SECONDS", def
 # token): names starting with one of these prefixes, comma-separated. A name Conduit reads
 # as a setting is refused whatever the prefixes.
 CONDUIT_CREDENTIAL_PREFIXES = tuple(
-    prefix.strip() for prefix in env.str("CONDUIT_CREDENTIAL_PREFIXES", default="CONDUIT_SOURCE_").split(",")
+    prefix.strip()
+    for prefix in env.str("CONDUIT_CREDENTIAL_PREFIXES", default="CONDUIT_SOURCE_").split(",")
     if prefix.strip()
 )
 
@@ -186,11 +198,14 @@ else:
     # statements are parsed and planned once per connection (Django turns psycopg's preparing
     # off unless told; "off" keeps it off, for a pooler in transaction mode).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-        "server_side_binding", env.bool("CONDUIT_DB_SERVER_BINDING", default=True))
+        "server_side_binding", env.bool("CONDUIT_DB_SERVER_BINDING", default=True)
+    )
     _prepare = env.str("CONDUIT_DB_PREPARE_THRESHOLD", default="5").strip().lower()
     if _prepare != "off":
         if not _prepare.isdigit():
-            raise ImproperlyConfigured(f"CONDUIT_DB_PREPARE_THRESHOLD must be a whole number or off, not {_prepare!r}")
+            raise ImproperlyConfigured(
+                f"CONDUIT_DB_PREPARE_THRESHOLD must be a whole number or off, not {_prepare!r}"
+            )
         DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", int(_prepare))
     # on: Django's psycopg pool per process instead of one connection per thread kept for
     # CONN_MAX_AGE (Django requires CONN_MAX_AGE=0 with a pool). Closed before django-q2 forks.
@@ -291,15 +306,16 @@ CONDUIT_SEND_LEASE_SECONDS = env.int("CONDUIT_SEND_LEASE_SECONDS", default=120)
 CONDUIT_LIVE_SEND = env.str("CONDUIT_LIVE_SEND", default="off").lower() == "on"
 CONDUIT_TRANSPORT_TIMEOUT_SECONDS = env.float("CONDUIT_TRANSPORT_TIMEOUT_SECONDS", default=10.0)
 
-# Reconciliation (seed 000 step 5, seed 004). A scan holds a lease per page
+# Reconciliation (docs/concepts/reconciliation.md#leases). A scan holds a lease per page
 # call; the page timeout must end a call well within the lease.
 CONDUIT_RECONCILE_LEASE_SECONDS = env.int("CONDUIT_RECONCILE_LEASE_SECONDS", default=60)
 CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS = env.float("CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS", default=30.0)
 CONDUIT_RECONCILE_PAGE_SIZE = env.int("CONDUIT_RECONCILE_PAGE_SIZE", default=1000)
 CONDUIT_RECONCILE_INTERVAL_SECONDS = env.int("CONDUIT_RECONCILE_INTERVAL_SECONDS", default=3600)
 CONDUIT_RECONCILE_POLL_LIMIT = env.int("CONDUIT_RECONCILE_POLL_LIMIT", default=20)
-# Seed 004's per-scan limits, raised within bounds for a source with a longer history (unset: the
-# seed's 1,000 pages, 10,000 staged items, 32 MiB staged; reconcile/staging.py checks the bounds).
+# The per-scan limits (docs/concepts/reconciliation.md#limits), raised within bounds for a source
+# with a longer history (unset: the defaults, 1,000 pages, 10,000 staged items, 32 MiB staged;
+# reconcile/staging.py checks the bounds).
 CONDUIT_RECONCILE_MAX_PAGES = env.int("CONDUIT_RECONCILE_MAX_PAGES", default=None)
 CONDUIT_RECONCILE_MAX_STAGED_ITEMS = env.int("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", default=None)
 CONDUIT_RECONCILE_MAX_STAGED_BYTES = env.int("CONDUIT_RECONCILE_MAX_STAGED_BYTES", default=None)
@@ -314,7 +330,7 @@ if CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS >= CONDUIT_RECONCILE_LEASE_SECONDS:
 # The ranges of these settings (interval, poll limit, page size, per-scan limits) are one table,
 # conduit/checks.py's SETTING_RANGES; its system check refuses a value outside them at start.
 
-# The replay-decision engine (seed 003): the role named in next.role, and the
+# The replay-decision engine (docs/concepts/replay-decisions.md): the role named in next.role, and the
 # evidence model that answers destination_outcome@1 (unset: none loaded, every
 # question abstains and the rules alone decide). Known model: http-semantics.
 CONDUIT_DECISION_ROLE = env.str("CONDUIT_DECISION_ROLE", default="operator")
@@ -356,17 +372,28 @@ LOGGING = {
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         # One JSON object per line (python-json-logger); extra fields judged by the boundary too.
-        "json": {"()": "conduit.logging.JsonLineFormatter", "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "conduit.logging.JsonLineFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": CONDUIT_LOG_FORMAT,
-                             "filters": ["boundary"]}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": CONDUIT_LOG_FORMAT,
+            "filters": ["boundary"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env("CONDUIT_LOG_LEVEL")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         # django-q2 adds a handler of its own (without the filter) unless it finds one. Its
         # per-task lines are noise beside Conduit's own events: WARNING unless asked.
-        "django-q": {"handlers": ["console"], "level": env.str("CONDUIT_Q_LOG_LEVEL", default="WARNING"),
-                     "propagate": False},
+        "django-q": {
+            "handlers": ["console"],
+            "level": env.str("CONDUIT_Q_LOG_LEVEL", default="WARNING"),
+            "propagate": False,
+        },
         # runserver's line per request (static files included): only failures unless asked.
         "django.server": {"level": env.str("CONDUIT_SERVER_LOG_LEVEL", default="WARNING")},
     },

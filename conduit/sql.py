@@ -14,14 +14,34 @@ import json
 import re
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from psycopg.types.json import Jsonb
 
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+
+def fast_paths(connection: BaseDatabaseWrapper | None = None) -> bool:
+    """Whether the PostgreSQL fast paths run on `connection` (the default database when None).
+
+    Where hand-written SQL beats the ORM (a webhook body or a claim as one statement, rows as one
+    JSON parameter, COPY and set-based staging, the planner's count estimate, prepared plans), the
+    SQL and the ORM or portable path it stands beside sit together, switched by this one predicate.
+    Elsewhere (SQLite, the demo's default) the portable path does the same work, and the tests run
+    both (docs/internals.md#set-based-writes, #staging, #sender).
+    """
+    return (connections[DEFAULT_DB_ALIAS] if connection is None else connection).vendor == "postgresql"
+
+
 # Fields whose database value is the Python value itself for str/int/bool.
 _PLAIN_FIELDS = (
-    models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey,
+    models.CharField,
+    models.TextField,
+    models.IntegerField,
+    models.BooleanField,
+    models.ForeignKey,
 )
 _PLAIN_VALUES = (str, int, bool)
 
@@ -40,7 +60,7 @@ def _columns(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tu
 
 
 def _prep(field: models.Field, value: Any) -> Any:
-    return _preparer(field, connection.vendor == "postgresql")(value, connection)
+    return _preparer(field, fast_paths())(value, connection)
 
 
 @lru_cache(maxsize=None)
@@ -66,7 +86,7 @@ def _preparer(field: models.Field, postgres: bool) -> Callable[[Any, Any], Any]:
 def _prepped(fields: tuple, rows: list[Sequence[Any]]) -> list[list[Any]]:
     # The connection is resolved once for the rows, not once per value.
     database = connections[DEFAULT_DB_ALIAS]
-    postgres = database.vendor == "postgresql"
+    postgres = fast_paths(database)
     preparers = [_preparer(f, postgres) for f in fields]
     return [[prep(v, database) for prep, v in zip(preparers, row)] for row in rows]
 
@@ -112,7 +132,8 @@ def json_casts(fields: Sequence[models.Field], alias: str, start: int = 0) -> li
     column's type: the row source of an INSERT ... SELECT from one JSON parameter."""
     return [
         # Python's None is SQL NULL in a JSON column too, as the ORM stores it.
-        f"NULLIF({alias}.e->{i}, 'null'::jsonb)" if isinstance(f, models.JSONField)
+        f"NULLIF({alias}.e->{i}, 'null'::jsonb)"
+        if isinstance(f, models.JSONField)
         else f"({alias}.e->>{i})::{_unbounded(f.db_type(connection))}"
         for i, f in enumerate(fields, start)
     ]
@@ -143,7 +164,7 @@ def _row_sources(fields: tuple, rows: list[Sequence[Any]]) -> Iterator[tuple[str
     its parameter limit).
     """
     prepped = _prepped(fields, rows)
-    if connection.vendor == "postgresql" and len(prepped) > 1:
+    if fast_paths() and len(prepped) > 1:
         encoded = _json_rows(fields, prepped)
         if encoded is not None:
             yield _json_select(fields), [encoded]
@@ -152,7 +173,7 @@ def _row_sources(fields: tuple, rows: list[Sequence[Any]]) -> Iterator[tuple[str
     limit = connection.features.max_query_params or 65535
     size = max(1, limit // len(fields))
     for start in range(0, len(prepped), size):
-        chunk = prepped[start:start + size]
+        chunk = prepped[start : start + size]
         yield f"VALUES {', '.join([placeholders] * len(chunk))}", [v for row in chunk for v in row]
 
 
@@ -182,7 +203,9 @@ def insert_rows(
 
 
 @lru_cache(maxsize=None)
-def _insert_sql(model: type[models.Model], columns: tuple[str, ...], ignore_conflicts: bool) -> tuple[str, str, tuple]:
+def _insert_sql(
+    model: type[models.Model], columns: tuple[str, ...], ignore_conflicts: bool
+) -> tuple[str, str, tuple]:
     """An INSERT's text before and after its row source (built once per model and columns)."""
     column_sql, fields = _columns(model, columns)
     qn = connection.ops.quote_name
@@ -228,8 +251,14 @@ def upsert_counting(
 
 
 @lru_cache(maxsize=None)
-def upsert_sql(model: type[models.Model], columns: Sequence[str], conflict: Sequence[str],
-               same: Sequence[str], count: str, touch: Sequence[str]) -> tuple[str, str, tuple]:
+def upsert_sql(
+    model: type[models.Model],
+    columns: Sequence[str],
+    conflict: Sequence[str],
+    same: Sequence[str],
+    count: str,
+    touch: Sequence[str],
+) -> tuple[str, str, tuple]:
     """upsert_counting's text before and after its row source (built once per shape): the INSERT
     head, and the ON CONFLICT ... RETURNING primary key, conflict columns and count."""
     column_sql, fields = _columns(model, columns)
@@ -273,7 +302,7 @@ def from_row(model: type[models.Model], row: Sequence[Any]) -> tuple[models.Mode
         for convert in column_converters:
             value = convert(value, col, connection)
         values.append(value)
-    return model.from_db(connection.alias, attnames, values), row[len(attnames):]
+    return model.from_db(connection.alias, attnames, values), row[len(attnames) :]
 
 
 _OPERATORS = {"": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
@@ -302,8 +331,13 @@ def update_rows(model: type[models.Model], *, where: dict[str, Any], assign: dic
         column = qn(field.column)
         if isinstance(value, CombinedExpression):
             lhs, rhs = value.lhs, value.rhs
-            if not (isinstance(lhs, F) and lhs.name == name and isinstance(rhs, Value)
-                    and value.connector in ("+", "-") and isinstance(rhs.value, int)):
+            if not (
+                isinstance(lhs, F)
+                and lhs.name == name
+                and isinstance(rhs, Value)
+                and value.connector in ("+", "-")
+                and isinstance(rhs.value, int)
+            ):
                 raise Unsupported(f"assignment to {name}")
             sets.append(f"{column} = {column} {value.connector} %s")
             params.append(rhs.value)

@@ -85,7 +85,16 @@ class TransitionRecord(models.Model):
 
 
 def history_columns(owner_field: str) -> list[str]:
-    return [f"{owner_field}_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"]
+    return [
+        f"{owner_field}_id",
+        "ledger",
+        "prior_state",
+        "next_state",
+        "at",
+        "actor",
+        "reason_code",
+        "refused",
+    ]
 
 
 def _update(model: type[models.Model], where: dict, assign: dict) -> int:
@@ -115,13 +124,23 @@ def record_created(
     every step must be in the table, so creation obeys the same declared moves
     as `transition`. One reason code per step.
     """
-    insert_rows(history, history_columns(owner_field), creation_rows(
-        table=table, records=[(owner_id, path, reason_codes) for owner_id in owner_ids], actor=actor,
-        at=at or timezone.now()))
+    insert_rows(
+        history,
+        history_columns(owner_field),
+        creation_rows(
+            table=table,
+            records=[(owner_id, path, reason_codes) for owner_id in owner_ids],
+            actor=actor,
+            at=at or timezone.now(),
+        ),
+    )
 
 
 def creation_rows(
-    *, table: TransitionTable, records: Iterable[tuple[Any, Sequence[str], Sequence[str]]], actor: str,
+    *,
+    table: TransitionTable,
+    records: Iterable[tuple[Any, Sequence[str], Sequence[str]]],
+    actor: str,
     at: datetime,
 ) -> list[tuple]:
     """The history rows (history_columns order) of records created along their paths, each step
@@ -133,8 +152,10 @@ def creation_rows(
         refused = [f"{p} -> {n}" for p, n in steps if not table.allows(p, n)]
         if refused or len(reason_codes) != len(steps):
             raise ValueError(f"{table.ledger}: undeclared creation path {refused or list(path)}")
-        rows += [(owner, table.ledger, prior, nxt, at, actor, reason, False)
-                 for (prior, nxt), reason in zip(steps, reason_codes)]
+        rows += [
+            (owner, table.ledger, prior, nxt, at, actor, reason, False)
+            for (prior, nxt), reason in zip(steps, reason_codes)
+        ]
     return rows
 
 
@@ -179,8 +200,12 @@ def transition(
                 applied = False
                 if not record_lost_race:
                     return Outcome(
-                        ledger=table.ledger, applied=False, prior=prior, next=to,
-                        reason_code=reason_code, at=at,
+                        ledger=table.ledger,
+                        applied=False,
+                        prior=prior,
+                        next=to,
+                        reason_code=reason_code,
+                        at=at,
                     )
             else:
                 applied = True
@@ -197,12 +222,11 @@ def transition(
             if applied:
                 _update(model, {"pk": pk}, {state_field: to, **(extra or {})})
         insert_rows(
-            history, history_columns(owner_field),
+            history,
+            history_columns(owner_field),
             [(pk, table.ledger, prior, to, at, actor, reason_code, not applied)],
         )
-    return Outcome(
-        ledger=table.ledger, applied=applied, prior=prior, next=to, reason_code=reason_code, at=at
-    )
+    return Outcome(ledger=table.ledger, applied=applied, prior=prior, next=to, reason_code=reason_code, at=at)
 
 
 def transition_many(
@@ -229,14 +253,21 @@ def transition_many(
         return 0
     with transaction.atomic():
         rows = list(
-            model.objects.select_for_update(no_key=True).filter(pk__in=list(pks))
-            .exclude(**{state_field: to}).order_by("pk").values_list("pk", state_field)
+            model.objects.select_for_update(no_key=True)
+            .filter(pk__in=list(pks))
+            .exclude(**{state_field: to})
+            .order_by("pk")
+            .values_list("pk", state_field)
         )
         moving = [pk for pk, prior in rows if table.allows(prior, to)]
         if moving:
             model.objects.filter(pk__in=moving).update(**{state_field: to, **(extra or {})})
-        insert_rows(history, history_columns(owner_field), [
-            (pk, table.ledger, prior, to, at, actor, reason_code, not table.allows(prior, to))
-            for pk, prior in rows
-        ])
+        insert_rows(
+            history,
+            history_columns(owner_field),
+            [
+                (pk, table.ledger, prior, to, at, actor, reason_code, not table.allows(prior, to))
+                for pk, prior in rows
+            ],
+        )
     return len(moving)

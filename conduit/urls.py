@@ -5,14 +5,20 @@ from django.urls import path, re_path
 
 from conduit import health, metrics
 from conduit.api import api_not_found
-from ingress.api import QuarantineList
-from ingress.views import MetaWebhookView, WebhookView
-from reconcile.api import DecisionView, OpenAPIView
-from replies.api import EventList
+from console.api.events import EventList
+from console.api.quarantine import QuarantineList
+from console.api.schema import OpenAPIView
+from ingress.views import SharedCallbackView, WebhookView
+from reconcile.api import DecisionView
+
+# Meta's app callback: one endpoint per Meta app, its bodies bounded by Meta's own limit.
+meta_callback = SharedCallbackView.as_view(
+    platform="meta", body_limit_setting="CONDUIT_META_WEBHOOK_MAX_BYTES"
+)
 
 urlpatterns = [
-    path("webhooks/meta/<str:app_id>/", MetaWebhookView.as_view(), name="webhook-meta"),
-    re_path(r"^webhooks/meta/(?P<app_id>[^/]+)$", MetaWebhookView.as_view(), name="webhook-meta-no-slash"),
+    path("webhooks/meta/<str:app_id>/", meta_callback, name="webhook-meta"),
+    re_path(r"^webhooks/meta/(?P<app_id>[^/]+)$", meta_callback, name="webhook-meta-no-slash"),
     path("webhooks/<str:source_name>/", WebhookView.as_view(), name="webhook"),
     # Without the slash too: APPEND_SLASH would answer a POST with a redirect, and a sender
     # that does not follow it would lose the delivery.

@@ -70,7 +70,11 @@ QUEUED_TASK, LATE_SCHEDULE, SCHEDULED_TASK = "queued_task", "late_schedule", "sc
 
 
 def stall_seconds(
-    *, now: datetime, last_finished: datetime | None, due_since: datetime | None, since: datetime | None = None,
+    *,
+    now: datetime,
+    last_finished: datetime | None,
+    due_since: datetime | None,
+    since: datetime | None = None,
 ) -> float:
     """Seconds work has been due with no task finished: 0 when nothing is due.
 
@@ -84,7 +88,11 @@ def stall_seconds(
 
 
 def is_stalled(
-    *, now: datetime, last_finished: datetime | None, due_since: datetime | None, window: float,
+    *,
+    now: datetime,
+    last_finished: datetime | None,
+    due_since: datetime | None,
+    window: float,
     since: datetime | None = None,
 ) -> bool:
     """Work has been due for `window` seconds and no task finished in them (a window of 0: never)."""
@@ -123,8 +131,13 @@ def _oldest_queued() -> datetime | None:
 
     if not Conf.ORM:
         return None
-    row = (OrmQ.objects.using(Conf.ORM).filter(key=Conf.CLUSTER_NAME).order_by("id")
-           .values_list("payload", "lock").first())
+    row = (
+        OrmQ.objects.using(Conf.ORM)
+        .filter(key=Conf.CLUSTER_NAME)
+        .order_by("id")
+        .values_list("payload", "lock")
+        .first()
+    )
     if row is None:
         return None
     payload, lock = row
@@ -150,7 +163,9 @@ def _shortest_period() -> timedelta | None:
     from django.db.models import Min
     from django_q.models import Schedule
 
-    minutes = _schedules().filter(schedule_type=Schedule.MINUTES, minutes__gt=0).aggregate(m=Min("minutes"))["m"]
+    minutes = (
+        _schedules().filter(schedule_type=Schedule.MINUTES, minutes__gt=0).aggregate(m=Min("minutes"))["m"]
+    )
     hourly = _schedules().filter(schedule_type=Schedule.HOURLY).exists()
     periods = [timedelta(minutes=minutes)] if minutes else []
     periods += [timedelta(hours=1)] if hourly else []
@@ -168,8 +183,11 @@ def progress(now: datetime | None = None) -> Progress:
     queued = _oldest_queued()
     if queued is not None:
         due.append((queued, QUEUED_TASK))
-    late = _schedules().filter(next_run__lt=now - timedelta(seconds=LATE_SCHEDULE_SECONDS)).aggregate(
-        m=Min("next_run"))["m"]
+    late = (
+        _schedules()
+        .filter(next_run__lt=now - timedelta(seconds=LATE_SCHEDULE_SECONDS))
+        .aggregate(m=Min("next_run"))["m"]
+    )
     if late is not None:
         due.append((late, LATE_SCHEDULE))
     period = _shortest_period() if last is not None else None
@@ -248,8 +266,12 @@ class ClusterSupervisor:
         from django_q.conf import Conf
 
         if 0 < self.window <= (Conf.TIMEOUT or 0):
-            logger.warning("worker: watchdog window %s s is not longer than django-q2's task timeout %s s: "
-                           "a cluster busy with long tasks could be taken for a stalled one", self.window, Conf.TIMEOUT)
+            logger.warning(
+                "worker: watchdog window %s s is not longer than django-q2's task timeout %s s: "
+                "a cluster busy with long tasks could be taken for a stalled one",
+                self.window,
+                Conf.TIMEOUT,
+            )
         _become_subreaper()
         signal.signal(signal.SIGTERM, self._asked_to_stop)
         signal.signal(signal.SIGINT, self._asked_to_stop)
@@ -277,25 +299,37 @@ class ClusterSupervisor:
         self.child = subprocess.Popen(self.command)
         # Its first schedules are handed out 30 s after it starts: judged from then.
         self.judged_from = timezone.now() + timedelta(seconds=SCHEDULER_CYCLE_SECONDS)
-        logger.info("worker: qcluster started (pid %s), watchdog window %s s", self.child.pid, self.window or "off")
+        logger.info(
+            "worker: qcluster started (pid %s), watchdog window %s s", self.child.pid, self.window or "off"
+        )
 
     def _check(self) -> None:
         try:
             seen = progress()
         except Exception as failed:  # a database outage is not a stall a restart would mend
-            logger.warning("worker watchdog: the task tables did not answer (%s): not judged", type(failed).__name__)
+            logger.warning(
+                "worker watchdog: the task tables did not answer (%s): not judged", type(failed).__name__
+            )
             return
         finally:
             connections.close_all()
-        if not is_stalled(now=seen.now, last_finished=seen.last_finished, due_since=seen.due_since,
-                          window=self.window, since=self.judged_from):
+        if not is_stalled(
+            now=seen.now,
+            last_finished=seen.last_finished,
+            due_since=seen.due_since,
+            window=self.window,
+            since=self.judged_from,
+        ):
             return
         from conduit.metrics import WATCHDOG_RESTARTS
 
         logger.error(
             "worker watchdog: restarting the cluster: due=%s since=%s last_finished=%s stalled=%.0fs window=%ss",
-            seen.due, seen.due_since.isoformat(), seen.last_finished.isoformat() if seen.last_finished else "never",
-            seen.stall_seconds, self.window,
+            seen.due,
+            seen.due_since.isoformat(),
+            seen.last_finished.isoformat() if seen.last_finished else "never",
+            seen.stall_seconds,
+            self.window,
         )
         WATCHDOG_RESTARTS.labels(due=seen.due).inc()
         self.child.send_signal(signal.SIGTERM)

@@ -41,7 +41,9 @@ class SourceForm(forms.ModelForm):
         required=False, help_text="Comma-separated; a change is a new trigger rule version"
     )
     source_url = forms.URLField(
-        required=False, assume_scheme="http", help_text="Base URL reconciliation reads the source's pages from."
+        required=False,
+        assume_scheme="http",
+        help_text="Base URL reconciliation reads the source's pages from.",
     )
 
     class Meta:
@@ -51,8 +53,12 @@ class SourceForm(forms.ModelForm):
     def clean(self) -> dict:
         data = super().clean()
         # The same refusals registration and source_update give, shown on their fields.
-        named = Source(**{f: data.get(f, getattr(self.instance, f)) for f in (
-            "adapter", "source_url", *services.CREDENTIAL_FIELDS)})
+        named = Source(
+            **{
+                f: data.get(f, getattr(self.instance, f))
+                for f in ("adapter", "source_url", *services.CREDENTIAL_FIELDS)
+            }
+        )
         for field, refusal in services.source_door_refusals(named).items():
             if field in self.fields and field not in self._errors:
                 self.add_error(field, refusal)
@@ -70,7 +76,8 @@ class SourceForm(forms.ModelForm):
 
 
 # Apps built on ingress add rows to a source's page here: each hook takes the source and gives
-# (label, words) rows (reconcile adds seed 004's Inspect); ingress imports none of them.
+# (label, words) rows (reconcile adds docs/concepts/reconciliation.md#inspection); ingress imports
+# none of them.
 SOURCE_INSPECTIONS: list[Callable[[Source], list[tuple[str, str]]]] = []
 
 
@@ -90,32 +97,57 @@ class AttentionFilter(admin.SimpleListFilter):
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
     form = SourceForm
-    list_display = ("name", "adapter", "account_ref", "canary", "trigger_rule_version", "needs_reauth",
-                    "subscription_problem", "updated_at")
+    list_display = (
+        "name",
+        "adapter",
+        "account_ref",
+        "canary",
+        "trigger_rule_version",
+        "needs_reauth",
+        "subscription_problem",
+        "updated_at",
+    )
     list_filter = (AttentionFilter, "adapter", "canary")
     search_fields = ("name", "account_ref")
-    readonly_fields = ("source_system", "trigger_rule_version", "connected_at", "needs_reauth", "created_at",
-                       "updated_at", "declared_families", "inspection")
+    readonly_fields = (
+        "source_system",
+        "trigger_rule_version",
+        "connected_at",
+        "needs_reauth",
+        "created_at",
+        "updated_at",
+        "declared_families",
+        "inspection",
+    )
     actions = ["reauthorized"]
 
-    @admin.display(description="Declared event families (seed 004)")
+    @admin.display(description="Declared event families")
     def declared_families(self, obj: Source) -> str:
         """Each allowlisted family's recovery by read-back and its loss limitation, and whose
         receipts reconciliation compares: the platform's own declaration, read, never edited."""
         if obj is None or not obj.pk or obj.adapter not in ADAPTERS:
             return "-"
         adapter = get_adapter(obj.adapter)
-        rows = [format_html("<li><code>{}</code>: recovery <b>{}</b>, {}{}</li>", f["event_type"], f["recovery"],
-                            "plans no reply" if f["answers"] == "nothing" else f"a reply answers the {f['answers']}",
-                            f": {f['limitation']}" if f["limitation"] else "")
-                for f in (adapter.family(t).as_dict() for t in obj.event_types)]
+        rows = [
+            format_html(
+                "<li><code>{}</code>: recovery <b>{}</b>, {}{}</li>",
+                f["event_type"],
+                f["recovery"],
+                "plans no reply" if f["answers"] == "nothing" else f"a reply answers the {f['answers']}",
+                f": {f['limitation']}" if f["limitation"] else "",
+            )
+            for f in (adapter.family(t).as_dict() for t in obj.event_types)
+        ]
         transports = adapter.receipt_transports
         compared = "every transport" if transports is None else ", ".join(sorted(transports))
-        return format_html("<ul>{}</ul><p>Receipts compared for: {} (other routes' sends are not compared, "
-                           "never reported missing).</p>", format_html_join("", "{}", ((r,) for r in rows)),
-                           compared)
+        return format_html(
+            "<ul>{}</ul><p>Receipts compared for: {} (other routes' sends are not compared, "
+            "never reported missing).</p>",
+            format_html_join("", "{}", ((r,) for r in rows)),
+            compared,
+        )
 
-    @admin.display(description="Inspection (seed 004)")
+    @admin.display(description="Inspection")
     def inspection(self, obj: Source) -> str:
         """What the apps built on ingress report of the source (reconciliation's checkpoint, active
         generation and cursor, last failure with its message, limited recovery, review queue):
@@ -125,12 +157,14 @@ class SourceAdmin(admin.ModelAdmin):
         rows = [row for hook in SOURCE_INSPECTIONS for row in hook(obj)]
         if not rows:
             return "-"
-        return format_html("<table>{}</table>", format_html_join(
-            "", "<tr><th>{}</th><td>{}</td></tr>", rows))
+        return format_html("<table>{}</table>", format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows))
 
-    @admin.action(permissions=["change"], description="Token replaced: resume sending (clear needs re-authorisation)")
+    @admin.action(
+        permissions=["change"], description="Token replaced: resume sending (clear needs re-authorisation)"
+    )
     def reauthorized(self, request: HttpRequest, queryset: QuerySet):
         """Resuming sends is consequential: a confirmation page first, as every queue's action."""
+
         def apply(source: Source, note: str) -> tuple[bool, str]:
             if not source.needs_reauth:
                 return False, "does not need re-authorisation"
@@ -143,16 +177,25 @@ class SourceAdmin(admin.ModelAdmin):
         def describe(source: Source) -> str:
             if not source.needs_reauth:
                 return "Does not need re-authorisation: nothing changes."
-            return (f"Its waiting sends go out with the token now in {source.token_env or '(no variable named)'}; "
-                    "set the new token there first.")
+            return (
+                f"Its waiting sends go out with the token now in {source.token_env or '(no variable named)'}; "
+                "set the new token there first."
+            )
 
-        return confirmed_action(self, request, queryset, title="Resume sending", action="reauthorized",
-                                apply=apply, describe=describe)
+        return confirmed_action(
+            self,
+            request,
+            queryset,
+            title="Resume sending",
+            action="reauthorized",
+            apply=apply,
+            describe=describe,
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
         fields = self.readonly_fields
         if obj is not None:
-            # Fixed at registration (seed 004); source_update refuses them too.
+            # Fixed at registration (docs/platforms/sources.md#immutable); source_update refuses them too.
             fields = (*fields, *services.IMMUTABLE_FIELDS)
         return fields
 
@@ -174,21 +217,34 @@ class EventTransitionInline(LedgerInline):
     fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
 
 
-# Apps built on ingress add their rows to an event's page here (replies adds its actions);
-# ingress imports none of them.
+# Apps built on ingress add their rows to an event's page here, in their AppConfig.ready
+# (replies adds its actions); ingress imports none of them.
 EVENT_INLINES: list[type[admin.options.InlineModelAdmin]] = []
 
 
 @admin.register(InboundEvent)
 class InboundEventAdmin(LedgerAdmin):
     list_display = (
-        "event_key", "source", "event_type", "event_state", "seen_count", "trigger_match",
-        "canary", "reconcile_status", "last_received_at",
+        "event_key",
+        "source",
+        "event_type",
+        "event_state",
+        "seen_count",
+        "trigger_match",
+        "canary",
+        "reconcile_status",
+        "last_received_at",
     )
     # By date through a filter, not date_hierarchy: the hierarchy reads MIN/MAX and the DISTINCT
     # days of the whole (filtered) ledger on every page view, a full scan at a million events.
-    list_filter = ("source", "event_state", "canary", "trigger_match", "reconcile_status",
-                   ("first_received_at", admin.DateFieldListFilter))
+    list_filter = (
+        "source",
+        "event_state",
+        "canary",
+        "trigger_match",
+        "reconcile_status",
+        ("first_received_at", admin.DateFieldListFilter),
+    )
     # Exact (case-sensitive) matches, each served by an index; "=key" is iexact, UPPER() on both
     # sides, which no index serves. Keys are stored as the source sent them.
     search_fields = ("event_key__exact", "source_event_id__exact", "message_ref__exact")
@@ -230,7 +286,13 @@ class QuarantineTransitionInline(LedgerInline):
 @admin.register(QuarantineReceipt)
 class QuarantineReceiptAdmin(LedgerAdmin):
     list_display = (
-        "receipt_id", "source", "reason_code", "authenticated", "state", "received_at", "reviewed_by",
+        "receipt_id",
+        "source",
+        "reason_code",
+        "authenticated",
+        "state",
+        "received_at",
+        "reviewed_by",
     )
     list_filter = ("source", "state", "reason_code", "authenticated")
     search_fields = ("=receipt_id", "=event_key", "=delivery_id")
@@ -248,8 +310,14 @@ class QuarantineReceiptAdmin(LedgerAdmin):
             return outcome_.applied, outcome_.message
 
         return confirmed_action(
-            self, request, queryset, title=title, action=action, apply=apply,
-            note_required=outcome == QuarantineState.CORRECTED, note_label="Review note",
+            self,
+            request,
+            queryset,
+            title=title,
+            action=action,
+            apply=apply,
+            note_required=outcome == QuarantineState.CORRECTED,
+            note_label="Review note",
         )
 
     @admin.action(permissions=["review"], description="Dismiss selected receipts")

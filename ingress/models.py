@@ -20,7 +20,8 @@ class Source(models.Model):
     """A registered source: identity, allowlist, purposes, trigger rule, secret NAME and read URL."""
 
     name = models.SlugField(
-        max_length=64, unique=True,
+        max_length=64,
+        unique=True,
         help_text="URL slug: deliveries go to /webhooks/NAME/ (Meta sources: /webhooks/meta/APP_ID/).",
     )
     adapter = models.CharField(max_length=64)
@@ -50,38 +51,50 @@ class Source(models.Model):
     )
     # Meta sources: the app whose callback (/webhooks/meta/<app id>/) delivers their entries,
     # and the NAMES of the variables holding its secrets; the values stay in the environment.
-    meta_app_id = models.CharField(
-        max_length=32, blank=True, db_index=True,
+    app_id = models.CharField(
+        max_length=32,
+        blank=True,
+        db_index=True,
         validators=[RegexValidator(r"^[0-9]{1,32}$", "A Meta app id is digits.")],
         help_text="Meta app id (Meta sources only).",
     )
     secret_env_next = models.CharField(
-        max_length=128, blank=True, validators=[ENV_NAME],
+        max_length=128,
+        blank=True,
+        validators=[ENV_NAME],
         help_text="Name of a second signing secret accepted while an app secret is being changed.",
     )
     verify_token_env = models.CharField(
-        max_length=128, blank=True, validators=[ENV_NAME],
+        max_length=128,
+        blank=True,
+        validators=[ENV_NAME],
         help_text="Name of the variable holding the callback's verify token (Meta sources).",
     )
     token_env = models.CharField(
-        max_length=128, blank=True, validators=[ENV_NAME],
+        max_length=128,
+        blank=True,
+        validators=[ENV_NAME],
         help_text="Name of the variable holding the access token reads present (Meta sources).",
     )
     connected_at = models.DateTimeField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="When the account was connected: events that occurred before are history, never planned.",
     )
     # Meta unsubscribes an app silently: the last look at the account's subscribed_apps.
     subscription_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     subscription_problem = models.CharField(
-        max_length=256, blank=True, editable=False,
+        max_length=256,
+        blank=True,
+        editable=False,
         help_text="What the last subscription check found wrong (Conduit's words), or blank.",
     )
     # Meta answered 190 (or the token variable is empty): the token is dead, so the source's sends
     # wait (never retried into it) until a person replaces the token and clears this
     # (ingress.services.source_reauthorized).
     needs_reauth = models.BooleanField(
-        default=False, editable=False,
+        default=False,
+        editable=False,
         help_text="Meta refused the access token: sends wait until a person re-authorises the source.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -90,9 +103,7 @@ class Source(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["source_system", "account_ref"], name="source_identity_unique"
-            ),
+            models.UniqueConstraint(fields=["source_system", "account_ref"], name="source_identity_unique"),
         ]
 
     def __str__(self) -> str:
@@ -177,8 +188,9 @@ class InboundEvent(models.Model):
 class EventTransition(TransitionRecord):
     # Checked once per statement (conduit.references, migration 0011), not per row by a key:
     # reconcile's evidence mark writes the history of a whole generation in one statement.
-    event = models.ForeignKey(InboundEvent, on_delete=models.CASCADE, related_name="transitions",
-                              db_constraint=False)
+    event = models.ForeignKey(
+        InboundEvent, on_delete=models.CASCADE, related_name="transitions", db_constraint=False
+    )
 
     class Meta(TransitionRecord.Meta):
         db_table = "inbound_event_transitions"
@@ -188,9 +200,7 @@ class Delivery(models.Model):
     """One row per (source, delivery id): the first authenticated envelope of a delivery."""
 
     # Indexed by the (source, delivery_id) unique constraint.
-    source = models.ForeignKey(
-        Source, on_delete=models.PROTECT, related_name="deliveries", db_index=False
-    )
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="deliveries", db_index=False)
     delivery_id = models.CharField(max_length=200)
     body_hash = models.CharField(max_length=64, help_text="SHA-256 of the first envelope's body.")
     event_keys = models.JSONField(default=list)
@@ -217,7 +227,7 @@ class QuarantineState(models.TextChoices):
 
 
 # The constraint that keeps one waiting receipt per finding of a delivery identified by its body:
-# its name is how a writer that lost a race to it (ingress.meta) tells that race from a broken
+# its name is how a writer that lost a race to it (the shared callback) tells that race from a broken
 # invariant.
 ONE_WAITING_RECEIPT = "quarantine_one_waiting_per_finding"
 
@@ -245,7 +255,8 @@ class QuarantineReceipt(models.Model):
     body_sha256 = models.CharField(max_length=64)
     body_bytes = models.PositiveIntegerField()
     invalid_members = models.JSONField(
-        default=list, blank=True,
+        default=list,
+        blank=True,
         help_text="A refused batch: each invalid member's index and reason code (never content).",
     )
     reviewed_by = models.CharField(max_length=150, blank=True)
@@ -271,17 +282,23 @@ class QuarantineReceipt(models.Model):
             # finding has no member: -1 stands for it, as NULLs never collide in a unique index).
             # Only authenticated receipts: an unauthenticated one is bounded per minute instead
             # (ProofFailureWindow). Only waiting ones: a reviewed receipt is history, met by a read
-            # (ingress.meta._receipt_once); the race this settles is between copies of a body
+            # (shared_callback._receipt_once); the race this settles is between copies of a body
             # arriving before any receipt exists. Only deliveries whose id is their body's hash
             # (`sha256:<body_sha256>`, Meta's, which sends no id): every copy of those bytes is
-            # the same delivery, and their writer (ingress.meta) runs a copy that lost the race
+            # the same delivery, and their writer (the shared callback) runs a copy that lost the race
             # again. A provider's own delivery ids are met by a read in ingress.services, which
             # does not yet run a lost race again: its receipts join when it does.
             models.UniqueConstraint(
-                F("source"), F("delivery_id"), F("body_sha256"), F("reason_code"),
+                F("source"),
+                F("delivery_id"),
+                F("body_sha256"),
+                F("reason_code"),
                 Coalesce(F("event_index"), Value(-1)),
-                condition=Q(authenticated=True, state="QUARANTINED",
-                            delivery_id=Concat(Value("sha256:"), F("body_sha256"))),
+                condition=Q(
+                    authenticated=True,
+                    state="QUARANTINED",
+                    delivery_id=Concat(Value("sha256:"), F("body_sha256")),
+                ),
                 name=ONE_WAITING_RECEIPT,
             ),
         ]
@@ -291,9 +308,7 @@ class QuarantineReceipt(models.Model):
 
 
 class QuarantineTransition(TransitionRecord):
-    receipt = models.ForeignKey(
-        QuarantineReceipt, on_delete=models.CASCADE, related_name="transitions"
-    )
+    receipt = models.ForeignKey(QuarantineReceipt, on_delete=models.CASCADE, related_name="transitions")
 
     class Meta(TransitionRecord.Meta):
         db_table = "quarantine_transitions"

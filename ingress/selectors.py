@@ -11,7 +11,7 @@ from conduit.loopback import credential_url_refusal
 from conduit.process_secrets import secret_read
 from conduit.providers.base import SourceConfig
 from conduit.providers.registry import get_adapter
-from conduit.sql import from_row, select_list
+from conduit.sql import fast_paths, from_row, select_list
 from ingress.models import QuarantineReceipt, Source
 
 
@@ -21,7 +21,11 @@ def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
     token = ""
     hosts = get_adapter(source.adapter).credential_hosts
     # A read URL the token may not go to (a row written before the rule) reads no token at all.
-    if with_token and source.token_env and (hosts is None or not credential_url_refusal(source.source_url, hosts)):
+    if (
+        with_token
+        and source.token_env
+        and (hosts is None or not credential_url_refusal(source.source_url, hosts))
+    ):
         token = secret_read(source.token_env) or ""
         if token:
             register_secret(token)
@@ -40,9 +44,11 @@ def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
 @functools.cache
 def _source_by_name_sql() -> str:
     qn = connection.ops.quote_name
-    row_text = "s::text" if connection.vendor == "postgresql" else "NULL"
-    return (f"SELECT {select_list(Source, 's')}, {row_text} FROM {qn(Source._meta.db_table)} s "
-            f"WHERE s.{qn('name')} = %s")
+    row_text = "s::text" if fast_paths(connection) else "NULL"
+    return (
+        f"SELECT {select_list(Source, 's')}, {row_text} FROM {qn(Source._meta.db_table)} s "
+        f"WHERE s.{qn('name')} = %s"
+    )
 
 
 # The last source each name was read as in this process, with the row's text as read.
@@ -60,7 +66,7 @@ def source_by_name(name: str, *, cached: bool = False) -> Source | None:
     column converters and Model.from_db: this is the one read on the webhook
     hot path, and compiling a QuerySet costs more CPU than the query itself.
     """
-    if cached and connection.vendor == "postgresql":
+    if cached and fast_paths(connection):
         held = _READ.get(name)
         if held is not None:
             return held
@@ -87,7 +93,8 @@ def source_identity_holder(*, adapter: str, account_ref: str, other_than: int | 
     """
     return (
         Source.objects.filter(source_system=get_adapter(adapter).source_system, account_ref=account_ref)
-        .exclude(pk=other_than).first()
+        .exclude(pk=other_than)
+        .first()
     )
 
 

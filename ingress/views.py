@@ -1,4 +1,5 @@
-"""The webhook endpoint: POST /webhooks/<source>/, the only unauthenticated write."""
+"""The webhook endpoints: POST /webhooks/<source>/ and a platform app's shared callback, the only
+unauthenticated writes."""
 
 import logging
 import re
@@ -13,10 +14,11 @@ from rest_framework.views import APIView
 
 from conduit.api import JSONOnly, error
 from conduit.metrics import SOURCE_ATTRIBUTE
-from conduit.providers.base import SecretUnavailable
-from ingress.meta import app_sources, meta_webhook_receive, verification_answer
+from conduit.providers.base import SecretUnavailable, SharedCallback
+from conduit.providers.registry import shared_callback
 from ingress.selectors import source_by_name
 from ingress.services import ProofRefused, webhook_receive
+from ingress.services.shared_callback import callback_sources, shared_callback_receive, verification_answer
 from ingress.writes import SourceChanged
 
 logger = logging.getLogger("conduit.ingress")
@@ -59,18 +61,18 @@ def read_body(django_request, limit: int) -> bytes:
     input ends with the body (gunicorn sets wsgi.input_terminated); otherwise
     nothing can tell where the body stops, and the answer is 411.
     """
-    meta = django_request.META
-    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    environ = django_request.META
+    chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
     if not chunked:
         try:
-            declared = int(meta.get("CONTENT_LENGTH") or 0)
+            declared = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             raise LengthRequired from None
         if declared > limit:
             raise BodyTooLarge
         body = django_request.read(limit + 1)
-    elif meta.get("wsgi.input_terminated"):
-        stream, parts, size = meta["wsgi.input"], [], 0
+    elif environ.get("wsgi.input_terminated"):
+        stream, parts, size = environ["wsgi.input"], [], 0
         while size <= limit:
             part = stream.read(min(READ_CHUNK, limit + 1 - size))
             if not part:
@@ -90,12 +92,14 @@ def _body_or_refusal(django_request, limit: int) -> bytes | Response:
         return read_body(django_request, limit)
     except BodyTooLarge:
         return error(
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            "payload_too_large",
             f"webhook bodies are limited to {limit} bytes",
         )
     except LengthRequired:
         return error(
-            status.HTTP_411_LENGTH_REQUIRED, "length_required",
+            status.HTTP_411_LENGTH_REQUIRED,
+            "length_required",
             "send the body with a Content-Length header (this server cannot read a chunked body)",
         )
 
@@ -106,8 +110,11 @@ def _stored(receive, name: str):
         return receive()
     except ProofRefused as refused:
         return error(
-            status.HTTP_401_UNAUTHORIZED, refused.code, refused.detail,
-            receipt_id=refused.receipt_id, **({"coalesced": True} if refused.coalesced else {}),
+            status.HTTP_401_UNAUTHORIZED,
+            refused.code,
+            refused.detail,
+            receipt_id=refused.receipt_id,
+            **({"coalesced": True} if refused.coalesced else {}),
         )
     except SecretUnavailable as exc:
         logger.error("source secret unavailable source=%s: %s", name, exc)
@@ -179,53 +186,62 @@ class WebhookView(APIView):
         return error(status.HTTP_404_NOT_FOUND, "unknown_source", "no source is registered under that name")
 
 
-APP_ID = re.compile(r"[0-9]{1,32}")
+class SharedCallbackView(APIView):
+    """/webhooks/<platform>/<app id>/: a platform app's verification handshake (GET) and its
+    notifications (POST), one endpoint for every source of the app.
 
-
-class MetaWebhookView(APIView):
-    """/webhooks/meta/<app id>/: Meta's verification handshake (GET) and its notifications (POST)."""
+    Wired per platform in the URLconf: `platform` names the adapters' shared callback, and
+    `body_limit_setting` the setting bounding its bodies.
+    """
 
     authentication_classes: list = []
     permission_classes: list = []
     parser_classes: list = []
     content_negotiation_class = JSONOnly
     http_method_names = ["get", "post"]
+    platform: str = ""
+    body_limit_setting: str = ""
+
+    @property
+    def callback(self) -> SharedCallback:
+        return shared_callback(self.platform)
 
     def get(self, request: Request, app_id: str):
-        query = request._request.GET
+        callback = self.callback
         challenge = None
-        if APP_ID.fullmatch(app_id):
-            challenge = verification_answer(
-                app_id=app_id, mode=query.get("hub.mode", ""), token=query.get("hub.verify_token", ""),
-                challenge=query.get("hub.challenge", ""),
-            )
+        if callback.app_id.fullmatch(app_id):
+            challenge = verification_answer(callback=callback, app_id=app_id, query=request._request.GET)
         if challenge is None:
-            return error(status.HTTP_403_FORBIDDEN, "verification_failed",
-                         "the verify token does not match this app's")
+            return error(
+                status.HTTP_403_FORBIDDEN, "verification_failed", "the verify token does not match this app's"
+            )
         response = HttpResponse(challenge, content_type="text/plain; charset=utf-8")
         response["X-Content-Type-Options"] = "nosniff"
         return response
 
     def post(self, request: Request, app_id: str) -> Response:
-        if not APP_ID.fullmatch(app_id):
-            return self._unknown_app()
-        # Meta's own limit, sized from its documented bounds (conduit/settings.py).
-        body = _body_or_refusal(request._request, settings.CONDUIT_META_WEBHOOK_MAX_BYTES)
+        callback = self.callback
+        if not callback.app_id.fullmatch(app_id):
+            return self._unknown_app(callback)
+        # The platform's own limit, sized from its documented bounds (conduit/settings.py).
+        body = _body_or_refusal(request._request, getattr(settings, self.body_limit_setting))
         if isinstance(body, Response):
             return body
-        headers = {"x-hub-signature-256": _header_text(request.headers.get("x-hub-signature-256", ""))}
+        headers = {name: _header_text(request.headers.get(name, "")) for name in callback.proof_headers}
 
         def receive():
-            sources = app_sources(app_id)
+            sources = callback_sources(callback=callback, app_id=app_id)
             if not sources:
-                return self._unknown_app()
-            setattr(request._request, SOURCE_ATTRIBUTE, f"meta:{app_id}")
-            return meta_webhook_receive(app_id=app_id, sources=sources, body=body, headers=headers)
+                return self._unknown_app(callback)
+            setattr(request._request, SOURCE_ATTRIBUTE, f"{callback.platform}:{app_id}")
+            return shared_callback_receive(
+                callback=callback, app_id=app_id, sources=sources, body=body, headers=headers
+            )
 
-        result = _stored(receive, f"meta-app-{app_id}")
+        result = _stored(receive, f"{callback.platform}-app-{app_id}")
         if isinstance(result, Response):
             return result
-        # Meta understands only 200: an authentic body is answered 200 whatever was quarantined.
+        # The platform understands only 200: an authentic body is answered 200 whatever was quarantined.
         payload = {"delivery_id": result.delivery_id, "results": result.results}
         if result.receipt_ids:
             payload["receipt_ids"] = result.receipt_ids
@@ -234,5 +250,7 @@ class MetaWebhookView(APIView):
         return Response(payload, status=status.HTTP_200_OK)
 
     @staticmethod
-    def _unknown_app() -> Response:
-        return error(status.HTTP_404_NOT_FOUND, "unknown_app", "no Meta source is registered for that app")
+    def _unknown_app(callback: SharedCallback) -> Response:
+        return error(
+            status.HTTP_404_NOT_FOUND, "unknown_app", f"no {callback.label} source is registered for that app"
+        )

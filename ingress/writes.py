@@ -1,7 +1,9 @@
 """A body's writes as one PostgreSQL statement: delivery, events, their history, reply actions and
 theirs, in one round trip (data-modifying WITH queries).
 
-The multi-statement path in ingress.services (`_events_write`) does the same
+The reply ledger's part of the statement is replies' (the planner registered in ingress.hooks:
+`statement_part`); this module composes it with ingress's own. The multi-statement path in
+ingress.services.body (`_events_write`) does the same
 with one statement per table; SQLite, which has no data-modifying WITH, takes
 it, and tests/ingress/test_one_statement.py holds the two to the same rows.
 A refusal (the delivery id or an event key held with other content) raises
@@ -39,29 +41,41 @@ class SourceChanged(Exception):
     """The source's row no longer reads as it did when this process cached it: nothing was written."""
 
 
-DELIVERY_COLUMNS = ("source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
-                    "seen_count")
+DELIVERY_COLUMNS = (
+    "source",
+    "delivery_id",
+    "body_hash",
+    "event_keys",
+    "first_received_at",
+    "last_received_at",
+    "seen_count",
+)
 # How a delivery and an event are inserted or counted as seen again (conduit.sql.upsert_counting's
-# shape), for both writers: this statement, and ingress.services' statement by statement.
-DELIVERY_UPSERT = dict(conflict=("source", "delivery_id"), same=("body_hash",), count="seen_count",
-                       touch=("last_received_at",))
-EVENT_UPSERT = dict(conflict=("event_key",), same=("payload_hash",), count="seen_count", touch=("last_received_at",))
+# shape), for both writers: this statement, and ingress.services.body's statement by statement.
+DELIVERY_UPSERT = dict(
+    conflict=("source", "delivery_id"), same=("body_hash",), count="seen_count", touch=("last_received_at",)
+)
+EVENT_UPSERT = dict(
+    conflict=("event_key",), same=("payload_hash",), count="seen_count", touch=("last_received_at",)
+)
 
 
 @functools.cache
 def _statement(event_columns: tuple[str, ...], plan) -> tuple[str, tuple]:
-    """The statement's text, and the fields of each JSON parameter's rows in parameter order."""
+    """The statement's text, and the fields of each JSON parameter's rows in parameter order.
+
+    `plan` is the registered reply planner (ingress.hooks): its `statement_part` writes the
+    planned actions and their history, joined to the events this statement inserts."""
     qn = connection.ops.quote_name
     d_head, d_tail, d_fields = upsert_sql(Delivery, DELIVERY_COLUMNS, **DELIVERY_UPSERT)
     e_head, e_tail, e_fields = upsert_sql(InboundEvent, event_columns, **EVENT_UPSERT)
     eh_columns, eh_fields = columns_sql(EventTransition, history_columns("event"))
-    a_columns, a_fields = columns_sql(plan.model, plan.columns)
-    ah_columns, ah_fields = columns_sql(plan.history, history_columns("action"))
     key = qn(InboundEvent._meta.get_field("event_key").column)
-    # Positions in the JSON rows: an event's key is its first value; a planned action's event key
-    # its second; a history row's first value is its owner's key, resolved here to the new id.
-    action_event = plan.columns.index("event")
-    return f"""
+    # Positions in the JSON rows: an event's key is its first value; a history row's first value
+    # is its owner's key, resolved here to the new id.
+    planned, a_fields, ah_fields = plan.statement_part(events="e", key=key)
+    return (
+        f"""
 WITH src AS (
   SELECT 1 FROM {qn(Source._meta.db_table)} s WHERE s.id = %s AND (%s::text IS NULL OR s::text = %s::text)
 ), d AS (
@@ -77,17 +91,7 @@ WITH src AS (
   SELECT e.id, {", ".join(json_casts(eh_fields[1:], "r", 1))}
   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) JOIN e ON e.{key} = r.e->>0
   WHERE e.seen_count = 1 ORDER BY r.n
-), a AS (
-  INSERT INTO {qn(plan.model._meta.db_table)} ({a_columns})
-  SELECT {", ".join(json_casts(a_fields, "r"))}
-  FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(e, n) JOIN e ON e.{key} = r.e->>{action_event}
-  WHERE e.seen_count = 1 ORDER BY r.n
-  RETURNING id, reply_key
-), ah AS (
-  INSERT INTO {qn(plan.history._meta.db_table)} ({ah_columns})
-  SELECT a.id, {", ".join(json_casts(ah_fields[1:], "r", 1))}
-  FROM a CROSS JOIN (SELECT %s::jsonb AS e) r ORDER BY a.id
-), bad AS (
+), {planned}, bad AS (
   SELECT r.n FROM ev r LEFT JOIN e ON e.{key} = r.e->>0 WHERE e.id IS NULL
 )
 SELECT 'e', e.{key}, e.id, e.seen_count FROM e
@@ -97,12 +101,21 @@ UNION ALL SELECT 'refused', conduit_refuse(json_build_object(
     'delivery', NOT EXISTS (SELECT 1 FROM d), 'members', (SELECT json_agg(n ORDER BY n) FROM bad))::text),
   NULL, NULL
   WHERE EXISTS (SELECT 1 FROM src) AND (NOT EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM bad))
-""", (d_fields, e_fields, eh_fields, a_fields, ah_fields)
+""",
+        (d_fields, e_fields, eh_fields, a_fields, ah_fields),
+    )
 
 
 def body_write(
-    *, source: Source, delivery: Sequence, events: list[Sequence], event_columns: Sequence[str],
-    event_history: list[Sequence], actions: list[Sequence], plan, action_history: Sequence,
+    *,
+    source: Source,
+    delivery: Sequence,
+    events: list[Sequence],
+    event_columns: Sequence[str],
+    event_history: list[Sequence],
+    actions: list[Sequence],
+    plan,
+    action_history: Sequence,
 ) -> tuple[dict[str, tuple[int, int]], dict[str, int]] | None:
     """Write one body in one statement: ({event key: (id, seen count)}, {reply key: action id}).
 
@@ -110,8 +123,8 @@ def body_write(
     `event_columns` order, sorted by key (concurrent bodies lock shared keys in
     one order); `event_history` rows in history_columns order with the event's
     key as owner, written for the events this statement inserts; `actions`
-    rows in `plan.columns` order (replies.services.PLANNED: the reply
-    ledger's tables come from replies, the one app ingest plans into),
+    the rows of `plan`, the registered reply planner (ingress.hooks: the
+    reply ledger's tables and its part of the statement come from replies),
     planned for those same events, and each gets `action_history` (one
     history row without its owner). With a source that came from this
     process's cache (`from_cache`), the statement writes only if the source's
@@ -120,14 +133,24 @@ def body_write(
     JSON form (the caller takes the multi-statement path).
     """
     sql, fields = _statement(tuple(event_columns), plan)
-    encoded = [json_encoded(f, rows) for f, rows in
-               zip(fields, ([delivery], events, event_history, actions, [action_history]))]
+    encoded = [
+        json_encoded(f, rows)
+        for f, rows in zip(fields, ([delivery], events, event_history, actions, [action_history]))
+    ]
     if None in encoded:
         return None
     delivery_json, events_json, event_history_json, actions_json, action_history_json = encoded
     row_text = source.row_text if getattr(source, "from_cache", False) else None
-    params = [source.pk, row_text, row_text, delivery_json[1:-1], events_json, event_history_json, actions_json,
-              action_history_json[1:-1]]
+    params = [
+        source.pk,
+        row_text,
+        row_text,
+        delivery_json[1:-1],
+        events_json,
+        event_history_json,
+        actions_json,
+        action_history_json[1:-1],
+    ]
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -148,4 +171,3 @@ def body_write(
         else:
             planned[key] = pk
     return held, planned
-

@@ -1,4 +1,5 @@
-"""POST /api/decisions/ (the replay-decision API) and GET /api/schema/ (the OpenAPI description of /api/)."""
+"""POST /api/decisions/ (the replay-decision API) and its OpenAPI parts, merged into /api/schema/
+(console/api/schema.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conduit.api import error
-from ingress.api import OPENAPI_PATHS as QUARANTINE_API_PATHS
-from ingress.api import OPENAPI_SCHEMAS as QUARANTINE_API_SCHEMAS
 from reconcile.decisions.engine import VERDICTS
 from reconcile.decisions.schema import REQUEST_SCHEMA
 from reconcile.decisions.service import InvalidRequest, decision_make
-from replies.api import OPENAPI_PATHS as EVENT_API_PATHS
-from replies.api import OPENAPI_SCHEMAS as EVENT_API_SCHEMAS
 
 
 class DecisionView(APIView):
@@ -32,7 +29,8 @@ class DecisionView(APIView):
             decision = decision_make(request=request.data)
         except InvalidRequest as exc:
             return error(
-                status.HTTP_400_BAD_REQUEST, "invalid_request",
+                status.HTTP_400_BAD_REQUEST,
+                "invalid_request",
                 f"the request does not match the replay-decision schema ({len(exc.violations)} violations)",
                 violations=exc.violations,
             )
@@ -59,84 +57,54 @@ DECISION_SCHEMA = {
         "next": {
             "type": "object",
             "required": ["action", "text", "role"],
-            "properties": {"action": {"type": "string"}, "text": {"type": "string"}, "role": {"type": "string"}},
+            "properties": {
+                "action": {"type": "string"},
+                "text": {"type": "string"},
+                "role": {"type": "string"},
+            },
         },
         "questions": {"type": "array", "items": _QUESTION},
     },
 }
-# Every API error: a stable `code`, and a `detail` or (a refused query) `errors` by parameter.
-ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["code"],
-    "anyOf": [{"required": ["detail"]}, {"required": ["errors"]}],
-    "properties": {
-        "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
-        "detail": {"type": "string"},
-        "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
-        "violations": {
-            "type": "array",
-            "items": {"type": "object", "properties": {
-                "pointer": {"type": "string"}, "message": {"type": "string"}, "keyword": {"type": "string"},
-            }},
-        },
-    },
-}
+
+
 def _refusal(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/Error"}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
 
 
-OPENAPI = {
-    "openapi": "3.1.0",
-    "info": {"title": "Conduit API: the replay-decision API and the read API", "version": "1"},
-    "components": {
-        "securitySchemes": {
-            "token": {"type": "apiKey", "in": "header", "name": "Authorization",
-                      "description": "Token <key> (DRF authtoken)"},
-            "session": {"type": "apiKey", "in": "cookie", "name": "sessionid",
-                        "description": "a staff member's admin session (with CSRF)"},
-        },
-        "schemas": {
-            "DecisionRequest": REQUEST_SCHEMA, "Decision": DECISION_SCHEMA, "Error": ERROR_SCHEMA,
-            **EVENT_API_SCHEMAS,
-            **QUARANTINE_API_SCHEMAS,
-        },
-    },
-    "security": [{"token": []}, {"session": []}],
-    "paths": {
-        "/api/decisions/": {
-            "post": {
-                "summary": "May this be applied or delivered again?",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/DecisionRequest"}}}},
-                "responses": {
-                    "200": {"description": "The decision", "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/Decision"}}}},
-                    "400": _refusal(
-                        "`invalid_request` with every schema violation, each with its JSON pointer; "
-                        "`parse_error` (not JSON, not UTF-8, a number beyond a double), `nesting_too_deep` "
-                        "(deeper than 32 levels) or `invalid_unicode` (a lone surrogate)"),
-                    "401": _refusal("`not_authenticated`: no token or session"),
-                    "403": _refusal("`not_staff`: a session of a user who is not staff; "
-                                    "`second_factor_required`: a session not verified while "
-                                    "CONDUIT_ADMIN_2FA=required; `permission_denied`: without CSRF"),
-                    "406": _refusal("`not_acceptable`: only application/json is served"),
-                    "413": _refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
-                    "415": _refusal("`unsupported_media_type`: only application/json is read"),
+OPENAPI_SCHEMAS: dict[str, Any] = {"DecisionRequest": REQUEST_SCHEMA, "Decision": DECISION_SCHEMA}
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/api/decisions/": {
+        "post": {
+            "summary": "May this be applied or delivered again?",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/DecisionRequest"}}},
+            },
+            "responses": {
+                "200": {
+                    "description": "The decision",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Decision"}}},
                 },
-            }
-        },
-        **EVENT_API_PATHS,
-        **QUARANTINE_API_PATHS,
+                "400": _refusal(
+                    "`invalid_request` with every schema violation, each with its JSON pointer; "
+                    "`parse_error` (not JSON, not UTF-8, a number beyond a double), `nesting_too_deep` "
+                    "(deeper than 32 levels) or `invalid_unicode` (a lone surrogate)"
+                ),
+                "401": _refusal("`not_authenticated`: no token or session"),
+                "403": _refusal(
+                    "`not_staff`: a session of a user who is not staff; "
+                    "`second_factor_required`: a session not verified while "
+                    "CONDUIT_ADMIN_2FA=required; `permission_denied`: without CSRF"
+                ),
+                "406": _refusal("`not_acceptable`: only application/json is served"),
+                "413": _refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
+                "415": _refusal("`unsupported_media_type`: only application/json is read"),
+            },
+        }
     },
 }
-
-
-class OpenAPIView(APIView):
-    """The OpenAPI description of the decision API and the read API (public: it holds no data)."""
-
-    authentication_classes: list = []
-    permission_classes: list = []
-
-    def get(self, request: Request) -> Response:
-        return Response(OPENAPI)

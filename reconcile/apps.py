@@ -18,7 +18,8 @@ class ReconcileConfig(AppConfig):
         from ingress.admin import SOURCE_INSPECTIONS
         from reconcile.selectors import source_inspection
 
-        # The source's admin page shows seed 004's Inspect beside the declared families.
+        # The source's admin page shows the inspection (docs/concepts/reconciliation.md#inspection)
+        # beside the declared families.
         if source_inspection not in SOURCE_INSPECTIONS:
             SOURCE_INSPECTIONS.append(source_inspection)
 
@@ -26,9 +27,3 @@ class ReconcileConfig(AppConfig):
         from reconcile.receivers import reconcile_after_correction
 
         quarantine_corrected.connect(reconcile_after_correction, dispatch_uid="reconcile_after_correction")
-
-        from conduit.metrics import LEDGER_COLLECTORS
-        from reconcile.metrics import LedgerCollector
-
-        if not any(isinstance(c, LedgerCollector) for c in LEDGER_COLLECTORS):
-            LEDGER_COLLECTORS.append(LedgerCollector())

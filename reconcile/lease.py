@@ -1,4 +1,5 @@
-"""The scan lease: one worker at a time reads and commits a source's pages (seed 004).
+"""The scan lease: one worker at a time reads and commits a source's pages
+(docs/concepts/reconciliation.md#leases).
 
 A page call takes the lease with an unpredictable token; each commit re-checks
 the token against a fresh clock inside its own transaction, so a holder that
@@ -30,7 +31,10 @@ def scan_state_for(source: Source) -> ScanState:
     """The source's scan state, created (due now) on first use."""
     state, _ = ScanState.objects.get_or_create(
         source=source,
-        defaults={"next_due_at": clock.now(), "interval_seconds": settings.CONDUIT_RECONCILE_INTERVAL_SECONDS},
+        defaults={
+            "next_due_at": clock.now(),
+            "interval_seconds": settings.CONDUIT_RECONCILE_INTERVAL_SECONDS,
+        },
     )
     return state
 
@@ -42,8 +46,10 @@ def lease_acquire(source: Source) -> str:
         now = clock.now()
         taken = ScanState.objects.filter(
             Q(lease_token="") | Q(lease_expires_at__lte=now), source_id=source.pk
-        ).update(lease_token=token,
-                 lease_expires_at=now + timedelta(seconds=settings.CONDUIT_RECONCILE_LEASE_SECONDS))
+        ).update(
+            lease_token=token,
+            lease_expires_at=now + timedelta(seconds=settings.CONDUIT_RECONCILE_LEASE_SECONDS),
+        )
         if taken:
             return token
         if attempt or ScanState.objects.filter(source_id=source.pk).exists():

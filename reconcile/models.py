@@ -13,7 +13,8 @@ from replies.models import ReplyAction
 
 
 class ScanState(models.Model):
-    """One per source: complete progress, the active scan, its lease and its schedule (seed 004).
+    """One per source: complete progress, the active scan, its lease and its schedule
+    (docs/concepts/reconciliation.md#generations).
 
     Complete progress (the checkpoint) is kept apart from the active scan's
     staged progress, so an incomplete scan never moves what is authoritative.
@@ -113,7 +114,8 @@ class ReconcileRun(models.Model):
             models.CheckConstraint(condition=Q(state__in=RunState.values), name="reconcile_run_state_valid"),
             # One active scan generation (scanning or repairing) at a time per source.
             models.UniqueConstraint(
-                fields=["source"], condition=Q(state__in=["SCANNING", "REPAIRING"]),
+                fields=["source"],
+                condition=Q(state__in=["SCANNING", "REPAIRING"]),
                 name="reconcile_one_scan_per_source",
             ),
         ]
@@ -134,8 +136,9 @@ class StagedEvent(models.Model):
 
     # The run is checked once per statement (conduit.references, migration 0010), not per
     # row by a foreign key: a page's COPY of a thousand rows is one check.
-    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False,
-                            db_constraint=False)
+    run = models.ForeignKey(
+        ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     event_key = models.CharField(max_length=512)
     payload_hash = ContentDigestField(max_length=64)
     source_event_id = models.CharField(max_length=200, blank=True)
@@ -158,8 +161,9 @@ class StagedReceipt(models.Model):
     """A reply the provider showed applied, staged with its scan."""
 
     # Checked per statement, as StagedEvent.run is.
-    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False,
-                            db_constraint=False)
+    run = models.ForeignKey(
+        ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     reply_key = models.CharField(max_length=64)
     provider_reply_id = models.CharField(max_length=200)
     event_key = models.CharField(max_length=512)
@@ -225,19 +229,30 @@ class Finding(models.Model):
     # Indexed by (report, kind) below: a report_id index of its own would only slow the writes.
     # A report's findings are written a kind at a time (INSERT ... SELECT): report and action are
     # checked once per statement (conduit.references, migration 0011), not per row by a key.
-    report = models.ForeignKey(ReconcileReport, on_delete=models.PROTECT, related_name="findings", db_index=False,
-                               db_constraint=False)
+    report = models.ForeignKey(
+        ReconcileReport,
+        on_delete=models.PROTECT,
+        related_name="findings",
+        db_index=False,
+        db_constraint=False,
+    )
     kind = models.CharField(max_length=32, choices=FindingKind.choices)
     event_key = models.CharField(max_length=512, blank=True)
     reply_key = models.CharField(max_length=64, blank=True)
     action = models.ForeignKey(
-        ReplyAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="findings",
+        ReplyAction,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="findings",
         db_constraint=False,
     )
     repair = models.CharField(max_length=32, choices=Repair.choices, default=Repair.NONE)
     # planned -> applied | refused (a move the reply ledger refused, e.g. a lost race) | failed.
     repair_outcome = models.CharField(max_length=16, blank=True)
-    repair_code = models.CharField(max_length=64, blank=True, help_text="Why refused or failed: a stable code.")
+    repair_code = models.CharField(
+        max_length=64, blank=True, help_text="Why refused or failed: a stable code."
+    )
     # The reply action's state the report saw: a repair is a compare-and-set on it.
     action_state = models.CharField(max_length=32, blank=True)
     detail = models.CharField(max_length=256, blank=True, help_text="Conduit-authored, no content.")
@@ -259,14 +274,16 @@ class Finding(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=FindingKind.values), name="finding_kind_valid"),
             models.CheckConstraint(
-                condition=Q(decision="") | Q(decided_at__isnull=False) & ~Q(decided_by="") & ~Q(decision_reason=""),
+                condition=Q(decision="")
+                | Q(decided_at__isnull=False) & ~Q(decided_by="") & ~Q(decision_reason=""),
                 name="finding_decision_has_actor_time_reason",
             ),
             # A finding a person closes is recorded once while open: a scan that finds it
             # again counts it in its report, and the database refuses a second open row.
             models.UniqueConstraint(
                 fields=["reply_key", "kind"],
-                condition=Q(decision="") & ~Q(reply_key="")
+                condition=Q(decision="")
+                & ~Q(reply_key="")
                 & Q(kind__in=["RETRY_CANDIDATE", "UNEXPECTED_RECEIPT", "UNKNOWN_RECEIPT"]),
                 name="finding_one_open_per_reply_kind",
             ),

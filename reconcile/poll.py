@@ -37,7 +37,8 @@ def reconcile_due(*, limit: int) -> PollResult:
     cursor, _ = SchedulerCursor.objects.get_or_create(name="reconcile")
     now = clock.now()
     due = list(
-        ScanState.objects.filter(next_due_at__lte=now, source__canary=False).select_related("source")
+        ScanState.objects.filter(next_due_at__lte=now, source__canary=False)
+        .select_related("source")
         .order_by("source__name")
     )
     after = [s for s in due if s.source.name > cursor.last_source_name]
@@ -52,7 +53,8 @@ def reconcile_due(*, limit: int) -> PollResult:
             busy.append(state.source.name)
             continue
         except Exception as exc:
-            # Seed 004: a failing source "cannot ... starve independent sources". Whatever
+            # docs/concepts/reconciliation.md#scheduling: a failing source "cannot starve the others".
+            # Whatever
             # escaped the page call is this source's recorded failure; the poll goes on.
             outcome = _source_failed(state.source, exc)
         # run 0: the lease was lost before any call; a resumed publication calls no one
@@ -69,16 +71,24 @@ def _scan_state_created(source: Source) -> None:
         with transaction.atomic():
             scan_state_for(source)
     except DatabaseError as exc:
-        logger.warning("reconcile poll source=%s scan state not created type=%s: not scanned",
-                       source.name, type(exc).__name__)
+        logger.warning(
+            "reconcile poll source=%s scan state not created type=%s: not scanned",
+            source.name,
+            type(exc).__name__,
+        )
 
 
 def _source_failed(source: Source, exc: Exception) -> PageOutcome:
     """Record an error raised outside a page's own failure handling (taking the lease, opening
     the run) on the source's scan state: class, code, backoff, visible in doctor."""
     failure = unauthored_failure(exc, "the page call")
-    logger.warning("reconcile poll source=%s failed class=%s code=%s type=%s",
-                   source.name, failure.error_class, failure.code, type(exc).__name__)
+    logger.warning(
+        "reconcile poll source=%s failed class=%s code=%s type=%s",
+        source.name,
+        failure.error_class,
+        failure.code,
+        type(exc).__name__,
+    )
     with transaction.atomic():
         state = ScanState.objects.select_for_update(no_key=True).get(source_id=source.pk)
         error_record(state, failure)

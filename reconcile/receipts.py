@@ -1,7 +1,8 @@
 """Unexpected receipts: a person acknowledges a reply the provider shows that Conduit closed,
-has not sent, or never planned (UNEXPECTED_RECEIPT, UNKNOWN_RECEIPT findings; issue 15).
+has not sent, or never planned (UNEXPECTED_RECEIPT, UNKNOWN_RECEIPT findings).
 
-Nothing can take a delivered reply back, and seed 000's repair table allows no move for it,
+Nothing can take a delivered reply back, and the repair table (docs/concepts/reconciliation.md#repairs)
+allows no move for it,
 so the decision is an acknowledgement: recorded on the finding (actor, time, reason), shown
 in its report, and the finding leaves the queue and `doctor`. A later scan that sees the same
 receipt with the action in the same state adds no new finding (reconcile.publication).
@@ -36,7 +37,10 @@ def unexpected_receipt_acknowledge(*, finding_id: int, actor: str, reason: str) 
         state = finding.action.delivery_state if finding.action_id else "no action"
         result = Result(True, f"acknowledged: the provider holds this reply; the ledger keeps {state}")
         Finding.objects.filter(pk=finding.pk).update(
-            decision=Decision.CLOSED, decided_by=actor, decided_at=clock.now(), decision_reason=reason[:500],
+            decision=Decision.CLOSED,
+            decided_by=actor,
+            decided_at=clock.now(),
+            decision_reason=reason[:500],
             decision_result=result.message[:256],
         )
     logger.info("unexpected receipt acknowledged finding=%s", finding_id)

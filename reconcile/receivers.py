@@ -6,7 +6,8 @@ from ingress.models import Source
 
 
 def reconcile_after_correction(*, source_id: int, actor: str, **_: object) -> None:
-    """A corrected quarantine receipt asks for a reconcile of its source (seed 004 recovery)."""
+    """A corrected quarantine receipt asks for a reconcile of its source
+    (docs/concepts/event-contract.md#batches)."""
     from reconcile.services import reconcile_request
 
     source = Source.objects.filter(pk=source_id).first()

@@ -58,8 +58,9 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
     """Each missing source event goes through the webhook's own ingest function, a batch a
     transaction; the batch's delivery id is its content digest, so a resumed replay of the
     same batch is the same delivery (ingest dedups it)."""
-    planned = Finding.objects.filter(report=report, kind=FindingKind.MISSING_LOCAL,
-                                     repair_outcome=RepairOutcome.PLANNED)
+    planned = Finding.objects.filter(
+        report=report, kind=FindingKind.MISSING_LOCAL, repair_outcome=RepairOutcome.PLANNED
+    )
     while batch_rows := list(planned.order_by("event_key").values_list("id", "event_key")[:REPLAY_BATCH]):
         ids, keys = [row[0] for row in batch_rows], [row[1] for row in batch_rows]
         try:
@@ -69,24 +70,40 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                 batch = staged_observations(source, run, keys)
                 digest = payload_hash(sorted([o.event_key, o.payload_hash] for o in batch))
                 accepted = observations_accept(
-                    source=source, parsed=Parsed(batch, []), delivery_id=f"reconcile:{run.pk}:{digest[:32]}",
-                    body_hash=digest, body_bytes=0, now=clock.now(), actor=RECONCILE_ACTOR,
+                    source=source,
+                    parsed=Parsed(batch, []),
+                    delivery_id=f"reconcile:{run.pk}:{digest[:32]}",
+                    body_hash=digest,
+                    body_bytes=0,
+                    now=clock.now(),
+                    actor=RECONCILE_ACTOR,
                 )
-                # A refused batch (seed 004: one invalid member refuses them all) wrote no event:
+                # A refused batch (docs/concepts/event-contract.md#batches: one invalid member refuses
+                # them all) wrote no event:
                 # its quarantine receipt names why, and the next complete scan finds them again.
                 if accepted.refused:
                     _findings_outcome(planned, ids, RepairOutcome.REFUSED, code="replay_refused")
-                    logger.warning("reconcile repair replay source=%s run=%s refused events=%s receipts=%s",
-                                   source.name, run.pk, len(ids), ",".join(accepted.receipt_ids))
+                    logger.warning(
+                        "reconcile repair replay source=%s run=%s refused events=%s receipts=%s",
+                        source.name,
+                        run.pk,
+                        len(ids),
+                        ",".join(accepted.receipt_ids),
+                    )
                 else:
                     _findings_outcome(planned, ids, RepairOutcome.APPLIED)
         except LeaseLost:
             raise
         except Exception as exc:
-            logger.warning("reconcile repair replay source=%s run=%s failed type=%s",
-                           source.name, run.pk, type(exc).__name__)
-            planned.filter(event_key__in=keys).update(repair_outcome=RepairOutcome.FAILED,
-                                                      repair_code=repair_code(exc))
+            logger.warning(
+                "reconcile repair replay source=%s run=%s failed type=%s",
+                source.name,
+                run.pk,
+                type(exc).__name__,
+            )
+            planned.filter(event_key__in=keys).update(
+                repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc)
+            )
 
 
 def _findings_outcome(planned: QuerySet, ids: list[int], outcome: str, *, code: str = "") -> None:
@@ -97,8 +114,11 @@ def _findings_outcome(planned: QuerySet, ids: list[int], outcome: str, *, code: 
         return
     table = connection.ops.quote_name(Finding._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET repair_outcome = %s, repair_code = %s "
-                       f"WHERE id = ANY(%s) AND repair_outcome = %s", [outcome, code, ids, RepairOutcome.PLANNED])
+        cursor.execute(
+            f"UPDATE {table} SET repair_outcome = %s, repair_code = %s "
+            f"WHERE id = ANY(%s) AND repair_outcome = %s",
+            [outcome, code, ids, RepairOutcome.PLANNED],
+        )
 
 
 def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, at) -> int:
@@ -126,8 +146,24 @@ def events_mark_set(*, events: QuerySet, to: str, actor: str, reason_code: str, 
         SELECT count(*) FROM moved"""
     with connection.cursor() as cursor:
         bulk_session()  # the set's joins in memory, no JIT: this transaction only
-        cursor.execute(sql, [*params, at, to, to, at, allowed,
-                             RECONCILE_TABLE.ledger, to, at, actor, reason_code, allowed, to])
+        cursor.execute(
+            sql,
+            [
+                *params,
+                at,
+                to,
+                to,
+                at,
+                allowed,
+                RECONCILE_TABLE.ledger,
+                to,
+                at,
+                actor,
+                reason_code,
+                allowed,
+                to,
+            ],
+        )
         return cursor.fetchone()[0]
 
 
@@ -136,15 +172,17 @@ def events_reconcile_mark(*, events: QuerySet, to: str, actor: str, reason_code:
     one set-based statement on PostgreSQL, ingress's own transition function elsewhere."""
     if fast_sql():
         return events_mark_set(events=events, to=to, actor=actor, reason_code=reason_code, at=at)
-    return ingress_services.events_reconcile_mark(events=events, to=to, actor=actor, reason_code=reason_code,
-                                                  at=at)
+    return ingress_services.events_reconcile_mark(
+        events=events, to=to, actor=actor, reason_code=reason_code, at=at
+    )
 
 
 def evidence_mark(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:
     """MATCHED for events the source shows with the same payload; SOURCE_UNVERIFIED for the
     local events the report found without source evidence."""
-    unverified = Finding.objects.filter(report=report, kind=FindingKind.SOURCE_UNVERIFIED,
-                                        repair_outcome=RepairOutcome.PLANNED)
+    unverified = Finding.objects.filter(
+        report=report, kind=FindingKind.SOURCE_UNVERIFIED, repair_outcome=RepairOutcome.PLANNED
+    )
     try:
         with transaction.atomic():
             lease_renew(source.pk, token)
@@ -152,21 +190,32 @@ def evidence_mark(source: Source, token: str, run: ReconcileRun, report: Reconci
             in_source = StagedEvent.objects.filter(run=run, event_key=OuterRef("event_key"))
             events_reconcile_mark(
                 events=InboundEvent.objects.filter(
-                    Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))), source=source),
-                to=ReconcileStatus.MATCHED, actor=RECONCILE_ACTOR, reason_code="source_shows_same_payload",
+                    Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))), source=source
+                ),
+                to=ReconcileStatus.MATCHED,
+                actor=RECONCILE_ACTOR,
+                reason_code="source_shows_same_payload",
                 at=now,
             )
             events_reconcile_mark(
-                events=InboundEvent.objects.filter(source=source, event_key__in=unverified.values("event_key")),
-                to=ReconcileStatus.SOURCE_UNVERIFIED, actor=RECONCILE_ACTOR,
-                reason_code="no_source_evidence", at=now,
+                events=InboundEvent.objects.filter(
+                    source=source, event_key__in=unverified.values("event_key")
+                ),
+                to=ReconcileStatus.SOURCE_UNVERIFIED,
+                actor=RECONCILE_ACTOR,
+                reason_code="no_source_evidence",
+                at=now,
             )
             unverified.update(repair_outcome=RepairOutcome.APPLIED)
     except LeaseLost:
         raise
     except Exception as exc:
-        logger.warning("reconcile repair evidence source=%s run=%s failed type=%s",
-                       source.name, run.pk, type(exc).__name__)
+        logger.warning(
+            "reconcile repair evidence source=%s run=%s failed type=%s",
+            source.name,
+            run.pk,
+            type(exc).__name__,
+        )
         unverified.update(repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc))
 
 
@@ -186,42 +235,71 @@ def _actions_move_set(run: ReconcileRun, chunk: list[tuple], *, to: str, reason:
     table, staged = qn(ReplyAction._meta.db_table), qn(StagedReceipt._meta.db_table)
     if to == S.SENT:
         # The receipt: one probe of the staged receipts' (run, reply_key) index per action.
-        assign = (f"delivery_state = %s, provider_reply_id = COALESCE((SELECT s.provider_reply_id FROM {staged} s "
-                  f"WHERE s.run_id = %s AND s.reply_key = v.rkey), ''), last_error_code = '', sending_since = NULL")
+        assign = (
+            f"delivery_state = %s, provider_reply_id = COALESCE((SELECT s.provider_reply_id FROM {staged} s "
+            f"WHERE s.run_id = %s AND s.reply_key = v.rkey), ''), last_error_code = '', sending_since = NULL"
+        )
         assign_params = [to, run.pk]
     else:
         assign = "delivery_state = %s, last_error_code = %s"
         assign_params = [to, reason]
     # One join, the chunk's rows to their actions by primary key: its cost stays linear in the
     # chunk whatever the planner guesses of unnest's row count (a generic plan guesses 10).
-    sql = (f"UPDATE {table} a SET {assign} "
-           f"FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rkey) "
-           f"WHERE a.id = v.id AND a.delivery_state = v.prior RETURNING a.id")
+    sql = (
+        f"UPDATE {table} a SET {assign} "
+        f"FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, prior, rkey) "
+        f"WHERE a.id = v.id AND a.delivery_state = v.prior RETURNING a.id"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*assign_params, [row[1] for row in batch], [row[2] for row in batch],
-                             [row[3] for row in batch]])
+        cursor.execute(
+            sql,
+            [*assign_params, [row[1] for row in batch], [row[2] for row in batch], [row[3] for row in batch]],
+        )
         moved = {row[0] for row in cursor.fetchall()}
         at = timezone.now()
-        rows_copy(ReplyTransition, ("action", "ledger", "prior_state", "next_state", "at", "actor", "reason_code",
-                                    "refused"),
-                  [(row[1], REPLY_TABLE.ledger, row[2], to, at, RECONCILE_ACTOR, reason, False)
-                   for row in batch if row[1] in moved])
-        cursor.execute(f"UPDATE {qn(Finding._meta.db_table)} SET repair_outcome = %s, repair_code = '' "
-                       f"WHERE id = ANY(%s)", [RepairOutcome.APPLIED, [row[0] for row in batch if row[1] in moved]])
+        rows_copy(
+            ReplyTransition,
+            ("action", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"),
+            [
+                (row[1], REPLY_TABLE.ledger, row[2], to, at, RECONCILE_ACTOR, reason, False)
+                for row in batch
+                if row[1] in moved
+            ],
+        )
+        cursor.execute(
+            f"UPDATE {qn(Finding._meta.db_table)} SET repair_outcome = %s, repair_code = '' "
+            f"WHERE id = ANY(%s)",
+            [RepairOutcome.APPLIED, [row[0] for row in batch if row[1] in moved]],
+        )
     return [row for row in chunk if row[1] not in moved]
 
 
-def _action_repair_one(finding_id: int, action_id: int, prior: str, reply_key: str, receipts: dict[str, str], *,
-                       to: str, reason: str) -> None:
+def _action_repair_one(
+    finding_id: int,
+    action_id: int,
+    prior: str,
+    reply_key: str,
+    receipts: dict[str, str],
+    *,
+    to: str,
+    reason: str,
+) -> None:
     """One reply-ledger transition, compare-and-set on the state the report saw, with its
     finding's outcome in one savepoint."""
-    extra = ({"provider_reply_id": receipts.get(reply_key, ""), "last_error_code": "",
-              "sending_since": None} if to == S.SENT else {"last_error_code": reason})
+    extra = (
+        {"provider_reply_id": receipts.get(reply_key, ""), "last_error_code": "", "sending_since": None}
+        if to == S.SENT
+        else {"last_error_code": reason}
+    )
     try:
         with transaction.atomic():
             outcome = reply_action_transition(
-                action_id=action_id, to=to, actor=RECONCILE_ACTOR, reason_code=reason,
-                expected=prior, extra=extra,
+                action_id=action_id,
+                to=to,
+                actor=RECONCILE_ACTOR,
+                reason_code=reason,
+                expected=prior,
+                extra=extra,
             )
             Finding.objects.filter(pk=finding_id).update(
                 repair_outcome=RepairOutcome.APPLIED if outcome.applied else RepairOutcome.REFUSED,
@@ -230,18 +308,24 @@ def _action_repair_one(finding_id: int, action_id: int, prior: str, reply_key: s
     except Exception as exc:
         logger.warning("reconcile repair action=%s failed type=%s", action_id, type(exc).__name__)
         Finding.objects.filter(pk=finding_id).update(
-            repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc))
+            repair_outcome=RepairOutcome.FAILED, repair_code=repair_code(exc)
+        )
 
 
-def actions_repair(source: Source, token: str, run: ReconcileRun, report: ReconcileReport, *,
-                   kind: str, to: str, reason: str) -> None:
+def actions_repair(
+    source: Source, token: str, run: ReconcileRun, report: ReconcileReport, *, kind: str, to: str, reason: str
+) -> None:
     """The reply-ledger transitions the report planned, compare-and-set on the state the report
     saw, a chunk a transaction: on PostgreSQL a chunk of BATCH_MIN_ROWS or more moves in one
     statement (its history and outcomes with it); the rest (and a chunk whose statement failed)
     go one savepoint a row through `reply_action_transition`."""
     planned = Finding.objects.filter(report=report, kind=kind, repair_outcome=RepairOutcome.PLANNED)
-    planned.filter(action__isnull=True).update(repair_outcome=RepairOutcome.REFUSED, repair_code="action_gone")
-    while chunk := list(planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]):
+    planned.filter(action__isnull=True).update(
+        repair_outcome=RepairOutcome.REFUSED, repair_code="action_gone"
+    )
+    while chunk := list(
+        planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]
+    ):
         with transaction.atomic():
             lease_renew(source.pk, token)
             bulk_session()
@@ -251,22 +335,47 @@ def actions_repair(source: Source, token: str, run: ReconcileRun, report: Reconc
                     with transaction.atomic():  # a savepoint: a failed statement takes the chunk's batch back
                         rest = _actions_move_set(run, chunk, to=to, reason=reason)
                 except Exception as exc:
-                    logger.warning("reconcile repair batch source=%s run=%s failed type=%s; row by row",
-                                   source.name, run.pk, type(exc).__name__)
+                    logger.warning(
+                        "reconcile repair batch source=%s run=%s failed type=%s; row by row",
+                        source.name,
+                        run.pk,
+                        type(exc).__name__,
+                    )
                     rest = chunk
             # Only the rows left to the one-row path need their receipts in memory.
-            receipts = dict(StagedReceipt.objects.filter(
-                run=run, reply_key__in=[row[3] for row in rest]).values_list("reply_key", "provider_reply_id")
-            ) if rest and to == S.SENT else {}
+            receipts = (
+                dict(
+                    StagedReceipt.objects.filter(run=run, reply_key__in=[row[3] for row in rest]).values_list(
+                        "reply_key", "provider_reply_id"
+                    )
+                )
+                if rest and to == S.SENT
+                else {}
+            )
             for finding_id, action_id, prior, reply_key in rest:
                 _action_repair_one(finding_id, action_id, prior, reply_key, receipts, to=to, reason=reason)
 
 
 def repairs_apply(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:
-    """Every planned repair of the report, in seed 000's order: replay, evidence, then the reply ledger."""
+    """Every planned repair of the report, in the order of docs/concepts/reconciliation.md#repairs:
+    replay, evidence, then the reply ledger."""
     missing_replay(source, token, run, report)
     evidence_mark(source, token, run, report)
-    actions_repair(source, token, run, report, kind=FindingKind.RECEIPT_ATTACHED, to=S.SENT,
-                   reason="receipt_found_at_reconcile")
-    actions_repair(source, token, run, report, kind=FindingKind.RECEIPT_MISSING, to=S.SEND_STATUS_UNKNOWN,
-                   reason="receipt_missing_at_reconcile")
+    actions_repair(
+        source,
+        token,
+        run,
+        report,
+        kind=FindingKind.RECEIPT_ATTACHED,
+        to=S.SENT,
+        reason="receipt_found_at_reconcile",
+    )
+    actions_repair(
+        source,
+        token,
+        run,
+        report,
+        kind=FindingKind.RECEIPT_MISSING,
+        to=S.SEND_STATUS_UNKNOWN,
+        reason="receipt_missing_at_reconcile",
+    )

@@ -16,7 +16,8 @@ def staging_purge(*, now: datetime | None = None, dry_run: bool = False) -> int:
     total = 0
     for source in Source.objects.all():
         stale = StagedEvent.objects.filter(
-            run__source=source, run__created_at__lt=now - timedelta(days=source.retention_days),
+            run__source=source,
+            run__created_at__lt=now - timedelta(days=source.retention_days),
         ).exclude(text="")
         total += stale.count() if dry_run else stale.update(text="")
     return total

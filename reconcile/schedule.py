@@ -31,8 +31,11 @@ def schedule_after_failure(state: ScanState, failure: PageFailure | None = None)
     """
     state.failures += 1
     page_failure_counted(source=state.source.name, error_class=failure.error_class if failure else "unknown")
-    delay = backoff_delay(failures=state.failures, cap=state.interval_seconds,
-                          retry_after=failure.retry_after if failure is not None else None)
+    delay = backoff_delay(
+        failures=state.failures,
+        cap=state.interval_seconds,
+        retry_after=failure.retry_after if failure is not None else None,
+    )
     state.next_due_at = clock.now() + timedelta(seconds=delay)
     state.save()
 
@@ -55,8 +58,11 @@ def schedule_after_publication(state: ScanState, run: ReconcileRun, now: datetim
     state.failures = 0
     error_clear(state)
     if run.complete_scan:
-        if state.requested_at is not None and run.first_page_at is not None \
-                and state.requested_at > run.first_page_at:
+        if (
+            state.requested_at is not None
+            and run.first_page_at is not None
+            and state.requested_at > run.first_page_at
+        ):
             state.next_due_at = now  # asked for after this scan began: it does not answer the request
         else:
             state.requested_at, state.requested_by = None, ""

@@ -1,5 +1,6 @@
 """Reconciliation's writes a person asks for: a scan now, and decisions on retry candidates and
-unknown sends (each recorded on the findings, seed 000: "the report records every human decision").
+unknown sends (each recorded on the findings, docs/concepts/reconciliation.md#decisions: "the
+report records every human decision").
 
 The machinery lives in its own rooms: reconcile.scan (lease, read, stage),
 reconcile.publication (compare, report, repair, checkpoint) and reconcile.poll.
@@ -64,10 +65,13 @@ def finding_decide(*, finding_id: int, decision: str, actor: str, reason: str) -
         if decision == Decision.RETRY_AUTHORIZED:
             result = unknown_authorize_retry(action_id=finding.action_id, actor=actor)
         else:
-            result = reply_close(action_id=finding.action_id, actor=actor, reason_code="closed_after_reconcile")
+            result = reply_close(
+                action_id=finding.action_id, actor=actor, reason_code="closed_after_reconcile"
+            )
         if result.ok:
-            _candidates_decided(action_id=finding.action_id, decision=decision, actor=actor, reason=reason,
-                                result=result)
+            _candidates_decided(
+                action_id=finding.action_id, decision=decision, actor=actor, reason=reason, result=result
+            )
     logger.info("finding decided finding=%s decision=%s ok=%s", finding_id, decision, result.ok)
     return result
 
@@ -76,22 +80,29 @@ def _candidates_decided(*, action_id: int, decision: str, actor: str, reason: st
     """Every undecided RETRY_CANDIDATE finding of the action records the decision (a candidate
     found by several scans is one decision), in the caller's transaction."""
     return Finding.objects.filter(kind=FindingKind.RETRY_CANDIDATE, action_id=action_id, decision="").update(
-        decision=decision, decided_by=actor, decided_at=clock.now(), decision_reason=reason[:500],
+        decision=decision,
+        decided_by=actor,
+        decided_at=clock.now(),
+        decision_reason=reason[:500],
         decision_result=result.message[:256],
     )
 
 
-def unknown_send_decide(*, action_id: int, how: str, actor: str, note: str = "",
-                        close_reason: str = "closed_by_operator") -> Result:
+def unknown_send_decide(
+    *, action_id: int, how: str, actor: str, note: str = "", close_reason: str = "closed_by_operator"
+) -> Result:
     """A person resolves an action in the unknown-send queue; its open RETRY_CANDIDATE findings
-    record the decision in the same transaction as the reply move (seed 000: the report
-    records every human decision). `note` is the receipt id for `confirm_sent`."""
+    record the decision in the same transaction as the reply move (docs/concepts/reconciliation.md#decisions:
+    the report records every human decision). `note` is the receipt id for `confirm_sent`."""
     if how not in UNKNOWN_SEND_DECISIONS:
         raise ValueError(f"unknown decision {how!r}")
     with transaction.atomic():
         # Lock the open findings first, so a concurrent finding_decide waits and then sees them decided.
-        list(Finding.objects.select_for_update().filter(
-            kind=FindingKind.RETRY_CANDIDATE, action_id=action_id, decision="").values_list("pk", flat=True))
+        list(
+            Finding.objects.select_for_update()
+            .filter(kind=FindingKind.RETRY_CANDIDATE, action_id=action_id, decision="")
+            .values_list("pk", flat=True)
+        )
         if how == "confirm_sent":
             result = unknown_confirm_sent(action_id=action_id, actor=actor, provider_reply_id=note)
             reason = "confirmed sent in the unknown-send queue (receipt verified by the person)"
@@ -102,7 +113,12 @@ def unknown_send_decide(*, action_id: int, how: str, actor: str, note: str = "",
             result = reply_close(action_id=action_id, actor=actor, reason_code=close_reason)
             reason = note or "closed in the unknown-send queue"
         if result.ok:
-            _candidates_decided(action_id=action_id, decision=UNKNOWN_SEND_DECISIONS[how], actor=actor,
-                                reason=reason, result=result)
+            _candidates_decided(
+                action_id=action_id,
+                decision=UNKNOWN_SEND_DECISIONS[how],
+                actor=actor,
+                reason=reason,
+                result=result,
+            )
     logger.info("unknown send decided action=%s how=%s ok=%s", action_id, how, result.ok)
     return result

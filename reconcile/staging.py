@@ -1,4 +1,5 @@
-"""A scan's pages: the page protocol, seed 004's limits, and the staging a generation builds.
+"""A scan's pages: the page protocol, the limits (docs/concepts/reconciliation.md#limits), and the
+staging a generation builds.
 
 Each page is checked against the protocol (one scan id per generation, no
 repeated or cycling cursor, no completion with a cursor) and the per-page
@@ -21,7 +22,7 @@ from psycopg.errors import UniqueViolation
 
 from conduit.checks import SETTING_RANGES
 from conduit.providers.base import Observation, PageFailure, SourcePage
-from conduit.sql import insert_rows
+from conduit.sql import fast_paths, insert_rows
 from conduit.statemachine import transition
 from ingress.models import Source
 from reconcile import clock
@@ -37,8 +38,8 @@ from reconcile.models import (
 
 MAX_KEPT_REJECTIONS = 1000
 STAGE_STATEMENT_ROWS = 500
-# Seed 004's default limits. A page over a per-page limit fails (nothing of it is
-# staged); a generation that would pass a per-scan limit is discarded, the last
+# The default limits (docs/concepts/reconciliation.md#limits). A page over a per-page limit fails
+# (nothing of it is staged); a generation that would pass a per-scan limit is discarded, the last
 # complete checkpoint stays, and the source backs off like any failure.
 MAX_PAGE_ITEMS = 1000  # raised to CONDUIT_RECONCILE_PAGE_SIZE when that asks for more
 MAX_PAGE_BYTES = 8 * 1024 * 1024
@@ -56,18 +57,22 @@ OBSERVED_FIELDS = tuple(f.name for f in dataclasses.fields(Observation) if f.nam
 STAGED_EVENT_COLUMNS = ("run", "event_key", *OBSERVED_FIELDS)
 STAGED_RECEIPT_COLUMNS = ("run", "reply_key", "provider_reply_id", "event_key")
 
-# Seed 004: "Options permit explicit bounded adjustments." A setting replaces a per-scan
-# default, within these bounds (a bulk backfill or the benchmark's million events).
+# docs/concepts/reconciliation.md#limits: "Options permit explicit bounded adjustments." A setting
+# replaces a per-scan default, within these bounds (a bulk backfill or the benchmark's million events).
 # The bounds are conduit/checks.py's table (its system check refuses them at start).
 LIMIT_SETTINGS = {
     name: (setting, SETTING_RANGES[setting].low, SETTING_RANGES[setting].high)
-    for name, setting in (("pages", "CONDUIT_RECONCILE_MAX_PAGES"), ("items", "CONDUIT_RECONCILE_MAX_STAGED_ITEMS"),
-                          ("bytes", "CONDUIT_RECONCILE_MAX_STAGED_BYTES"))
+    for name, setting in (
+        ("pages", "CONDUIT_RECONCILE_MAX_PAGES"),
+        ("items", "CONDUIT_RECONCILE_MAX_STAGED_ITEMS"),
+        ("bytes", "CONDUIT_RECONCILE_MAX_STAGED_BYTES"),
+    )
 }
 
 
 def scan_limit(name: str) -> int:
-    """The per-scan limit in force: the setting when one is given (bounded), else seed 004's default."""
+    """The per-scan limit in force: the setting when one is given (bounded), else the default of
+    docs/concepts/reconciliation.md#limits."""
     default = {"pages": MAX_PAGES, "items": MAX_STAGED_ITEMS, "bytes": MAX_STAGED_BYTES}[name]
     setting, low, high = LIMIT_SETTINGS[name]
     value = getattr(settings, setting, None)
@@ -106,8 +111,8 @@ def _cursor_digest(cursor: str) -> str:
 
 
 def page_check(run: ReconcileRun, page: SourcePage) -> None:
-    """Seed 004: one nonempty scan id per generation, no repeated cursor (nor a cycle back to
-    any cursor of this generation), no completion with a cursor, and the per-page limits.
+    """docs/concepts/reconciliation.md#page-protocol: one nonempty scan id per generation, no
+    repeated cursor (nor a cycle back to any cursor of this generation), no completion with a cursor, and the per-page limits.
     A token over 4 KiB is refused, never truncated."""
     if not page.scan_id:
         raise PageFailure("protocol", "page_scan_id_missing", "the page carries no scan id")
@@ -116,14 +121,17 @@ def page_check(run: ReconcileRun, page: SourcePage) -> None:
     if run.scan_id and page.scan_id != run.scan_id:
         raise PageFailure("protocol", "page_scan_changed", "the page belongs to another scan generation")
     if page.complete and page.next_cursor:
-        raise PageFailure("protocol", "page_complete_with_cursor", "the page claims completion and a next cursor")
+        raise PageFailure(
+            "protocol", "page_complete_with_cursor", "the page claims completion and a next cursor"
+        )
     if page.next_cursor and _token_bytes(page.next_cursor) > MAX_TOKEN_BYTES:
         raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
     if page.next_cursor and page.next_cursor == run.cursor:
         raise PageFailure("protocol", "page_repeated_cursor", "the page repeats the cursor it was read from")
     if page.next_cursor and _cursor_digest(page.next_cursor) in run.cursors_seen:
-        raise PageFailure("protocol", "page_cursor_cycle",
-                          "the page leads back to a cursor this scan was already given")
+        raise PageFailure(
+            "protocol", "page_cursor_cycle", "the page leads back to a cursor this scan was already given"
+        )
     items = len(page.observations) + len(page.rejections)
     if items > max(MAX_PAGE_ITEMS, settings.CONDUIT_RECONCILE_PAGE_SIZE):
         raise PageFailure("protocol", "page_too_many_items", f"the page carries {items} items")
@@ -141,11 +149,16 @@ def staged_row(run_id: int, observation: Observation) -> tuple:
 
 def staged_observations(source: Source, run: ReconcileRun, event_keys: list[str]) -> list[Observation]:
     """The observations the run staged under `event_keys`, by key, rebuilt as the page carried them."""
-    trusted = {"source_system": source.source_system, "source_account_ref": source.account_ref,
-               "contract_version": source.contract_version, "canary": source.canary}
+    trusted = {
+        "source_system": source.source_system,
+        "source_account_ref": source.account_ref,
+        "contract_version": source.contract_version,
+        "canary": source.canary,
+    }
     rows = StagedEvent.objects.filter(run=run, event_key__in=event_keys).order_by("event_key")
-    return [Observation(index=index, **trusted, **row)
-            for index, row in enumerate(rows.values(*OBSERVED_FIELDS))]
+    return [
+        Observation(index=index, **trusted, **row) for index, row in enumerate(rows.values(*OBSERVED_FIELDS))
+    ]
 
 
 def fast_sql() -> bool:
@@ -153,7 +166,7 @@ def fast_sql() -> bool:
 
     Elsewhere (SQLite, the demo's default) the portable paths do the same work
     row by row; the tests run both (tests/reconcile/test_bulk_paths.py)."""
-    return connection.vendor == "postgresql"
+    return fast_paths(connection)
 
 
 def bulk_session() -> None:
@@ -196,8 +209,11 @@ def rows_copy(model: type, columns: tuple[str, ...] | list[str], rows: list[tupl
     meta = model._meta
     qn = connection.ops.quote_name
     names = ", ".join(qn(meta.get_field(c).column) for c in columns)
-    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(
-            f"COPY {qn(meta.db_table)} ({names}) FROM STDIN") as copy:
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {qn(meta.db_table)} ({names}) FROM STDIN") as copy,
+    ):
         for row in rows:
             copy.write_row(row)
 
@@ -205,7 +221,7 @@ def rows_copy(model: type, columns: tuple[str, ...] | list[str], rows: list[tupl
 def _insert_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
     """INSERT ... ON CONFLICT DO NOTHING in bounded statements; how many rows were new."""
     return sum(
-        len(insert_rows(model, columns, rows[i:i + STAGE_STATEMENT_ROWS], ignore_conflicts=True))
+        len(insert_rows(model, columns, rows[i : i + STAGE_STATEMENT_ROWS], ignore_conflicts=True))
         for i in range(0, len(rows), STAGE_STATEMENT_ROWS)
     )
 
@@ -224,14 +240,18 @@ def _copy_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
     names = ", ".join(qn(meta.get_field(c).column) for c in columns)
     page_table = qn(f"page_{meta.db_table}")
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {page_table} ON COMMIT DELETE ROWS AS "
-                       f"SELECT {names} FROM {qn(meta.db_table)} WITH NO DATA")
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {page_table} ON COMMIT DELETE ROWS AS "
+            f"SELECT {names} FROM {qn(meta.db_table)} WITH NO DATA"
+        )
         cursor.execute(f"DELETE FROM {page_table}")  # a savepoint rolled back may have left a page
         with cursor.cursor.copy(f"COPY {page_table} ({names}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        cursor.execute(f"INSERT INTO {qn(meta.db_table)} ({names}) SELECT {names} FROM {page_table} "
-                       f"ON CONFLICT DO NOTHING")
+        cursor.execute(
+            f"INSERT INTO {qn(meta.db_table)} ({names}) SELECT {names} FROM {page_table} "
+            f"ON CONFLICT DO NOTHING"
+        )
         return cursor.rowcount
 
 
@@ -274,14 +294,16 @@ def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
     if fast_sql():
         new_events, new_receipts = _stage_copy(run, page)
     else:
-        new_events = _insert_new(StagedEvent, STAGED_EVENT_COLUMNS,
-                                 [staged_row(run.pk, o) for o in page.observations])
+        new_events = _insert_new(
+            StagedEvent, STAGED_EVENT_COLUMNS, [staged_row(run.pk, o) for o in page.observations]
+        )
         if new_events < len(page.observations):
             # Some were staged already (by this page or an earlier one): same payload or
             # the page fails, and its transaction takes these inserts back with it.
             _refuse_conflicting_duplicates(run, page.observations)
         new_receipts = _insert_new(
-            StagedReceipt, STAGED_RECEIPT_COLUMNS,
+            StagedReceipt,
+            STAGED_RECEIPT_COLUMNS,
             [(run.pk, r.reply_key, r.provider_reply_id, r.event_key) for r in page.receipts],
         )
     kept = run.rejections
@@ -292,11 +314,16 @@ def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
         raise ScanLimit("scan_too_many_items")
     seen = run.cursors_seen + ([_cursor_digest(page.next_cursor)] if page.next_cursor else [])
     ReconcileRun.objects.filter(pk=run.pk).update(
-        scan_id=page.scan_id, cursor=page.next_cursor or "", pages=F("pages") + 1,
-        page_calls=F("page_calls") + 1, staged_events=F("staged_events") + new_events,
-        staged_receipts=F("staged_receipts") + new_receipts, rejections=kept,
+        scan_id=page.scan_id,
+        cursor=page.next_cursor or "",
+        pages=F("pages") + 1,
+        page_calls=F("page_calls") + 1,
+        staged_events=F("staged_events") + new_events,
+        staged_receipts=F("staged_receipts") + new_receipts,
+        rejections=kept,
         rejection_count=F("rejection_count") + len(page.rejections),
-        first_page_at=run.first_page_at or began, cursors_seen=seen,
+        first_page_at=run.first_page_at or began,
+        cursors_seen=seen,
         staged_bytes=F("staged_bytes") + page.size_bytes,
     )
     run.refresh_from_db()
@@ -307,15 +334,23 @@ def _refuse_conflicting_duplicates(run: ReconcileRun, observations: list[Observa
     hashes: dict[str, str] = {}
     for o in observations:
         if hashes.setdefault(o.event_key, o.payload_hash) != o.payload_hash:
-            raise PageFailure("protocol", "page_conflicting_duplicate",
-                              "one event appears twice in the page with different payloads")
-    clash = StagedEvent.objects.filter(run=run, event_key__in=list(hashes)).exclude(
-        payload_hash__in=set(hashes.values())
-    ).values_list("event_key", "payload_hash")
+            raise PageFailure(
+                "protocol",
+                "page_conflicting_duplicate",
+                "one event appears twice in the page with different payloads",
+            )
+    clash = (
+        StagedEvent.objects.filter(run=run, event_key__in=list(hashes))
+        .exclude(payload_hash__in=set(hashes.values()))
+        .values_list("event_key", "payload_hash")
+    )
     for key, staged_hash in clash.iterator():
         if hashes[key] != staged_hash:
-            raise PageFailure("protocol", "page_conflicting_duplicate",
-                              "an event staged by an earlier page reappears with a different payload")
+            raise PageFailure(
+                "protocol",
+                "page_conflicting_duplicate",
+                "an event staged by an earlier page reappears with a different payload",
+            )
 
 
 def staging_drop(run: ReconcileRun) -> None:
@@ -331,8 +366,14 @@ def generation_discard(state: ScanState, run: ReconcileRun, reason: str, actor: 
     (REPAIRING) is not discarded, and the refused move is recorded.
     """
     outcome = transition(
-        table=RUN_TABLE, model=ReconcileRun, history=ReconcileRunTransition, owner_field="run", pk=run.pk,
-        to=RunState.DISCARDED, actor=actor, reason_code=reason[:64],
+        table=RUN_TABLE,
+        model=ReconcileRun,
+        history=ReconcileRunTransition,
+        owner_field="run",
+        pk=run.pk,
+        to=RunState.DISCARDED,
+        actor=actor,
+        reason_code=reason[:64],
         extra={"discard_reason": reason[:64], "finished_at": clock.now(), "cursor": ""},
     )
     if not outcome.applied:

@@ -20,6 +20,6 @@ def purge_retained() -> int:
 
 def meta_subscriptions_check() -> int:
     """The daily schedule: read each Meta source's subscribed_apps; returns how many have a problem."""
-    from ingress.meta import meta_subscriptions_check as check
+    from ingress.services.subscriptions import subscriptions_check as check
 
     return sum(1 for problem in check().values() if problem)

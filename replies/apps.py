@@ -18,3 +18,17 @@ class RepliesConfig(AppConfig):
         from ingress.signals import self_authored_seen
 
         self_authored_seen.connect(_self_authored_seen, dispatch_uid="replies.self_authored_seen")
+
+        from ingress.hooks import reply_planner_register
+        from replies.services.planning import INGEST_PLANNER
+
+        # Ingest plans each new event's replies inside its own transaction (and, on PostgreSQL,
+        # its one statement) through the planner replies registers here.
+        reply_planner_register(INGEST_PLANNER)
+
+        from ingress.admin import EVENT_INLINES
+        from replies.admin.ledgers import EventReplyActionInline
+
+        # The event's page in the ingress admin shows its reply actions.
+        if EventReplyActionInline not in EVENT_INLINES:
+            EVENT_INLINES.append(EventReplyActionInline)

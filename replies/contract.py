@@ -39,7 +39,7 @@ REPLY_TABLE = TransitionTable.declare(
 # before send: 5 s doubling up to the cap. After MAX_AUTOMATIC_ATTEMPTS the
 # action is "exhausted": it shows in the stranded-sends queue and doctor, and
 # the sender keeps retrying it at the capped interval under the same reply key
-# (seed 000: FAILED_BEFORE_SEND -> "Retry under the same keys"), unless its
+# (docs/replies.md#outcomes: FAILED_BEFORE_SEND -> "Retry under the same keys"), unless its
 # failure is in INCURABLE_FAILURES.
 BACKOFF_BASE_SECONDS = 5
 BACKOFF_CAP_SECONDS = 300
@@ -67,8 +67,7 @@ INCURABLE_FAILURES: dict[str, str] = {
         "refuses; only a change to the route cures it"
     ),
     "approved_copy_missing": (
-        "the copy version the reply was approved with no longer exists; nothing can be sent "
-        "without it"
+        "the copy version the reply was approved with no longer exists; nothing can be sent without it"
     ),
     "provider_refused_400": (
         "the provider refused the request as malformed before applying it; the same request "

@@ -1,6 +1,6 @@
 """Evidence without an idempotency key: the account's own items (an echo of a message, its own
 comment under a comment, a message it sent, whether a webhook or a read-back showed them) matched
-to the reply actions they are the receipts of (seed 000's receipt repair).
+to the reply actions they are the receipts of (the receipt repair, docs/concepts/reconciliation.md#repairs).
 
 One rule matches an item to an action, for the sender (which looks once more when a send ends
 unknown), the receiver of ingress's `self_authored_seen` signal and reconciliation's read-back:
@@ -55,23 +55,32 @@ class OwnSeen:
     def of(cls, item) -> OwnSeen:
         """From an OwnItem, a SelfAuthoredItem or the signal's dict."""
         get = item.get if isinstance(item, dict) else lambda name, default="": getattr(item, name, default)
-        return cls(kind=get("kind", ""), provider_id=get("provider_id", "") or "",
-                   parent_ref=get("parent_ref", "") or "", correlation=get("correlation", "") or "",
-                   text_digest=get("text_digest", "") or "")
+        return cls(
+            kind=get("kind", ""),
+            provider_id=get("provider_id", "") or "",
+            parent_ref=get("parent_ref", "") or "",
+            correlation=get("correlation", "") or "",
+            text_digest=get("text_digest", "") or "",
+        )
 
 
 @lru_cache(maxsize=4096)
 def _copy_digest(source_id: int, purpose: str, copy_version: str) -> str:
     """The approved copy's digest (versions are never edited, so caching one is exact)."""
-    text = ReplyCopy.objects.filter(source_id=source_id, purpose=purpose,
-                                    copy_version=copy_version).values_list("text", flat=True).first()
+    text = (
+        ReplyCopy.objects.filter(source_id=source_id, purpose=purpose, copy_version=copy_version)
+        .values_list("text", flat=True)
+        .first()
+    )
     return reply_text_digest(text)
 
 
 def _purposes_leaving(source_id: int, kind: str) -> list[str]:
     """The source's purposes whose route's transport leaves items of this kind."""
     purposes = []
-    for purpose, name in ReplyRoute.objects.filter(source_id=source_id).values_list("purpose", "transport_name"):
+    for purpose, name in ReplyRoute.objects.filter(source_id=source_id).values_list(
+        "purpose", "transport_name"
+    ):
         try:
             leaves = transport_class(name).leaves
         except KeyError:
@@ -101,15 +110,24 @@ def action_for_own_item(source_id: int, item: OwnSeen) -> ReplyAction | None:
     if item.kind == "comment":
         # A reply to a reply lands on the top-level comment's thread (Instagram, Facebook): every
         # action on a comment of the same media or post could have left it, so all are counted.
-        posts = set(InboundEvent.objects.filter(source_id=source_id, message_ref=item.parent_ref)
-                    .values_list("conversation_ref", flat=True))
-        target = {"event__conversation_ref__in": sorted(posts)} if posts else {"event__message_ref": item.parent_ref}
+        posts = set(
+            InboundEvent.objects.filter(source_id=source_id, message_ref=item.parent_ref).values_list(
+                "conversation_ref", flat=True
+            )
+        )
+        target = (
+            {"event__conversation_ref__in": sorted(posts)}
+            if posts
+            else {"event__message_ref": item.parent_ref}
+        )
     else:
         target = {"event__sender_ref": item.parent_ref}
     # Every action that could have left this item counts, whatever it holds or its state, so an
     # action already holding another receipt never lends this one to a sibling.
     fitting = [
-        action for action in actions.filter(purpose__in=purposes, **target).exclude(copy_version="")
+        action
+        for action in actions.filter(purpose__in=purposes, **target)
+        .exclude(copy_version="")
         .order_by("id")[:MAX_CANDIDATES]
         if _copy_digest(source_id, action.purpose, action.copy_version) == item.text_digest
     ]
@@ -132,9 +150,9 @@ def own_item_receipts(*, source_id: int, items: list) -> list[ProviderReceipt]:
         if action is None or action.reply_key in receipts:
             continue
         taken.add(item.provider_id)
-        receipts[action.reply_key] = ProviderReceipt(reply_key=action.reply_key,
-                                                     provider_reply_id=item.provider_id[:MAX_ID],
-                                                     event_key=action.event_id)
+        receipts[action.reply_key] = ProviderReceipt(
+            reply_key=action.reply_key, provider_reply_id=item.provider_id[:MAX_ID], event_key=action.event_id
+        )
     return list(receipts.values())
 
 
@@ -145,7 +163,8 @@ def _evidence_for(action: ReplyAction) -> SelfAuthoredItem | None:
     by_key = candidates.filter(kind="message", correlation=action.reply_key)
     by_id = candidates.filter(provider_id=action.provider_reply_id) if action.provider_reply_id else None
     answering = candidates.filter(kind="comment", parent_ref=action.event.message_ref) | candidates.filter(
-        kind="message", parent_ref=action.event.sender_ref)
+        kind="message", parent_ref=action.event.sender_ref
+    )
     for group in (by_key, by_id, answering):
         if group is None:
             continue
@@ -157,8 +176,8 @@ def _evidence_for(action: ReplyAction) -> SelfAuthoredItem | None:
 
 
 def reply_evidence_resolve(*, action_id: int) -> bool:
-    """Seed 000's receipt repair from self-authored evidence: an action in SEND_STATUS_UNKNOWN whose
-    reply an item of the account's shows (by the module's rule) is marked SENT with that item as
+    """The receipt repair (docs/concepts/reconciliation.md#repairs) from self-authored evidence: an
+    action in SEND_STATUS_UNKNOWN whose reply an item of the account's shows (by the module's rule) is marked SENT with that item as
     evidence, by `system:echo`. Idempotent: anything but SEND_STATUS_UNKNOWN is left as it is."""
     action = ReplyAction.objects.select_related("event").filter(pk=action_id).first()
     if action is None or action.delivery_state != S.SEND_STATUS_UNKNOWN:
@@ -169,8 +188,12 @@ def reply_evidence_resolve(*, action_id: int) -> bool:
     reason = "echo_confirmed" if item.kind == "message" else "own_comment_seen"
     with transaction.atomic():
         outcome = reply_action_transition(
-            action_id=action_id, to=S.SENT, actor=EVIDENCE_ACTOR, reason_code=reason,
-            expected=S.SEND_STATUS_UNKNOWN, record_lost_race=False,
+            action_id=action_id,
+            to=S.SENT,
+            actor=EVIDENCE_ACTOR,
+            reason_code=reason,
+            expected=S.SEND_STATUS_UNKNOWN,
+            record_lost_race=False,
             extra={"provider_reply_id": item.provider_id[:MAX_ID], "last_error_code": ""},
         )
     if outcome.applied:

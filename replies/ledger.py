@@ -7,14 +7,22 @@ from typing import Any
 from django.db import connection, models
 from django.utils import timezone
 
+from conduit.sql import fast_paths
 from conduit.statemachine import Outcome, transition
 from replies.contract import REPLY_TABLE
 from replies.models import DeliveryState, ReplyAction, ReplyTransition, SendAttempt
 
 
 def reply_action_transition(
-    *, action_id: int, to: str, actor: str, reason_code: str, expected: str | None = None,
-    where: dict | None = None, extra: dict | None = None, record_lost_race: bool = True,
+    *,
+    action_id: int,
+    to: str,
+    actor: str,
+    reason_code: str,
+    expected: str | None = None,
+    where: dict | None = None,
+    extra: dict | None = None,
+    record_lost_race: bool = True,
 ) -> Outcome:
     """Every state change of a reply action, checked against REPLY_TABLE and recorded."""
     return transition(
@@ -42,12 +50,21 @@ def reply_action_transition(
 # attempt helpers write, and only moves REPLY_TABLE declares; anything else (a lost race, an
 # undeclared move, another database) goes through reply_action_transition.
 
-HISTORY_COLUMNS = ("action_id", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused")
+HISTORY_COLUMNS = (
+    "action_id",
+    "ledger",
+    "prior_state",
+    "next_state",
+    "at",
+    "actor",
+    "reason_code",
+    "refused",
+)
 
 
 def one_statement_moves() -> bool:
     """Whether the database takes data-modifying CTEs and row locks (PostgreSQL)."""
-    return connection.vendor == "postgresql"
+    return fast_paths(connection)
 
 
 def history_insert_sql(*, rows_from: str, id_expr: str, prior_expr: str) -> str:
@@ -73,8 +90,14 @@ def _assignments(model: type[models.Model], values: dict[str, Any]) -> tuple[lis
 
 
 def reply_action_finish(
-    *, action_id: int, attempt_number: int, to: str, actor: str, reason_code: str,
-    extra: dict, attempt: dict,
+    *,
+    action_id: int,
+    attempt_number: int,
+    to: str,
+    actor: str,
+    reason_code: str,
+    extra: dict,
+    attempt: dict,
 ) -> Outcome | None:
     """SENDING -> `to` with its history row and the attempt's evidence, in one statement.
 
@@ -92,12 +115,18 @@ def reply_action_finish(
     actions, attempts = qn(ReplyAction._meta.db_table), qn(SendAttempt._meta.db_table)
     at = timezone.now()
     params: list[Any] = [*action_sets[1], action_id, DeliveryState.SENDING]
-    ctes = [(f"moved AS (UPDATE {actions} SET {', '.join(action_sets[0])} "
-             f"WHERE {qn('id')} = %s AND {qn('delivery_state')} = %s RETURNING {qn('id')})")]
+    ctes = [
+        (
+            f"moved AS (UPDATE {actions} SET {', '.join(action_sets[0])} "
+            f"WHERE {qn('id')} = %s AND {qn('delivery_state')} = %s RETURNING {qn('id')})"
+        )
+    ]
     if attempt:
         # The evidence is written whether or not the move applies (a late receipt still counts).
-        ctes.append(f"evidence AS (UPDATE {attempts} SET {', '.join(attempt_sets[0])} "
-                    f"WHERE {qn('action_id')} = %s AND {qn('attempt_number')} = %s)")
+        ctes.append(
+            f"evidence AS (UPDATE {attempts} SET {', '.join(attempt_sets[0])} "
+            f"WHERE {qn('action_id')} = %s AND {qn('attempt_number')} = %s)"
+        )
         params += [*attempt_sets[1], action_id, attempt_number]
     ctes.append(f"history AS ({history_insert_sql(rows_from='moved', id_expr=qn('id'), prior_expr='%s')})")
     params += [DeliveryState.SENDING, to, at, actor, reason_code]
@@ -113,5 +142,6 @@ def reply_action_finish(
             cursor.execute(state_sql, [action_id])
             row = cursor.fetchone()
     prior = DeliveryState.SENDING if moved else (row[0] if row else None)
-    return Outcome(ledger=REPLY_TABLE.ledger, applied=bool(moved), prior=prior, next=to,
-                   reason_code=reason_code, at=at)
+    return Outcome(
+        ledger=REPLY_TABLE.ledger, applied=bool(moved), prior=prior, next=to, reason_code=reason_code, at=at
+    )

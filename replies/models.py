@@ -3,6 +3,7 @@
 from django.db import models
 from django.db.models import Q
 
+from conduit.providers.registry import DEFAULT_TRANSPORT
 from conduit.statemachine import TransitionRecord
 from ingress.models import InboundEvent
 
@@ -28,8 +29,11 @@ class ReplyAction(models.Model):
 
     reply_key = models.CharField(max_length=64)
     event = models.ForeignKey(
-        InboundEvent, to_field="event_key", db_column="event_key",
-        on_delete=models.PROTECT, related_name="reply_actions",
+        InboundEvent,
+        to_field="event_key",
+        db_column="event_key",
+        on_delete=models.PROTECT,
+        related_name="reply_actions",
     )
     purpose = models.CharField(max_length=64)
     channel = models.CharField(max_length=64, blank=True, db_default="")
@@ -76,15 +80,19 @@ class ReplyAction(models.Model):
         indexes = [
             # The sender's claim scans only what may be claimed, in id order.
             models.Index(
-                fields=["id"], name="reply_action_claimable",
+                fields=["id"],
+                name="reply_action_claimable",
                 condition=Q(delivery_state__in=["APPROVED", "FAILED_BEFORE_SEND"]),
             ),
             models.Index(fields=["delivery_state", "-id"], name="reply_action_state_queue"),
             # The review queue's order (soonest deadline, NULLs last as btree keeps them, then
             # oldest), over only what waits for review: the page reads its 100 rows in order
             # instead of sorting every pending action.
-            models.Index(fields=["reply_deadline", "id"], name="reply_action_review_order",
-                         condition=Q(delivery_state="REVIEW_PENDING")),
+            models.Index(
+                fields=["reply_deadline", "id"],
+                name="reply_action_review_order",
+                condition=Q(delivery_state="REVIEW_PENDING"),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -94,8 +102,9 @@ class ReplyAction(models.Model):
 class ReplyTransition(TransitionRecord):
     # Checked once per statement (conduit.references, migration 0009), not per row by a key:
     # reconcile's replay and receipt repairs write the history of thousands of actions at once.
-    action = models.ForeignKey(ReplyAction, on_delete=models.CASCADE, related_name="transitions",
-                               db_constraint=False)
+    action = models.ForeignKey(
+        ReplyAction, on_delete=models.CASCADE, related_name="transitions", db_constraint=False
+    )
 
     class Meta(TransitionRecord.Meta):
         db_table = "reply_action_transitions"
@@ -138,9 +147,11 @@ class ReplyRoute(models.Model):
     source = models.ForeignKey("ingress.Source", on_delete=models.PROTECT, related_name="reply_routes")
     purpose = models.CharField(max_length=64)
     transport_name = models.CharField(
-        max_length=64, default="sandbox", help_text="Where approved replies of this purpose are sent."
+        max_length=64, default=DEFAULT_TRANSPORT, help_text="Where approved replies of this purpose are sent."
     )
-    target_url = models.URLField(blank=True, help_text="The transport's base URL, e.g. the sandbox provider's.")
+    target_url = models.URLField(
+        blank=True, help_text="The transport's base URL, e.g. the sandbox provider's."
+    )
     live_send_enabled = models.BooleanField(
         default=False,
         help_text="Owner only: allow a live transport (CONDUIT_LIVE_SEND=on must also be set).",
@@ -183,9 +194,7 @@ class SendAttempt(models.Model):
         db_table = "reply_send_attempts"
         ordering = ["action", "attempt_number"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["action", "attempt_number"], name="send_attempt_number_unique"
-            ),
+            models.UniqueConstraint(fields=["action", "attempt_number"], name="send_attempt_number_unique"),
             models.CheckConstraint(
                 condition=Q(transport__in=AttemptTransport.values), name="send_attempt_transport_valid"
             ),

@@ -27,9 +27,14 @@ def approved_copy(*, source_id: int, purpose: str, copy_version: str) -> ReplyCo
 def outbound_reply(action: ReplyAction, copy: ReplyCopy) -> OutboundReply:
     """What a transport is handed for an action: its keys, destination and approved copy."""
     return OutboundReply(
-        reply_key=action.reply_key, event_key=action.event_id, purpose=action.purpose,
-        channel=action.channel, copy_version=action.copy_version, text=copy.text,
-        conversation_ref=action.event.conversation_ref, message_ref=action.event.message_ref,
+        reply_key=action.reply_key,
+        event_key=action.event_id,
+        purpose=action.purpose,
+        channel=action.channel,
+        copy_version=action.copy_version,
+        text=copy.text,
+        conversation_ref=action.event.conversation_ref,
+        message_ref=action.event.message_ref,
     )
 
 
@@ -133,8 +138,10 @@ def stranded_why(action: ReplyAction) -> str:
     if action.next_attempt_at is None:
         why = INCURABLE_FAILURES.get(code, "no automatic attempt is scheduled")
         return f"stopped by {code or 'an unrecorded failure'}: {why}"
-    return (f"exhausted: {action.attempt_count} attempts failed before send (last: {code}); "
-            f"still retried automatically, next at {action.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}")
+    return (
+        f"exhausted: {action.attempt_count} attempts failed before send (last: {code}); "
+        f"still retried automatically, next at {action.next_attempt_at:%Y-%m-%d %H:%M:%S %Z}"
+    )
 
 
 def event_list(*, event_key: str = "", source: str = "", state: str = "") -> QuerySet[InboundEvent]:
@@ -154,9 +161,11 @@ def event_list(*, event_key: str = "", source: str = "", state: str = "") -> Que
 def review_pending_by_deadline() -> QuerySet[ReplyAction]:
     """The review queue, what expires soonest first: actions with a reply deadline (a Meta private
     reply's 7-day window) by deadline, then the rest newest first. `time_left(action)` words it."""
-    return (ReplyAction.objects.filter(delivery_state=DeliveryState.REVIEW_PENDING)
-            .select_related("event__source")
-            .order_by(F("reply_deadline").asc(nulls_last=True), "-id"))
+    return (
+        ReplyAction.objects.filter(delivery_state=DeliveryState.REVIEW_PENDING)
+        .select_related("event__source")
+        .order_by(F("reply_deadline").asc(nulls_last=True), "-id")
+    )
 
 
 def time_left(action: ReplyAction, *, now=None) -> str:

@@ -96,9 +96,11 @@ def transport_for(route: ReplyRoute) -> Transport:
         # the source names, never stored), and only towards its platform's hosts.
         from ingress.selectors import source_config
 
-
         source = route.source
         adapter_object = getattr(get_adapter(source.adapter), "object", None)
-        options.update(token=source_config(source, with_token=True).access_token,
-                       account_ref=source.account_ref, object=adapter_object)
+        options.update(
+            token=source_config(source, with_token=True).access_token,
+            account_ref=source.account_ref,
+            object=adapter_object,
+        )
     return cls(route.target_url, **options)

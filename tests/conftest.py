@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+# The tests never read a developer's .demo.env (make demo writes one beside manage.py): the
+# settings, and every process a test starts, see only what the test sets.
+os.environ["CONDUIT_ENV_FILE"] = os.devnull
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 # A test-only signing secret, generated for the suite; it signs nothing real.
 TEST_SECRET = "whsec_" + base64.b64encode(b"conduit-test-only-signing-key-01").decode()
@@ -37,13 +41,18 @@ def fixture_body(name: str, source_dir: str = "sandbox_social") -> bytes:
 
 
 def sign(
-    body: bytes, *, delivery_id: str | None = None, at: datetime | None = None,
+    body: bytes,
+    *,
+    delivery_id: str | None = None,
+    at: datetime | None = None,
     secret: str = TEST_SECRET,
 ) -> dict[str, str]:
     from conduit.providers.registry import get_adapter
 
     return get_adapter("sandbox-social").sign(
-        body=body, secret=secret, delivery_id=delivery_id or f"msg_test_{uuid.uuid4().hex}",
+        body=body,
+        secret=secret,
+        delivery_id=delivery_id or f"msg_test_{uuid.uuid4().hex}",
         at=at or datetime.now(timezone.utc),
     )
 
@@ -60,9 +69,13 @@ def sandbox_source(db):
     from replies.services import reply_route_declare
 
     source, _ = source_register(
-        name="sandbox", adapter="sandbox-social", account_ref="acct_test_01",
-        event_types=["comment.created"], purposes=["public_ack", "private_delivery"],
-        trigger_keywords=["CHECKLIST"], secret_env=SECRET_ENV,
+        name="sandbox",
+        adapter="sandbox-social",
+        account_ref="acct_test_01",
+        event_types=["comment.created"],
+        purposes=["public_ack", "private_delivery"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env=SECRET_ENV,
     )
     for purpose in source.purposes:
         reply_route_declare(source_id=source.pk, purpose=purpose, transport_name="sandbox")
@@ -75,7 +88,9 @@ def deliver(client):
 
     def _deliver(body: bytes, *, source: str = "sandbox", headers: dict | None = None, **sign_kw):
         return client.post(
-            f"/webhooks/{source}/", data=body, content_type="application/json",
+            f"/webhooks/{source}/",
+            data=body,
+            content_type="application/json",
             headers=sign(body, **sign_kw) if headers is None else headers,
         )
 
@@ -132,15 +147,16 @@ COPY = "The sample checklist is ready in the test fixture."
 @pytest.fixture
 def provider():
     """Start sandbox providers on free loopback ports: provider(idempotency_key=..., receipt_lookup=...)."""
-    from conduit.providers.sandbox.simulator import serve
     from conduit.providers.sandbox.transport import _discovered
+    from simulators.sandbox import serve
 
     servers = []
 
     def start(*, idempotency_key: bool = True, receipt_lookup: bool = True, hang_seconds: float = 2.0):
         _discovered.cache_clear()
-        server, state = serve(port=0, idempotency_key=idempotency_key,
-                              receipt_lookup=receipt_lookup, hang_seconds=hang_seconds)
+        server, state = serve(
+            port=0, idempotency_key=idempotency_key, receipt_lookup=receipt_lookup, hang_seconds=hang_seconds
+        )
         servers.append(server)
         state.url = f"http://127.0.0.1:{server.server_address[1]}"
         return state
@@ -177,8 +193,9 @@ def wire(sandbox_source):
             reply_route_update(route_id=route.pk, changes={"target_url": url, **route_changes})
         if copies:
             for purpose in source.purposes:
-                reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY,
-                                  actor="tester")
+                reply_copy_create(
+                    source_id=source.pk, purpose=purpose, channel=purpose, text=COPY, actor="tester"
+                )
         return source
 
     return _wire
@@ -221,8 +238,11 @@ def api(db):
     from rest_framework.test import APIClient
 
     user = User.objects.create_user("token_user_test")
-    user.user_permissions.add(*Permission.objects.filter(
-        content_type__app_label="ingress", codename__in=["view_inboundevent", "view_quarantinereceipt"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="ingress", codename__in=["view_inboundevent", "view_quarantinereceipt"]
+        )
+    )
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     return client
@@ -247,6 +267,8 @@ def scan(db):
     from reconcile.scan import scan_until_done
 
     def _scan(source, *, max_pages: int = 1000, **window):
-        return scan_until_done(source=source, trigger="command", actor="tester", max_pages=max_pages, **window)
+        return scan_until_done(
+            source=source, trigger="command", actor="tester", max_pages=max_pages, **window
+        )
 
     return _scan

@@ -13,9 +13,17 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(env_file: Path, **env: str) -> str:
     base = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "CONDUIT_TEST_FROM_FILE")}
     result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c",
-         "import os; print(os.environ.get('CONDUIT_TEST_FROM_FILE', '-'))"],
-        cwd=ROOT, env={**base, "CONDUIT_ENV_FILE": str(env_file), **env}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "import os; print(os.environ.get('CONDUIT_TEST_FROM_FILE', '-'))",
+        ],
+        cwd=ROOT,
+        env={**base, "CONDUIT_ENV_FILE": str(env_file), **env},
+        capture_output=True,
+        text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -15,13 +15,16 @@ def render(message, *args, exc=None) -> str:
     return record.getMessage()
 
 
-@pytest.mark.parametrize("message,args", [
-    ("secret %s", ("whsec_c29tZS1zZWNyZXQtdmFsdWUtMDAwMA==",)),
-    ("header Authorization: Token %s", ("0123456789abcdef0123456789abcdef01234567",)),
-    ("password=%s", ("hunter2-synthetic",)),
-    ("body %s", ('{"account": "acct_test_01", "events": [{"text": "buyer words"}]}',)),
-    ("text=%s", ("buyer words",)),
-])
+@pytest.mark.parametrize(
+    "message,args",
+    [
+        ("secret %s", ("whsec_c29tZS1zZWNyZXQtdmFsdWUtMDAwMA==",)),
+        ("header Authorization: Token %s", ("0123456789abcdef0123456789abcdef01234567",)),
+        ("password=%s", ("hunter2-synthetic",)),
+        ("body %s", ('{"account": "acct_test_01", "events": [{"text": "buyer words"}]}',)),
+        ("text=%s", ("buyer words",)),
+    ],
+)
 def test_credentials_and_bodies_are_withheld(message, args):
     assert render(message, *args).startswith("[record withheld by the data boundary")
 
@@ -39,5 +42,8 @@ def test_structured_lines_pass_unchanged():
 
 def test_the_console_handler_carries_the_filter():
     handlers = logging.getLogger().handlers + logging.getLogger("django-q").handlers
-    assert handlers and all(any(isinstance(f, BoundaryFilter) for f in h.filters)
-                            for h in handlers if type(h) is logging.StreamHandler)
+    assert handlers and all(
+        any(isinstance(f, BoundaryFilter) for f in h.filters)
+        for h in handlers
+        if type(h) is logging.StreamHandler
+    )

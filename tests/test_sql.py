@@ -1,5 +1,5 @@
 """The thin SQL helpers behave as the ORM does, and step aside for what they do not take; set-based
-writes (issue 17): upsert_counting, and several rows as one JSON parameter."""
+writes (docs/internals.md#set-based-writes): upsert_counting, and several rows as one JSON parameter."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -25,11 +25,16 @@ def delivery(sandbox_source, deliver):
 
 
 def test_update_rows_compares_sets_and_increments_like_the_orm(delivery):
-    moved = update_rows(Delivery, where={"pk": delivery.pk, "seen_count": 1, "body_hash__gte": ""},
-                        assign={"seen_count": F("seen_count") + 2, "delivery_id": "msg_test_renamed"})
+    moved = update_rows(
+        Delivery,
+        where={"pk": delivery.pk, "seen_count": 1, "body_hash__gte": ""},
+        assign={"seen_count": F("seen_count") + 2, "delivery_id": "msg_test_renamed"},
+    )
     assert moved == 1
     assert update_rows(Delivery, where={"pk": delivery.pk, "seen_count": 1}, assign={"seen_count": 9}) == 0
-    assert update_rows(Delivery, where={"delivery_id": "nope"}, assign={"seen_count": F("seen_count") + 1}) == 0
+    assert (
+        update_rows(Delivery, where={"delivery_id": "nope"}, assign={"seen_count": F("seen_count") + 1}) == 0
+    )
     delivery.refresh_from_db()
     assert (delivery.seen_count, delivery.delivery_id) == (3, "msg_test_renamed")
 
@@ -55,16 +60,27 @@ AT = datetime(2026, 1, 15, 14, 30, 0, 123456, tzinfo=timezone.utc)
 
 def _sighting(source, delivery_id: str, body_hash: str, at: datetime):
     return upsert_counting(
-        Delivery, ["source", "delivery_id", "body_hash", "event_keys", "first_received_at", "last_received_at",
-                   "seen_count"],
+        Delivery,
+        [
+            "source",
+            "delivery_id",
+            "body_hash",
+            "event_keys",
+            "first_received_at",
+            "last_received_at",
+            "seen_count",
+        ],
         [(source.pk, delivery_id, body_hash, ["k1"], at, at, 1)],
-        conflict=["source", "delivery_id"], same=["body_hash"], count="seen_count", touch=["last_received_at"],
+        conflict=["source", "delivery_id"],
+        same=["body_hash"],
+        count="seen_count",
+        touch=["last_received_at"],
     )
 
 
 def test_upsert_counting_inserts_counts_a_same_row_and_leaves_a_different_one_alone(sandbox_source):
     first = _sighting(sandbox_source, "msg_test_u1", "h1", AT)
-    (pk, count), = first.values()
+    ((pk, count),) = first.values()
     assert list(first) == [(sandbox_source.pk, "msg_test_u1")] and count == 1
     again = _sighting(sandbox_source, "msg_test_u1", "h1", AT + timedelta(seconds=5))
     assert again == {(sandbox_source.pk, "msg_test_u1"): (pk, 2)}
@@ -72,19 +88,41 @@ def test_upsert_counting_inserts_counts_a_same_row_and_leaves_a_different_one_al
     assert _sighting(sandbox_source, "msg_test_u1", "h2", AT + timedelta(seconds=9)) == {}
     row = Delivery.objects.get(pk=pk)
     assert (row.seen_count, row.body_hash, row.last_received_at, row.first_received_at) == (
-        2, "h1", AT + timedelta(seconds=5), AT)
+        2,
+        "h1",
+        AT + timedelta(seconds=5),
+        AT,
+    )
 
 
 def test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(sandbox_source):
     """The JSON row source: times (microseconds, offsets), JSON values and None (SQL NULL, as the
     ORM stores it), choices, booleans and foreign keys come back as the ORM wrote them by hand."""
-    columns = ["reply_key", "event", "purpose", "delivery_state", "approval_state", "canary", "created_at",
-               "reply_deadline"]
+    columns = [
+        "reply_key",
+        "event",
+        "purpose",
+        "delivery_state",
+        "approval_state",
+        "canary",
+        "created_at",
+        "reply_deadline",
+    ]
     event = _an_event(sandbox_source)
     aware = datetime(2026, 3, 1, 9, 0, 0, 7, tzinfo=timezone(timedelta(hours=5, minutes=30)))
-    rows = [(f"key_test_{n}", event.event_key, purpose, DeliveryState.REVIEW_PENDING,
-             ApprovalState.REVIEW_PENDING, n % 2 == 0, aware, None if n % 2 else aware + timedelta(days=7))
-            for n, purpose in enumerate(["public_ack", "private_delivery", "public_ack"])]
+    rows = [
+        (
+            f"key_test_{n}",
+            event.event_key,
+            purpose,
+            DeliveryState.REVIEW_PENDING,
+            ApprovalState.REVIEW_PENDING,
+            n % 2 == 0,
+            aware,
+            None if n % 2 else aware + timedelta(days=7),
+        )
+        for n, purpose in enumerate(["public_ack", "private_delivery", "public_ack"])
+    ]
     with CaptureQueriesContext(connection) as queries:
         ids = insert_rows(ReplyAction, columns, rows)
     assert len(queries) == 1 and "jsonb_array_elements" in queries[0]["sql"]
@@ -92,14 +130,23 @@ def test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(s
     assert [stored[pk].reply_key for pk in ids] == ["key_test_0", "key_test_1", "key_test_2"]
     for pk, row in zip(ids, rows):
         action = stored[pk]
-        assert (action.reply_key, action.event_id, action.purpose, action.delivery_state, action.approval_state,
-                action.canary, action.created_at, action.reply_deadline) == row
+        assert (
+            action.reply_key,
+            action.event_id,
+            action.purpose,
+            action.delivery_state,
+            action.approval_state,
+            action.canary,
+            action.created_at,
+            action.reply_deadline,
+        ) == row
 
 
 def _an_event(source) -> InboundEvent:
     body = fixture_body("comment__northstar")
-    response = Client().post("/webhooks/sandbox/", data=body, content_type="application/json",
-                             headers=sign(body))
+    response = Client().post(
+        "/webhooks/sandbox/", data=body, content_type="application/json", headers=sign(body)
+    )
     assert response.status_code == 200
     return InboundEvent.objects.get()
 
@@ -119,8 +166,11 @@ def test_a_large_body_is_written_set_based_with_its_duplicates_counted(sandbox_s
     # Delivery, events, their history, actions, their history: one statement.
     assert len(writes) == 1 and writes[0].lstrip().startswith("WITH"), writes
     assert InboundEvent.objects.count() == 300
-    assert set(InboundEvent.objects.values_list("seen_count", flat=True).filter(
-        source_event_id__in=[item(n)["id"] for n in range(100)])) == {2}
+    assert set(
+        InboundEvent.objects.values_list("seen_count", flat=True).filter(
+            source_event_id__in=[item(n)["id"] for n in range(100)]
+        )
+    ) == {2}
     assert EventTransition.objects.filter(next_state=EventState.RECORD_READY).count() == 300
     assert ReplyAction.objects.count() == 600
 
@@ -131,8 +181,10 @@ def test_positive_control_the_json_row_source_carries_the_values_it_is_given(san
     real = sql._json_rows
 
     def truncating(fields, rows):
-        return real(fields, [[v.replace(microsecond=0) if isinstance(v, datetime) else v for v in row]
-                             for row in rows])
+        return real(
+            fields,
+            [[v.replace(microsecond=0) if isinstance(v, datetime) else v for v in row] for row in rows],
+        )
 
     monkeypatch.setattr(sql, "_json_rows", truncating)
     with pytest.raises(AssertionError, match=r"diff: datetime\.datetime"):  # a stored time differs

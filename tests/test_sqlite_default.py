@@ -13,7 +13,9 @@ def test_the_embedded_default_path_works_on_sqlite(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     result = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "sqlite_smoke.py"), str(tmp_path / "demo.sqlite3")],
-        env=env, capture_output=True, timeout=120,
+        env=env,
+        capture_output=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     report = json.loads(result.stdout.decode().strip().splitlines()[-1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from django.conf import settings
 from django.contrib.admin import AdminSite
 from django.http import HttpRequest
@@ -19,9 +21,23 @@ class DoorAdminSite(OTPAdminSite):
     serve both; the decision itself is OTPAdminSite's: staff must be verified by a TOTP device.
     """
 
+    # The front page shows what waits for a person above the ledgers.
+    index_template = "admin/conduit/index.html"
+
     def __init__(self, name: str = "admin") -> None:
         # Named "admin" (OTPAdminSite's own default is "otpadmin"): every admin URL keeps its name.
         super().__init__(name)
+        # What the front page shows beyond the ledgers: each part gives context for the request,
+        # registered by the app that reads it (the console's work rows).
+        self.front_page_parts: dict[str, Callable[[HttpRequest, AdminSite], object]] = {}
+
+    def front_page_register(self, key: str, part: Callable[[HttpRequest, AdminSite], object]) -> None:
+        """The front page's `key` in its context is `part(request, site)`, read at each visit."""
+        self.front_page_parts[key] = part
+
+    def index(self, request: HttpRequest, extra_context: dict | None = None):
+        parts = {key: part(request, self) for key, part in self.front_page_parts.items()}
+        return super().index(request, {**parts, **(extra_context or {})})
 
     @property
     def login_form(self) -> type | None:  # type: ignore[override]

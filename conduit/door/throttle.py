@@ -16,8 +16,13 @@ class SignInThrottle(AxesStandaloneBackend):
     itself would refuse it outright.
     """
 
-    def authenticate(self, request: HttpRequest | None, username: str | None = None,
-                     password: str | None = None, **kwargs: Any) -> None:
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         if request is None:
             return None
         return super().authenticate(request, username, password, **kwargs)

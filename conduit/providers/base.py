@@ -1,5 +1,6 @@
 """What a platform provides, in small protocols: a source adapter (proof, parsing, the field map),
-a source reader (pages for reconciliation) and a transport (one send, one receipt lookup).
+a source reader (pages for reconciliation: conduit.providers.reading) and a transport (one send, one
+receipt lookup: conduit.providers.transport); all three are named here.
 
 Plain dataclasses in and out; no ORM and no app: apps import providers, never the reverse.
 """
@@ -8,20 +9,49 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from datetime import datetime
-from typing import Any, Mapping
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import Any, Mapping, Protocol, Sequence
 
 from conduit.canonical import sha256_hex
+
+# A source reader's pages and a transport's sends are modules of their own (reading, transport);
+# their names are imported from here as well, as every platform and app does.
+from conduit.providers.reading import (  # noqa: F401
+    COMPLETE,
+    LIMITED,
+    MAX_FAILURE_MESSAGE_BYTES,
+    MAX_PAGE_BYTES,
+    NOT_RECOVERABLE,
+    RECOVERY,
+    Family,
+    PageFailure,
+    ProviderReceipt,
+    SourcePage,
+    SourceReader,
+    one_line,
+)
+from conduit.providers.transport import (  # noqa: F401
+    ANSWERS_COMMENT,
+    ANSWERS_MESSAGE,
+    CALLS,
+    Ambiguous,
+    Capabilities,
+    NotSent,
+    OutboundReply,
+    Receipt,
+    SendFailure,
+    Transport,
+)
 
 # An occurred_at_original starting so is a stand-in time (the platform sent none with the
 # item); a read of the source that shows the item's own time corrects it, never conflicts.
 APPROXIMATE = "approx:"
 # Identifiers are preserved exactly but bounded, so keys stay indexable.
 MAX_REF_LENGTH = 200
-# Seed 004's default bound on one encoded page.
-MAX_PAGE_BYTES = 8 * 1024 * 1024
 
 
 def _reject_constant(name: str) -> Any:
@@ -83,7 +113,7 @@ class Proof:
 
 @dataclass(frozen=True)
 class Observation:
-    """One event mapped onto the event contract (seed 000 step 1)."""
+    """One event mapped onto the event contract (docs/concepts/event-contract.md#fields)."""
 
     index: int
     source_system: str
@@ -178,68 +208,6 @@ class Ignored:
     name: str
 
 
-@dataclass(frozen=True)
-class ProviderReceipt:
-    """A reply the provider shows applied to a source event (lookup by target)."""
-
-    reply_key: str
-    provider_reply_id: str
-    event_key: str
-
-
-@dataclass(frozen=True)
-class SourcePage:
-    """One page of a source read: its events normalized, and the replies applied to them."""
-
-    scan_id: str
-    observations: list[Observation]
-    rejections: list[Rejection]
-    receipts: list[ProviderReceipt]
-    next_cursor: str | None
-    complete: bool
-    # The page's size as read off the wire, so a scan can bound what it stages (seed 004).
-    size_bytes: int = 0
-    # Self-authored items the read showed (receipt evidence, never events).
-    own: list[OwnItem] = field(default_factory=list)
-
-
-# Seed 004: "a message of at most 256 bytes on one line".
-MAX_FAILURE_MESSAGE_BYTES = 256
-
-
-def one_line(message: str, max_bytes: int = MAX_FAILURE_MESSAGE_BYTES) -> str:
-    """`message` on one line (every run of whitespace or control characters one space), cut to
-    `max_bytes` of UTF-8 at a character boundary, never inside a character."""
-    printable = "".join(c if c.isprintable() else " " for c in message)
-    line = " ".join(printable.split())
-    encoded = line.encode("utf-8", "replace")  # a lone surrogate becomes "?"
-    return encoded[:max_bytes].decode("utf-8", "ignore").rstrip()
-
-
-class PageFailure(Exception):
-    """A source page that could not be read.
-
-    `error_class` and `code` are safe to store; `message` is one line of at most 256 bytes
-    Conduit wrote itself. Provider text and credentials never enter any of them.
-    """
-
-    # Seed 004's classes: timeout (no page within the page timeout), cancelled (the page call
-    # was cut short by the task's deadline or a shutdown), transport, protocol, provider and
-    # unauthored; and credentials: the source's token was refused, a person must re-authorise it.
-    CLASSES = ("timeout", "cancelled", "transport", "provider", "protocol", "unauthored", "credentials")
-
-    def __init__(self, error_class: str, code: str, message: str, *, retry_after: float | None = None) -> None:
-        if error_class not in self.CLASSES:
-            raise ValueError(f"unknown page error class {error_class!r}")
-        message = one_line(message)
-        super().__init__(message)
-        self.error_class = error_class
-        self.code = code[:64]
-        self.message = message
-        # Seconds the provider asked us to wait (a throttling answer), or None.
-        self.retry_after = retry_after
-
-
 def event_key(
     *,
     source_system: str,
@@ -249,7 +217,7 @@ def event_key(
     conversation_ref: str,
     message_ref: str,
 ) -> str:
-    """Seed 000 step 1: the provider event id when there is one, else a hash of stable refs.
+    """docs/concepts/keys.md#event-key: the provider event id when there is one, else a hash of stable refs.
 
     Receipt time, display names and message text never enter a key.
     """
@@ -283,11 +251,18 @@ def contract_refusal(observation: Observation) -> Rejection | None:
         value = getattr(observation, name)
         if len(value) > MAX_REF_LENGTH or (value and not value.isprintable()):
             return Rejection(index, "invalid_identity", f"{name} is too long or not printable")
-    if not observation.event_type or len(observation.event_type) > MAX_EVENT_TYPE_LENGTH \
-            or not observation.event_type.isprintable():
-        return Rejection(index, "invalid_identity", f"the event type exceeds {MAX_EVENT_TYPE_LENGTH} characters")
+    if (
+        not observation.event_type
+        or len(observation.event_type) > MAX_EVENT_TYPE_LENGTH
+        or not observation.event_type.isprintable()
+    ):
+        return Rejection(
+            index, "invalid_identity", f"the event type exceeds {MAX_EVENT_TYPE_LENGTH} characters"
+        )
     if len(observation.event_key) > MAX_EVENT_KEY_LENGTH:
-        return Rejection(index, "invalid_identity", f"the event key exceeds {MAX_EVENT_KEY_LENGTH} characters")
+        return Rejection(
+            index, "invalid_identity", f"the event key exceeds {MAX_EVENT_KEY_LENGTH} characters"
+        )
     if observation.occurred_at.tzinfo is None or len(observation.occurred_at_original) > 64:
         return Rejection(index, "invalid_occurred_at", "occurred_at must be an aware time")
     try:
@@ -300,65 +275,49 @@ def contract_refusal(observation: Observation) -> Rejection | None:
     return None
 
 
-# How far reading the source back recovers one event family (seed 004: "Every family must be
-# declared recoverable or include a concrete loss limitation").
-COMPLETE = "complete"  # the read shows every item: a missing one is recovered, an absent one unverified
-LIMITED = "limited"  # the read recovers what it shows, but shows not everything: absence proves nothing
-NOT_RECOVERABLE = "none"  # the read never shows this family: its loss limitation says what is lost
-RECOVERY = (COMPLETE, LIMITED, NOT_RECOVERABLE)
+class CallbackEntry(Protocol):
+    """One entry of a shared callback's body: the account it is for and its items, in the shape the
+    account's adapter normalizes."""
 
-# What a reply to an event answers: a transport declares which of these it can serve.
-ANSWERS_COMMENT = "comment"
-ANSWERS_MESSAGE = "message"
+    index: int
+    account: str
+    items: list
 
 
-@dataclass(frozen=True)
-class Family:
-    """One event family of a platform: how reading back recovers it, what it loses, and what a
-    reply to it would answer ("" = nothing: an edit, a hide or a removal never plans a reply)."""
+class CallbackBody(Protocol):
+    """A shared callback's body split: the kind of body (`object`, one adapter of the app serving
+    each kind) and its entries in body order."""
 
-    event_type: str
-    recovery: str
-    limitation: str = ""
-    answers: str = ""
-
-    def __post_init__(self) -> None:
-        if self.recovery not in RECOVERY:
-            raise ValueError(f"recovery is one of {RECOVERY}")
-        if self.recovery != COMPLETE and not self.limitation:
-            raise ValueError(f"{self.event_type}: a family not completely recoverable names its loss limitation")
-
-    def as_dict(self) -> dict[str, str]:
-        return {"event_type": self.event_type, "recovery": self.recovery, "limitation": self.limitation,
-                "answers": self.answers or "nothing"}
+    object: str
+    entries: Sequence[CallbackEntry]
 
 
-class SourceReader:
-    """Base for reading one platform's source evidence, page by page (seed 004).
+class SharedCallback:
+    """One endpoint per platform app (/webhooks/<platform>/<app id>/): a body verified against the
+    secrets of the app's sources and split by entry to the source owning each account.
 
-    Mixed into a platform's adapter, whose `normalize` it uses, so a page's
-    events get the webhook's own keys and hashes.
+    A platform whose app posts for many accounts declares one on its adapters
+    (`SourceAdapter.shared_callback`, each adapter serving one `object`); the apps
+    ask it, never the platform's name.
     """
 
-    # Whether reading this source's evidence calls a system outside Conduit's host.
-    live: bool = True
-    # The transports whose receipts a complete read shows (absence then means "missing"); None:
-    # every transport's, as where the provider keeps receipts by reply key. An action routed
-    # through another transport is "not compared", never "missing".
-    receipt_transports: frozenset[str] | None = None
+    platform: str = ""  # the path segment after /webhooks/, and the metrics and log label
+    label: str = ""  # how people name the platform, in answers and messages
+    app_id: re.Pattern = re.compile(r"[0-9]{1,32}")  # what an app id looks like
+    proof_headers: tuple[str, ...] = ()  # the request headers the proof reads
+    max_secrets: int = 2  # secrets a source may name at once (two while one is being changed)
 
-    def read_page(
-        self, *, config: SourceConfig, base_url: str, since: datetime | None,
-        until: datetime | None, cursor: str | None, limit: int, timeout: float,
-        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
-    ) -> SourcePage:
-        """One page of the source's events in [since, until) (or after `cursor`).
+    def handshake(self, query: Mapping[str, str]) -> tuple[str, str] | None:
+        """(verify token, challenge) of a verification request's query, or None when it is none."""
+        raise NotImplementedError(".handshake() must be overridden.")
 
-        Raises PageFailure. A new generation (no cursor) receives the last
-        complete checkpoint; a page larger than `max_bytes` is refused while it
-        is read, never buffered whole.
-        """
-        raise NotImplementedError(".read_page() must be overridden.")
+    def split(self, body: bytes) -> CallbackBody | Rejection:
+        """The body's object and entries, or why it cannot be read (a refusal of the whole body)."""
+        raise NotImplementedError(".split() must be overridden.")
+
+    def counter_name(self, *parts: str) -> str:
+        """The name an ignored update is counted under, escaped and bounded."""
+        raise NotImplementedError(".counter_name() must be overridden.")
 
 
 class SourceAdapter:
@@ -374,13 +333,23 @@ class SourceAdapter:
     # Whether a newly connected account's earlier events are history (recorded, never
     # planned): true of platforms whose accounts arrive with years of comments.
     backfills: bool = False
-    # The platform's event families (seed 004's declaration); a type not declared takes
+    # The platform's event families (docs/concepts/reconciliation.md#families); a type not declared takes
     # `undeclared_family`'s answer.
     families: tuple[Family, ...] = ()
     # The hosts a source's access token may be sent to (its read URL's, over HTTPS); None when
     # the adapter's reads carry no credential. Plain HTTP on this host (a simulator) always may
     # (conduit.loopback.credential_url_refusal).
     credential_hosts: tuple[str, ...] | None = None
+    # The app callback the platform delivers this adapter's bodies through, and the kind of body
+    # (`object`) the adapter serves on it; None where each source has its own webhook.
+    shared_callback: SharedCallback | None = None
+    object: str = ""
+    # How long after a comment a private reply to it may still be sent; None where no window holds.
+    private_reply_window: timedelta | None = None
+    # Documented send limits of an account, by transport name: (sends, window seconds).
+    send_budgets: Mapping[str, tuple[int, int]] = MappingProxyType({})
+    # The transport each purpose goes through unless routed otherwise (none: every purpose is routed).
+    default_routes: Mapping[str, str] = MappingProxyType({})
 
     def family(self, event_type: str) -> Family:
         """The declared family of an event type, or the adapter's answer for an undeclared one."""
@@ -394,13 +363,42 @@ class SourceAdapter:
         never answered). A platform whose event types are the source's own choice overrides it."""
         return Family(event_type, NOT_RECOVERABLE, "an event type this platform does not declare")
 
+    def default_budget(self, transport_name: str) -> tuple[int | None, int]:
+        """The documented (limit, window seconds) of an account's sends through a transport; no
+        documented number counts nothing (None) over an hour."""
+        return self.send_budgets.get(transport_name, (None, 3600))
+
+    def subscription_problem(
+        self,
+        *,
+        account: str,
+        app_id: str,
+        event_types: frozenset[str],
+        base_url: str,
+        access_token: str,
+        now: datetime,
+        timeout: float,
+    ) -> str:
+        """What stops the platform delivering the account's events through its app callback (its
+        subscription, its token's life), in Conduit's words, or "". Read by adapters with a
+        shared callback; a platform without one has nothing to check."""
+        return ""
+
+    def comment_created_at(
+        self, *, base_url: str, comment_ref: str, access_token: str, timeout: float
+    ) -> datetime:
+        """A comment's real creation time, read from the platform (its private-reply window starts
+        there) where its webhook carried only an approximate one."""
+        raise NotImplementedError(".comment_created_at() must be overridden.")
+
     def parse_delivery(self, *, body: bytes, config: SourceConfig) -> Parsed:
         """`parse` behind the boundary: an input error refuses the whole body, never raises."""
         try:
             return self.parse(body=body, config=config)
         except INPUT_ERRORS as exc:
-            return Parsed([], [Rejection(None, "unparsable_body",
-                                         f"the body could not be read ({type(exc).__name__})")])
+            return Parsed(
+                [], [Rejection(None, "unparsable_body", f"the body could not be read ({type(exc).__name__})")]
+            )
 
     def normalize(self, events: list[Any], account: str, config: SourceConfig) -> Parsed:
         """Map each event onto the contract: the one normalizer for webhooks and source reads."""
@@ -412,8 +410,11 @@ class SourceAdapter:
             try:
                 result = self.observe(index, item, account, config)
             except INPUT_ERRORS as exc:
-                result = Rejection(index, "invalid_body",
-                                   f"the event holds a value Conduit cannot represent ({type(exc).__name__})")
+                result = Rejection(
+                    index,
+                    "invalid_body",
+                    f"the event holds a value Conduit cannot represent ({type(exc).__name__})",
+                )
             if isinstance(result, Observation):
                 result = contract_refusal(result) or result
             if isinstance(result, Ignored):
@@ -430,9 +431,7 @@ class SourceAdapter:
         """One event of a body or page mapped onto the contract, or why it cannot be."""
         raise NotImplementedError(".observe() must be overridden.")
 
-    def verify(
-        self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime
-    ) -> Proof:
+    def verify(self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime) -> Proof:
         raise NotImplementedError(".verify() must be overridden.")
 
     def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
@@ -441,121 +440,3 @@ class SourceAdapter:
     def sign(self, *, body: bytes, secret: str, delivery_id: str, at: datetime) -> dict[str, str]:
         """Headers a sender would attach; used by fixtures, the canary and benchmarks."""
         raise NotImplementedError(".sign() must be overridden.")
-
-
-
-# -- transports ---------------------------------------------------------------
-
-
-# Calls that reached transport code in this process, by (transport name, operation):
-# "build" (constructing one, which may discover capabilities over the network),
-# "send" and "lookup". The canary counts these; it does not assume them.
-CALLS: Counter = Counter()
-
-
-def _counted(method, operation: str):
-    @functools.wraps(method)
-    def counted(self, *args, **kwargs):
-        CALLS[(self.name, operation)] += 1
-        return method(self, *args, **kwargs)
-
-    return counted
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What the provider offers, which decides the recovery path (seed 000 step 3)."""
-
-    idempotency_key: bool
-    receipt_lookup: bool
-
-
-@dataclass(frozen=True)
-class OutboundReply:
-    """What the sender hands a transport: keys, destination and approved copy. Never logged."""
-
-    reply_key: str
-    event_key: str
-    purpose: str
-    channel: str
-    copy_version: str
-    text: str
-    conversation_ref: str
-    message_ref: str
-
-
-@dataclass(frozen=True)
-class Receipt:
-    provider_reply_id: str
-    http_status: int | None = None
-
-
-class SendFailure(Exception):
-    """A send that returned no receipt; `code` is Conduit's own, safe to store and log."""
-
-    def __init__(self, code: str, *, http_status: int | None = None) -> None:
-        super().__init__(code)
-        self.code = code
-        self.http_status = http_status
-
-
-class NotSent(SendFailure):
-    """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
-
-    def __init__(self, code: str, *, http_status: int | None = None, reached: bool = False,
-                 retryable: bool = True) -> None:
-        super().__init__(code, http_status=http_status)
-        # reached: the provider answered (a definitive refusal), versus nothing left the process.
-        self.reached = reached
-        # Whether trying again can help (a refusal by a closed window or a dead token cannot).
-        self.retryable = retryable
-
-
-class Ambiguous(SendFailure):
-    """The provider may have applied the reply: park it, never retry automatically."""
-
-    def __init__(self, code: str, *, http_status: int | None = None, response: bool = False) -> None:
-        super().__init__(code, http_status=http_status)
-        self.response = response
-
-
-class Transport:
-    """Base for one provider. Subclasses set `name`, `live` and `capabilities`."""
-
-    name: str = ""
-    live: bool = True  # a transport is live unless it says otherwise
-    capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
-    # What a reply through this transport can answer (ANSWERS_COMMENT, ANSWERS_MESSAGE): planning
-    # gives an event only the purposes whose route can answer its family.
-    answers: frozenset[str] = frozenset({ANSWERS_COMMENT, ANSWERS_MESSAGE})
-    # What a sent reply leaves on the platform for a read-back to see ("comment" under the comment
-    # answered, "message" to its author), matched against the account's own items; "" where the
-    # provider keeps receipts by reply key instead.
-    leaves: str = ""
-    # The hosts a transport acting with the source's token may send to, as SourceAdapter's; None:
-    # it carries no credential of the source.
-    credential_hosts: tuple[str, ...] | None = None
-    # False while a transport that discovers its capabilities could not: it
-    # then reports the conservative capabilities and refuses to send.
-    discovered: bool = True
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        # Every transport's entry points are counted, whoever calls them.
-        super().__init_subclass__(**kwargs)
-        for operation in ("send", "lookup"):
-            if operation in cls.__dict__:
-                setattr(cls, operation, _counted(cls.__dict__[operation], operation))
-        if "__init__" in cls.__dict__:
-            cls.__init__ = _counted(cls.__dict__["__init__"], "build")
-
-    def send(self, reply: OutboundReply) -> Receipt:
-        """Deliver once; pass reply.reply_key as the idempotency key when there is one."""
-        raise NotImplementedError(".send() must be overridden.")
-
-    def lookup(self, reply_key: str, reply: OutboundReply | None = None) -> Receipt | None:
-        """The provider's receipt for this reply key, or None if it has none.
-
-        `reply` is what was sent under the key, for a platform without one (Meta),
-        where only the target and the text can find the reply again.
-        """
-        raise NotImplementedError(".lookup() must be overridden.")

@@ -94,8 +94,9 @@ class _Stale(Exception):
 class KeptConnection:
     """One connection kept alive from request to request (one per transport and thread)."""
 
-    def __init__(self, factory: Callable[[], http.client.HTTPConnection],
-                 generation: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self, factory: Callable[[], http.client.HTTPConnection], generation: Callable[[], int] = lambda: 0
+    ) -> None:
         self._factory = factory
         self._generation = generation
         self._kept: tuple[http.client.HTTPConnection, float, int, int] | None = None
@@ -108,8 +109,11 @@ class KeptConnection:
         conn, idle_since, pid, generation = kept
         if pid != os.getpid():
             return None  # the parent's socket: leave it alone
-        if (generation != self._generation() or time.monotonic() - idle_since > KEEPALIVE_IDLE_SECONDS
-                or not _quiet(conn)):
+        if (
+            generation != self._generation()
+            or time.monotonic() - idle_since > KEEPALIVE_IDLE_SECONDS
+            or not _quiet(conn)
+        ):
             conn.close()
             return None
         return conn
@@ -130,8 +134,15 @@ class KeptConnection:
                 self._kept[0].close()
             self._kept = None
 
-    def exchange(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
-                 *, max_bytes: int | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def exchange(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        max_bytes: int | None = None,
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One request and its whole answer (status, headers, at most `max_bytes` + 1 bytes of
         body), on the kept connection when it is fit, else on a fresh one. Raises ExchangeFailed."""
         conn = self.take()
@@ -148,9 +159,17 @@ class KeptConnection:
             raise ExchangeFailed("connect") from exc
         return self._exchange(conn, method, url, body, headers, max_bytes, reused=False)
 
-    def _exchange(self, conn: http.client.HTTPConnection, method: str, url: str, body: bytes | None,
-                  headers: Mapping[str, str], max_bytes: int | None, *, reused: bool,
-                  ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def _exchange(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        max_bytes: int | None,
+        *,
+        reused: bool,
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         reusable = False
         try:
             try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 
 from conduit.loopback import loopback_address
-from conduit.providers.base import SourceAdapter, Transport
+from conduit.providers.base import SharedCallback, SourceAdapter, Transport
 from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapter
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
 from conduit.providers.sandbox.transport import SandboxTransport
@@ -21,6 +21,44 @@ ADAPTERS: dict[str, type[SourceAdapter]] = {
 TRANSPORTS: dict[str, type[Transport]] = {
     cls.name: cls for cls in (SandboxTransport, MetaCommentReplyTransport, MetaPrivateReplyTransport)
 }
+
+
+# Where a reply goes when its source routes it nowhere else and its adapter declares no default.
+DEFAULT_TRANSPORT = SandboxTransport.name
+
+
+def callback_adapters(platform: str | None = None) -> tuple[str, ...]:
+    """The adapters whose bodies come through a shared app callback (that platform's, or any)."""
+    return tuple(
+        name
+        for name, cls in ADAPTERS.items()
+        if cls.shared_callback is not None and platform in (None, cls.shared_callback.platform)
+    )
+
+
+def shared_callback(platform: str) -> SharedCallback:
+    """The app callback a platform's adapters declare (KeyError when none does)."""
+    for cls in ADAPTERS.values():
+        if cls.shared_callback is not None and cls.shared_callback.platform == platform:
+            return cls.shared_callback
+    raise _unknown(
+        "shared callback",
+        platform,
+        {c.shared_callback.platform: c for c in ADAPTERS.values() if c.shared_callback},
+    )
+
+
+def private_reply_adapters() -> tuple[str, ...]:
+    """The adapters whose private replies must go out within a window of the comment."""
+    return tuple(name for name, cls in ADAPTERS.items() if cls.private_reply_window is not None)
+
+
+def send_budget_default(*, adapter: str, transport_name: str) -> tuple[int | None, int]:
+    """The documented (limit, window seconds) for an account's sends through a transport (an
+    adapter no longer registered: nothing counted, over an hour)."""
+    if adapter not in ADAPTERS:
+        return (None, 3600)
+    return get_adapter(adapter).default_budget(transport_name)
 
 
 def _unknown(kind: str, name: str, known: dict) -> KeyError:

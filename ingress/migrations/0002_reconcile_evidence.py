@@ -4,19 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0001_initial'),
+        ("ingress", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='inboundevent',
-            name='reconciled_at',
+            model_name="inboundevent",
+            name="reconciled_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddIndex(
-            model_name='inboundevent',
-            index=models.Index(fields=['source', 'occurred_at'], name='inbound_event_src_occurred'),
+            model_name="inboundevent",
+            index=models.Index(fields=["source", "occurred_at"], name="inbound_event_src_occurred"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0002_reconcile_evidence'),
+        ("ingress", "0002_reconcile_evidence"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='inboundevent',
-            name='content_purged_at',
+            model_name="inboundevent",
+            name="content_purged_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -5,46 +5,67 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0003_content_purged_at'),
+        ("ingress", "0003_content_purged_at"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ProofFailureWindow',
+            name="ProofFailureWindow",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reason_code', models.CharField(max_length=64)),
-                ('window_start', models.DateTimeField()),
-                ('failures', models.PositiveIntegerField(default=1)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("reason_code", models.CharField(max_length=64)),
+                ("window_start", models.DateTimeField()),
+                ("failures", models.PositiveIntegerField(default=1)),
             ],
             options={
-                'db_table': 'ingress_proof_failure_windows',
-                'ordering': ['-window_start'],
+                "db_table": "ingress_proof_failure_windows",
+                "ordering": ["-window_start"],
             },
         ),
         migrations.AddField(
-            model_name='quarantinereceipt',
-            name='invalid_members',
-            field=models.JSONField(blank=True, default=list, help_text="A refused batch: each invalid member's index and reason code (never content)."),
+            model_name="quarantinereceipt",
+            name="invalid_members",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="A refused batch: each invalid member's index and reason code (never content).",
+            ),
         ),
         migrations.AddIndex(
-            model_name='quarantinereceipt',
-            index=models.Index(fields=['source', 'delivery_id'], name='quarantine_delivery_idx'),
+            model_name="quarantinereceipt",
+            index=models.Index(fields=["source", "delivery_id"], name="quarantine_delivery_idx"),
         ),
         migrations.AddField(
-            model_name='prooffailurewindow',
-            name='first_receipt',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='ingress.quarantinereceipt'),
+            model_name="prooffailurewindow",
+            name="first_receipt",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="ingress.quarantinereceipt",
+            ),
         ),
         migrations.AddField(
-            model_name='prooffailurewindow',
-            name='source',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='ingress.source'),
+            model_name="prooffailurewindow",
+            name="source",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="ingress.source",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='prooffailurewindow',
-            constraint=models.UniqueConstraint(fields=('source', 'reason_code', 'window_start'), name='proof_failure_window_unique'),
+            model_name="prooffailurewindow",
+            constraint=models.UniqueConstraint(
+                fields=("source", "reason_code", "window_start"), name="proof_failure_window_unique"
+            ),
         ),
     ]

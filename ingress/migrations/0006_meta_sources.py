@@ -6,107 +6,192 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0005_reply_fields_to_routes'),
+        ("ingress", "0005_reply_fields_to_routes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='IgnoredUpdate',
+            name="IgnoredUpdate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64)),
-                ('count', models.PositiveBigIntegerField(default=0)),
-                ('last_seen_at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=64)),
+                ("count", models.PositiveBigIntegerField(default=0)),
+                ("last_seen_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'ingress_ignored_updates',
-                'ordering': ['source', 'name'],
+                "db_table": "ingress_ignored_updates",
+                "ordering": ["source", "name"],
             },
         ),
         migrations.CreateModel(
-            name='SelfAuthoredItem',
+            name="SelfAuthoredItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=16)),
-                ('provider_id', models.CharField(max_length=200)),
-                ('parent_ref', models.CharField(help_text='The comment answered, or the person written to.', max_length=200)),
-                ('correlation', models.CharField(blank=True, help_text='What the platform echoed back.', max_length=1000)),
-                ('occurred_at', models.DateTimeField()),
-                ('first_seen_at', models.DateTimeField()),
-                ('seen_count', models.PositiveIntegerField(default=1)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("kind", models.CharField(max_length=16)),
+                ("provider_id", models.CharField(max_length=200)),
+                (
+                    "parent_ref",
+                    models.CharField(
+                        help_text="The comment answered, or the person written to.", max_length=200
+                    ),
+                ),
+                (
+                    "correlation",
+                    models.CharField(blank=True, help_text="What the platform echoed back.", max_length=1000),
+                ),
+                ("occurred_at", models.DateTimeField()),
+                ("first_seen_at", models.DateTimeField()),
+                ("seen_count", models.PositiveIntegerField(default=1)),
             ],
             options={
-                'db_table': 'ingress_self_authored',
-                'ordering': ['-id'],
+                "db_table": "ingress_self_authored",
+                "ordering": ["-id"],
             },
         ),
         migrations.AddField(
-            model_name='source',
-            name='connected_at',
-            field=models.DateTimeField(blank=True, help_text='When the account was connected: events that occurred before are history, never planned.', null=True),
+            model_name="source",
+            name="connected_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="When the account was connected: events that occurred before are history, never planned.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='source',
-            name='meta_app_id',
-            field=models.CharField(blank=True, db_index=True, help_text='Meta app id (Meta sources only).', max_length=32, validators=[django.core.validators.RegexValidator('^[0-9]{1,32}$', 'A Meta app id is digits.')]),
+            model_name="source",
+            name="meta_app_id",
+            field=models.CharField(
+                blank=True,
+                db_index=True,
+                help_text="Meta app id (Meta sources only).",
+                max_length=32,
+                validators=[
+                    django.core.validators.RegexValidator("^[0-9]{1,32}$", "A Meta app id is digits.")
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='source',
-            name='secret_env_next',
-            field=models.CharField(blank=True, help_text='Name of a second signing secret accepted while an app secret is being changed.', max_length=128, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]{0,127}$', 'Give the NAME of an environment variable (upper case, digits, underscores), never its value.')]),
+            model_name="source",
+            name="secret_env_next",
+            field=models.CharField(
+                blank=True,
+                help_text="Name of a second signing secret accepted while an app secret is being changed.",
+                max_length=128,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[A-Z_][A-Z0-9_]{0,127}$",
+                        "Give the NAME of an environment variable (upper case, digits, underscores), never its value.",
+                    )
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='source',
-            name='subscription_checked_at',
+            model_name="source",
+            name="subscription_checked_at",
             field=models.DateTimeField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='source',
-            name='subscription_problem',
-            field=models.CharField(blank=True, editable=False, help_text="What the last subscription check found wrong (Conduit's words), or blank.", max_length=256),
+            model_name="source",
+            name="subscription_problem",
+            field=models.CharField(
+                blank=True,
+                editable=False,
+                help_text="What the last subscription check found wrong (Conduit's words), or blank.",
+                max_length=256,
+            ),
         ),
         migrations.AddField(
-            model_name='source',
-            name='token_env',
-            field=models.CharField(blank=True, help_text='Name of the variable holding the access token reads present (Meta sources).', max_length=128, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]{0,127}$', 'Give the NAME of an environment variable (upper case, digits, underscores), never its value.')]),
+            model_name="source",
+            name="token_env",
+            field=models.CharField(
+                blank=True,
+                help_text="Name of the variable holding the access token reads present (Meta sources).",
+                max_length=128,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[A-Z_][A-Z0-9_]{0,127}$",
+                        "Give the NAME of an environment variable (upper case, digits, underscores), never its value.",
+                    )
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='source',
-            name='verify_token_env',
-            field=models.CharField(blank=True, help_text="Name of the variable holding the callback's verify token (Meta sources).", max_length=128, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]{0,127}$', 'Give the NAME of an environment variable (upper case, digits, underscores), never its value.')]),
+            model_name="source",
+            name="verify_token_env",
+            field=models.CharField(
+                blank=True,
+                help_text="Name of the variable holding the callback's verify token (Meta sources).",
+                max_length=128,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[A-Z_][A-Z0-9_]{0,127}$",
+                        "Give the NAME of an environment variable (upper case, digits, underscores), never its value.",
+                    )
+                ],
+            ),
         ),
         migrations.AlterField(
-            model_name='source',
-            name='name',
-            field=models.SlugField(help_text='URL slug: deliveries go to /webhooks/NAME/ (Meta sources: /webhooks/meta/APP_ID/).', max_length=64, unique=True),
+            model_name="source",
+            name="name",
+            field=models.SlugField(
+                help_text="URL slug: deliveries go to /webhooks/NAME/ (Meta sources: /webhooks/meta/APP_ID/).",
+                max_length=64,
+                unique=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='source',
-            name='source_url',
-            field=models.URLField(blank=True, help_text="Base URL reconciliation reads the source's pages from (Meta: the Graph URL)."),
+            model_name="source",
+            name="source_url",
+            field=models.URLField(
+                blank=True,
+                help_text="Base URL reconciliation reads the source's pages from (Meta: the Graph URL).",
+            ),
         ),
         migrations.AddIndex(
-            model_name='quarantinereceipt',
-            index=models.Index(condition=models.Q(('state', 'QUARANTINED')), fields=['source'], name='quarantine_waiting_idx'),
+            model_name="quarantinereceipt",
+            index=models.Index(
+                condition=models.Q(("state", "QUARANTINED")), fields=["source"], name="quarantine_waiting_idx"
+            ),
         ),
         migrations.AddField(
-            model_name='ignoredupdate',
-            name='source',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='ingress.source'),
+            model_name="ignoredupdate",
+            name="source",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="ingress.source",
+            ),
         ),
         migrations.AddField(
-            model_name='selfauthoreditem',
-            name='source',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='ingress.source'),
+            model_name="selfauthoreditem",
+            name="source",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="ingress.source",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ignoredupdate',
-            constraint=models.UniqueConstraint(fields=('source', 'name'), name='ignored_update_unique'),
+            model_name="ignoredupdate",
+            constraint=models.UniqueConstraint(fields=("source", "name"), name="ignored_update_unique"),
         ),
         migrations.AddConstraint(
-            model_name='selfauthoreditem',
-            constraint=models.UniqueConstraint(fields=('source', 'kind', 'provider_id'), name='self_authored_unique'),
+            model_name="selfauthoreditem",
+            constraint=models.UniqueConstraint(
+                fields=("source", "kind", "provider_id"), name="self_authored_unique"
+            ),
         ),
     ]

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0006_meta_sources'),
+        ("ingress", "0006_meta_sources"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='source',
-            name='needs_reauth',
-            field=models.BooleanField(default=False, editable=False, help_text='Meta refused the access token: sends wait until a person re-authorises the source.'),
+            model_name="source",
+            name="needs_reauth",
+            field=models.BooleanField(
+                default=False,
+                editable=False,
+                help_text="Meta refused the access token: sends wait until a person re-authorises the source.",
+            ),
         ),
     ]

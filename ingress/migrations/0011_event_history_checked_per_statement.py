@@ -11,16 +11,20 @@ from conduit.references import Reference, checked_per_statement
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0010_events_fillfactor'),
+        ("ingress", "0010_events_fillfactor"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='eventtransition',
-            name='event',
-            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='transitions', to='ingress.inboundevent'),
+            model_name="eventtransition",
+            name="event",
+            field=models.ForeignKey(
+                db_constraint=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="transitions",
+                to="ingress.inboundevent",
+            ),
         ),
         checked_per_statement(Reference("inbound_event_transitions", "event_id", "inbound_events")),
     ]

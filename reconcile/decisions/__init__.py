@@ -1,1 +1,2 @@
-"""The replay-decision engine (seed 003): may this be applied or delivered again? Pure: no ORM, no I/O."""
+"""The replay-decision engine (docs/concepts/replay-decisions.md): may this be applied or delivered
+again? Pure: no ORM, no I/O."""

@@ -15,9 +15,13 @@ from conduit.providers.meta.errors import (
 )
 
 QUESTION = "destination_outcome@1"
-# Meta's table's outcomes as seed 003's answers.
-META_ANSWERS = {AMBIGUOUS: "not_established", NOT_APPLIED_RETRYABLE: "not_applied",
-                NOT_APPLIED_FINAL: "not_applied", ALREADY_REPLIED: "applied"}
+# Meta's table's outcomes as the answers of docs/concepts/replay-decisions.md#evidence.
+META_ANSWERS = {
+    AMBIGUOUS: "not_established",
+    NOT_APPLIED_RETRYABLE: "not_applied",
+    NOT_APPLIED_FINAL: "not_applied",
+    ALREADY_REPLIED: "applied",
+}
 SETTLING = ("applied", "not_applied")
 
 
@@ -99,7 +103,7 @@ _SUCCESS = (200, 201, 204)
 def _claims_recorded(text: str) -> bool:
     """A recording word ("created", "saved", ...) not negated within the few words before it."""
     for match in _CLAIMS_RECORDED.finditer(text):
-        window = text[max(0, match.start() - 30):match.start()]
+        window = text[max(0, match.start() - 30) : match.start()]
         if not _NEGATION_BEFORE.search(window):
             return True
     return False
@@ -108,7 +112,7 @@ def _claims_recorded(text: str) -> bool:
 class HttpSemanticsModel:
     """Deterministic answers from HTTP semantics and the reply's text, conservative by construction.
 
-    Seed 003 defines the answers:
+    docs/concepts/replay-decisions.md#evidence defines the answers:
       applied: "Yes. It recorded the event, or reports that it already holds this event."
       not_applied: "No. It rejected the event or never processed it, and recorded nothing."
       not_established: "Unknown. The reply does not settle it, such as a timeout, a dropped
@@ -176,7 +180,9 @@ class HttpSemanticsModel:
                 return conflicting
             return Answer("applied", "http-semantics/duplicate-message")
         if status in _SUCCESS:
-            if any(p.search(text) for p in (_SAYS_NOT_RECORDED, _SAYS_ERROR, _SAYS_REFUSED, _MENTIONS_DUPLICATE)):
+            if any(
+                p.search(text) for p in (_SAYS_NOT_RECORDED, _SAYS_ERROR, _SAYS_REFUSED, _MENTIONS_DUPLICATE)
+            ):
                 return conflicting
             return Answer("applied", "http-semantics/success")
         if status == 409:

@@ -1,4 +1,5 @@
-"""The replay-decision request schema of seed 003, kept as data, and its validator."""
+"""The replay-decision request schema (docs/concepts/replay-decisions.md#request), kept as data,
+and its validator."""
 
 from __future__ import annotations
 

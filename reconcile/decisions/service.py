@@ -23,6 +23,7 @@ def decision_make(*, request: Any) -> dict[str, Any]:
     if found:
         raise InvalidRequest(found)
     return decide(
-        request, role=settings.CONDUIT_DECISION_ROLE,
+        request,
+        role=settings.CONDUIT_DECISION_ROLE,
         model=evidence.load(settings.CONDUIT_EVIDENCE_MODEL),
     )

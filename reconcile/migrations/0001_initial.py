@@ -5,186 +5,386 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('ingress', '0002_reconcile_evidence'),
-        ('replies', '0003_claim_indexes'),
+        ("ingress", "0002_reconcile_evidence"),
+        ("replies", "0003_claim_indexes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SchedulerCursor',
+            name="SchedulerCursor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=32, unique=True)),
-                ('last_source_name', models.CharField(blank=True, max_length=64)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=32, unique=True)),
+                ("last_source_name", models.CharField(blank=True, max_length=64)),
             ],
         ),
         migrations.CreateModel(
-            name='Finding',
+            name="Finding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('MISSING_LOCAL', 'source event missing locally'), ('SOURCE_UNVERIFIED', 'local event without source evidence'), ('IDENTITY_CONFLICT', 'same key, different payload'), ('RECEIPT_ATTACHED', 'receipt found for an unconfirmed send'), ('RECEIPT_MISSING', 'SENT without a provider receipt'), ('RETRY_CANDIDATE', 'no receipt: a retry may be safe'), ('UNEXPECTED_RECEIPT', 'receipt for an action not sent'), ('UNKNOWN_RECEIPT', 'receipt under a key Conduit never planned'), ('INVALID_SOURCE_ITEM', 'source item the contract refuses')], max_length=32)),
-                ('event_key', models.CharField(blank=True, max_length=512)),
-                ('reply_key', models.CharField(blank=True, max_length=64)),
-                ('repair', models.CharField(choices=[('none', 'None'), ('replayed_through_ingest', 'Replayed'), ('marked_source_unverified', 'Marked Unverified'), ('receipt_attached_marked_sent', 'Receipt Attached'), ('marked_send_status_unknown', 'Marked Unknown')], default='none', max_length=32)),
-                ('repair_outcome', models.CharField(blank=True, max_length=16)),
-                ('detail', models.CharField(blank=True, help_text='Conduit-authored, no content.', max_length=256)),
-                ('decision', models.CharField(blank=True, choices=[('RETRY_AUTHORIZED', 'Retry Authorized'), ('CLOSED', 'Closed')], max_length=32)),
-                ('decided_by', models.CharField(blank=True, max_length=150)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('decision_reason', models.CharField(blank=True, max_length=500)),
-                ('decision_result', models.CharField(blank=True, max_length=256)),
-                ('action', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='findings', to='replies.replyaction')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("MISSING_LOCAL", "source event missing locally"),
+                            ("SOURCE_UNVERIFIED", "local event without source evidence"),
+                            ("IDENTITY_CONFLICT", "same key, different payload"),
+                            ("RECEIPT_ATTACHED", "receipt found for an unconfirmed send"),
+                            ("RECEIPT_MISSING", "SENT without a provider receipt"),
+                            ("RETRY_CANDIDATE", "no receipt: a retry may be safe"),
+                            ("UNEXPECTED_RECEIPT", "receipt for an action not sent"),
+                            ("UNKNOWN_RECEIPT", "receipt under a key Conduit never planned"),
+                            ("INVALID_SOURCE_ITEM", "source item the contract refuses"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("event_key", models.CharField(blank=True, max_length=512)),
+                ("reply_key", models.CharField(blank=True, max_length=64)),
+                (
+                    "repair",
+                    models.CharField(
+                        choices=[
+                            ("none", "None"),
+                            ("replayed_through_ingest", "Replayed"),
+                            ("marked_source_unverified", "Marked Unverified"),
+                            ("receipt_attached_marked_sent", "Receipt Attached"),
+                            ("marked_send_status_unknown", "Marked Unknown"),
+                        ],
+                        default="none",
+                        max_length=32,
+                    ),
+                ),
+                ("repair_outcome", models.CharField(blank=True, max_length=16)),
+                (
+                    "detail",
+                    models.CharField(blank=True, help_text="Conduit-authored, no content.", max_length=256),
+                ),
+                (
+                    "decision",
+                    models.CharField(
+                        blank=True,
+                        choices=[("RETRY_AUTHORIZED", "Retry Authorized"), ("CLOSED", "Closed")],
+                        max_length=32,
+                    ),
+                ),
+                ("decided_by", models.CharField(blank=True, max_length=150)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("decision_reason", models.CharField(blank=True, max_length=500)),
+                ("decision_result", models.CharField(blank=True, max_length=256)),
+                (
+                    "action",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="findings",
+                        to="replies.replyaction",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
-                'permissions': [('decide_finding', 'Can decide reconciliation findings')],
+                "ordering": ["id"],
+                "permissions": [("decide_finding", "Can decide reconciliation findings")],
             },
         ),
         migrations.CreateModel(
-            name='RetryCandidateQueue',
-            fields=[
-            ],
+            name="RetryCandidateQueue",
+            fields=[],
             options={
-                'verbose_name': 'retry candidate',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "retry candidate",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('reconcile.finding',),
+            bases=("reconcile.finding",),
         ),
         migrations.CreateModel(
-            name='ReconcileReport',
+            name="ReconcileReport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField()),
-                ('summary', models.JSONField()),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reconcile_reports', to='ingress.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField()),
+                ("summary", models.JSONField()),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="reconcile_reports",
+                        to="ingress.source",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.AddField(
-            model_name='finding',
-            name='report',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='findings', to='reconcile.reconcilereport'),
+            model_name="finding",
+            name="report",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="findings",
+                to="reconcile.reconcilereport",
+            ),
         ),
         migrations.CreateModel(
-            name='ReconcileRun',
+            name="ReconcileRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.CharField(choices=[('SCANNING', 'Scanning'), ('PUBLISHED', 'Published'), ('DISCARDED', 'Discarded')], default='SCANNING', max_length=16)),
-                ('trigger', models.CharField(max_length=16)),
-                ('requested_by', models.CharField(max_length=150)),
-                ('since', models.DateTimeField(blank=True, null=True)),
-                ('until', models.DateTimeField(blank=True, null=True)),
-                ('scan_id', models.CharField(blank=True, max_length=200)),
-                ('cursor', models.CharField(blank=True, help_text="The next page's cursor.", max_length=4096)),
-                ('pages', models.PositiveIntegerField(default=0)),
-                ('page_calls', models.PositiveIntegerField(default=0, help_text='Including failed ones.')),
-                ('staged_events', models.PositiveIntegerField(default=0)),
-                ('staged_receipts', models.PositiveIntegerField(default=0)),
-                ('rejections', models.JSONField(blank=True, default=list)),
-                ('rejection_count', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField()),
-                ('first_page_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('discard_reason', models.CharField(blank=True, max_length=64)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reconcile_runs', to='ingress.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("SCANNING", "Scanning"),
+                            ("PUBLISHED", "Published"),
+                            ("DISCARDED", "Discarded"),
+                        ],
+                        default="SCANNING",
+                        max_length=16,
+                    ),
+                ),
+                ("trigger", models.CharField(max_length=16)),
+                ("requested_by", models.CharField(max_length=150)),
+                ("since", models.DateTimeField(blank=True, null=True)),
+                ("until", models.DateTimeField(blank=True, null=True)),
+                ("scan_id", models.CharField(blank=True, max_length=200)),
+                (
+                    "cursor",
+                    models.CharField(blank=True, help_text="The next page's cursor.", max_length=4096),
+                ),
+                ("pages", models.PositiveIntegerField(default=0)),
+                ("page_calls", models.PositiveIntegerField(default=0, help_text="Including failed ones.")),
+                ("staged_events", models.PositiveIntegerField(default=0)),
+                ("staged_receipts", models.PositiveIntegerField(default=0)),
+                ("rejections", models.JSONField(blank=True, default=list)),
+                ("rejection_count", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField()),
+                ("first_page_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("discard_reason", models.CharField(blank=True, max_length=64)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="reconcile_runs",
+                        to="ingress.source",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.AddField(
-            model_name='reconcilereport',
-            name='run',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='report', to='reconcile.reconcilerun'),
+            model_name="reconcilereport",
+            name="run",
+            field=models.OneToOneField(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="report",
+                to="reconcile.reconcilerun",
+            ),
         ),
         migrations.CreateModel(
-            name='ScanState',
+            name="ScanState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('interval_seconds', models.PositiveIntegerField(default=3600, help_text='Seconds between complete scans (1 second to 1 year).')),
-                ('next_due_at', models.DateTimeField()),
-                ('requested_at', models.DateTimeField(blank=True, null=True)),
-                ('requested_by', models.CharField(blank=True, max_length=150)),
-                ('checkpoint_until', models.DateTimeField(blank=True, null=True)),
-                ('checkpoint_scan_id', models.CharField(blank=True, max_length=200)),
-                ('last_completed_at', models.DateTimeField(blank=True, null=True)),
-                ('lease_token', models.CharField(blank=True, max_length=64)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('failures', models.PositiveIntegerField(default=0)),
-                ('last_error_class', models.CharField(blank=True, max_length=16)),
-                ('last_error_code', models.CharField(blank=True, max_length=64)),
-                ('last_error_message', models.CharField(blank=True, max_length=256)),
-                ('last_error_at', models.DateTimeField(blank=True, null=True)),
-                ('active_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='reconcile.reconcilerun')),
-                ('last_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='reconcile.reconcilerun')),
-                ('source', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='scan', to='ingress.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "interval_seconds",
+                    models.PositiveIntegerField(
+                        default=3600, help_text="Seconds between complete scans (1 second to 1 year)."
+                    ),
+                ),
+                ("next_due_at", models.DateTimeField()),
+                ("requested_at", models.DateTimeField(blank=True, null=True)),
+                ("requested_by", models.CharField(blank=True, max_length=150)),
+                ("checkpoint_until", models.DateTimeField(blank=True, null=True)),
+                ("checkpoint_scan_id", models.CharField(blank=True, max_length=200)),
+                ("last_completed_at", models.DateTimeField(blank=True, null=True)),
+                ("lease_token", models.CharField(blank=True, max_length=64)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("failures", models.PositiveIntegerField(default=0)),
+                ("last_error_class", models.CharField(blank=True, max_length=16)),
+                ("last_error_code", models.CharField(blank=True, max_length=64)),
+                ("last_error_message", models.CharField(blank=True, max_length=256)),
+                ("last_error_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "active_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="reconcile.reconcilerun",
+                    ),
+                ),
+                (
+                    "last_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="reconcile.reconcilerun",
+                    ),
+                ),
+                (
+                    "source",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="scan", to="ingress.source"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='StagedEvent',
+            name="StagedEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_key', models.CharField(max_length=512)),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('source_event_id', models.CharField(blank=True, max_length=200)),
-                ('event_type', models.CharField(max_length=64)),
-                ('conversation_ref', models.CharField(max_length=200)),
-                ('message_ref', models.CharField(max_length=200)),
-                ('sender_ref', models.CharField(max_length=200)),
-                ('occurred_at', models.DateTimeField()),
-                ('occurred_at_original', models.CharField(max_length=64)),
-                ('text', models.TextField(blank=True)),
-                ('run', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='reconcile.reconcilerun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("event_key", models.CharField(max_length=512)),
+                ("payload_hash", models.CharField(max_length=64)),
+                ("source_event_id", models.CharField(blank=True, max_length=200)),
+                ("event_type", models.CharField(max_length=64)),
+                ("conversation_ref", models.CharField(max_length=200)),
+                ("message_ref", models.CharField(max_length=200)),
+                ("sender_ref", models.CharField(max_length=200)),
+                ("occurred_at", models.DateTimeField()),
+                ("occurred_at_original", models.CharField(max_length=64)),
+                ("text", models.TextField(blank=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="reconcile.reconcilerun",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='StagedReceipt',
+            name="StagedReceipt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reply_key', models.CharField(max_length=64)),
-                ('provider_reply_id', models.CharField(max_length=200)),
-                ('event_key', models.CharField(max_length=512)),
-                ('run', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='reconcile.reconcilerun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("reply_key", models.CharField(max_length=64)),
+                ("provider_reply_id", models.CharField(max_length=200)),
+                ("event_key", models.CharField(max_length=512)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="reconcile.reconcilerun",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='finding',
-            index=models.Index(fields=['report', 'kind'], name='finding_report_kind'),
+            model_name="finding",
+            index=models.Index(fields=["report", "kind"], name="finding_report_kind"),
         ),
         migrations.AddConstraint(
-            model_name='finding',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['MISSING_LOCAL', 'SOURCE_UNVERIFIED', 'IDENTITY_CONFLICT', 'RECEIPT_ATTACHED', 'RECEIPT_MISSING', 'RETRY_CANDIDATE', 'UNEXPECTED_RECEIPT', 'UNKNOWN_RECEIPT', 'INVALID_SOURCE_ITEM'])), name='finding_kind_valid'),
+            model_name="finding",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "kind__in",
+                        [
+                            "MISSING_LOCAL",
+                            "SOURCE_UNVERIFIED",
+                            "IDENTITY_CONFLICT",
+                            "RECEIPT_ATTACHED",
+                            "RECEIPT_MISSING",
+                            "RETRY_CANDIDATE",
+                            "UNEXPECTED_RECEIPT",
+                            "UNKNOWN_RECEIPT",
+                            "INVALID_SOURCE_ITEM",
+                        ],
+                    )
+                ),
+                name="finding_kind_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='finding',
-            constraint=models.CheckConstraint(condition=models.Q(('decision', ''), models.Q(('decided_at__isnull', False), models.Q(('decided_by', ''), _negated=True), models.Q(('decision_reason', ''), _negated=True)), _connector='OR'), name='finding_decision_has_actor_time_reason'),
+            model_name="finding",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("decision", ""),
+                    models.Q(
+                        ("decided_at__isnull", False),
+                        models.Q(("decided_by", ""), _negated=True),
+                        models.Q(("decision_reason", ""), _negated=True),
+                    ),
+                    _connector="OR",
+                ),
+                name="finding_decision_has_actor_time_reason",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reconcilerun',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['SCANNING', 'PUBLISHED', 'DISCARDED'])), name='reconcile_run_state_valid'),
+            model_name="reconcilerun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ["SCANNING", "PUBLISHED", "DISCARDED"])),
+                name="reconcile_run_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reconcilerun',
-            constraint=models.UniqueConstraint(condition=models.Q(('state', 'SCANNING')), fields=('source',), name='reconcile_one_scan_per_source'),
+            model_name="reconcilerun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("state", "SCANNING")),
+                fields=("source",),
+                name="reconcile_one_scan_per_source",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scanstate',
-            constraint=models.CheckConstraint(condition=models.Q(('interval_seconds__gte', 1), ('interval_seconds__lte', 31536000)), name='scan_interval_range'),
+            model_name="scanstate",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("interval_seconds__gte", 1), ("interval_seconds__lte", 31536000)),
+                name="scan_interval_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='stagedevent',
-            constraint=models.UniqueConstraint(fields=('run', 'event_key'), name='staged_event_unique'),
+            model_name="stagedevent",
+            constraint=models.UniqueConstraint(fields=("run", "event_key"), name="staged_event_unique"),
         ),
         migrations.AddConstraint(
-            model_name='stagedreceipt',
-            constraint=models.UniqueConstraint(fields=('run', 'reply_key'), name='staged_receipt_unique'),
+            model_name="stagedreceipt",
+            constraint=models.UniqueConstraint(fields=("run", "reply_key"), name="staged_receipt_unique"),
         ),
     ]

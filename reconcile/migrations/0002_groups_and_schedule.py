@@ -4,9 +4,12 @@ from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
 OPERATOR_PERMISSIONS = [
-    ("reconcile", "view_scanstate"), ("reconcile", "change_scanstate"),
-    ("reconcile", "view_reconcilereport"), ("reconcile", "view_finding"),
-    ("reconcile", "view_retrycandidatequeue"), ("reconcile", "decide_finding"),
+    ("reconcile", "view_scanstate"),
+    ("reconcile", "change_scanstate"),
+    ("reconcile", "view_reconcilereport"),
+    ("reconcile", "view_finding"),
+    ("reconcile", "view_retrycandidatequeue"),
+    ("reconcile", "decide_finding"),
 ]
 SCHEDULE = ("conduit: reconcile due sources", "reconcile.tasks.reconcile_poll")
 

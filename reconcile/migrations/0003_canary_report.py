@@ -4,25 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconcile', '0002_groups_and_schedule'),
+        ("reconcile", "0002_groups_and_schedule"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CanaryReport',
+            name="CanaryReport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField()),
-                ('actor', models.CharField(max_length=150)),
-                ('ok', models.BooleanField()),
-                ('failed', models.CharField(blank=True, help_text='The first failed expectation.', max_length=200)),
-                ('summary', models.JSONField(default=dict)),
-                ('expectations', models.JSONField(default=list)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField()),
+                ("actor", models.CharField(max_length=150)),
+                ("ok", models.BooleanField()),
+                (
+                    "failed",
+                    models.CharField(blank=True, help_text="The first failed expectation.", max_length=200),
+                ),
+                ("summary", models.JSONField(default=dict)),
+                ("expectations", models.JSONField(default=list)),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
     ]

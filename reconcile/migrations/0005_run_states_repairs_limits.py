@@ -5,95 +5,129 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0003_content_purged_at'),
-        ('reconcile', '0004_retention_schedule'),
+        ("ingress", "0003_content_purged_at"),
+        ("reconcile", "0004_retention_schedule"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReconcileRunTransition',
+            name="ReconcileRunTransition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ledger', models.CharField(editable=False, max_length=32)),
-                ('prior_state', models.CharField(blank=True, editable=False, max_length=32, null=True)),
-                ('next_state', models.CharField(editable=False, max_length=32)),
-                ('at', models.DateTimeField(editable=False)),
-                ('actor', models.CharField(editable=False, max_length=150)),
-                ('reason_code', models.CharField(editable=False, max_length=64)),
-                ('refused', models.BooleanField(default=False, editable=False)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("ledger", models.CharField(editable=False, max_length=32)),
+                ("prior_state", models.CharField(blank=True, editable=False, max_length=32, null=True)),
+                ("next_state", models.CharField(editable=False, max_length=32)),
+                ("at", models.DateTimeField(editable=False)),
+                ("actor", models.CharField(editable=False, max_length=150)),
+                ("reason_code", models.CharField(editable=False, max_length=64)),
+                ("refused", models.BooleanField(default=False, editable=False)),
             ],
             options={
-                'db_table': 'reconcile_run_transitions',
-                'ordering': ['id'],
-                'abstract': False,
+                "db_table": "reconcile_run_transitions",
+                "ordering": ["id"],
+                "abstract": False,
             },
         ),
         migrations.RemoveConstraint(
-            model_name='reconcilerun',
-            name='reconcile_run_state_valid',
+            model_name="reconcilerun",
+            name="reconcile_run_state_valid",
         ),
         migrations.RemoveConstraint(
-            model_name='reconcilerun',
-            name='reconcile_one_scan_per_source',
+            model_name="reconcilerun",
+            name="reconcile_one_scan_per_source",
         ),
         migrations.AddField(
-            model_name='finding',
-            name='action_state',
+            model_name="finding",
+            name="action_state",
             field=models.CharField(blank=True, max_length=32),
         ),
         migrations.AddField(
-            model_name='finding',
-            name='repair_code',
-            field=models.CharField(blank=True, help_text='Why refused or failed: a stable code.', max_length=64),
+            model_name="finding",
+            name="repair_code",
+            field=models.CharField(
+                blank=True, help_text="Why refused or failed: a stable code.", max_length=64
+            ),
         ),
         migrations.AddField(
-            model_name='reconcilerun',
-            name='complete_scan',
+            model_name="reconcilerun",
+            name="complete_scan",
             field=models.BooleanField(default=True),
         ),
         migrations.AddField(
-            model_name='reconcilerun',
-            name='cursors_seen',
+            model_name="reconcilerun",
+            name="cursors_seen",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='reconcilerun',
-            name='staged_bytes',
-            field=models.PositiveBigIntegerField(default=0, help_text='Bytes of the staged pages as read.'),
+            model_name="reconcilerun",
+            name="staged_bytes",
+            field=models.PositiveBigIntegerField(default=0, help_text="Bytes of the staged pages as read."),
         ),
         migrations.AlterField(
-            model_name='finding',
-            name='decision',
-            field=models.CharField(blank=True, choices=[('RETRY_AUTHORIZED', 'Retry Authorized'), ('CLOSED', 'Closed'), ('CONFIRMED_SENT', 'Confirmed Sent')], max_length=32),
+            model_name="finding",
+            name="decision",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("RETRY_AUTHORIZED", "Retry Authorized"),
+                    ("CLOSED", "Closed"),
+                    ("CONFIRMED_SENT", "Confirmed Sent"),
+                ],
+                max_length=32,
+            ),
         ),
         migrations.AlterField(
-            model_name='reconcilerun',
-            name='scan_id',
+            model_name="reconcilerun",
+            name="scan_id",
             field=models.CharField(blank=True, max_length=4096),
         ),
         migrations.AlterField(
-            model_name='reconcilerun',
-            name='state',
-            field=models.CharField(choices=[('SCANNING', 'Scanning'), ('REPAIRING', 'Repairing'), ('PUBLISHED', 'Published'), ('DISCARDED', 'Discarded')], default='SCANNING', max_length=16),
+            model_name="reconcilerun",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("SCANNING", "Scanning"),
+                    ("REPAIRING", "Repairing"),
+                    ("PUBLISHED", "Published"),
+                    ("DISCARDED", "Discarded"),
+                ],
+                default="SCANNING",
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='scanstate',
-            name='checkpoint_scan_id',
+            model_name="scanstate",
+            name="checkpoint_scan_id",
             field=models.CharField(blank=True, max_length=4096),
         ),
         migrations.AddConstraint(
-            model_name='reconcilerun',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['SCANNING', 'REPAIRING', 'PUBLISHED', 'DISCARDED'])), name='reconcile_run_state_valid'),
+            model_name="reconcilerun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ["SCANNING", "REPAIRING", "PUBLISHED", "DISCARDED"])),
+                name="reconcile_run_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reconcilerun',
-            constraint=models.UniqueConstraint(condition=models.Q(('state__in', ['SCANNING', 'REPAIRING'])), fields=('source',), name='reconcile_one_scan_per_source'),
+            model_name="reconcilerun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("state__in", ["SCANNING", "REPAIRING"])),
+                fields=("source",),
+                name="reconcile_one_scan_per_source",
+            ),
         ),
         migrations.AddField(
-            model_name='reconcileruntransition',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transitions', to='reconcile.reconcilerun'),
+            model_name="reconcileruntransition",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="transitions",
+                to="reconcile.reconcilerun",
+            ),
         ),
     ]

@@ -1,4 +1,4 @@
-"""One open finding per reply and kind, for the kinds a person closes (issue 15, defect 2).
+"""One open finding per reply and kind, for the kinds a person closes.
 
 A scan that found an undecided retry candidate (or an unacknowledged unexpected receipt)
 again used to add another row each time: 9 rows for 3 replies after 3 demo restarts, while
@@ -29,11 +29,10 @@ def fold_open_duplicates(apps, schema_editor) -> None:
         else:
             kept.add((reply_key, kind))
     for start in range(0, len(duplicates), 1000):
-        Finding.objects.filter(pk__in=duplicates[start:start + 1000]).delete()
+        Finding.objects.filter(pk__in=duplicates[start : start + 1000]).delete()
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("reconcile", "0005_run_states_repairs_limits"),
     ]

@@ -1,4 +1,4 @@
-"""An index on findings by (reply_key, kind): the scan's "already recorded?" probes (issue 17).
+"""An index on findings by (reply_key, kind): the scan's "already recorded?" probes.
 
 Publication leaves out a finding a person closes when one is open for the reply, or (for a
 receipt kind) acknowledged for the same action state. Without this index each probe read every

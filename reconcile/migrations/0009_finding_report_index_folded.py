@@ -5,15 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconcile', '0008_finding_reply_kind'),
+        ("reconcile", "0008_finding_reply_kind"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='finding',
-            name='report',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='findings', to='reconcile.reconcilereport'),
+            model_name="finding",
+            name="report",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="findings",
+                to="reconcile.reconcilereport",
+            ),
         ),
     ]

@@ -15,8 +15,13 @@ RUN = "reconcile_reconcilerun"
 
 
 def _run_field() -> models.ForeignKey:
-    return models.ForeignKey(db_constraint=False, db_index=False, on_delete=models.CASCADE, related_name="+",
-                             to="reconcile.reconcilerun")
+    return models.ForeignKey(
+        db_constraint=False,
+        db_index=False,
+        on_delete=models.CASCADE,
+        related_name="+",
+        to="reconcile.reconcilerun",
+    )
 
 
 class Migration(migrations.Migration):
@@ -25,6 +30,8 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterField(model_name="stagedevent", name="run", field=_run_field()),
         migrations.AlterField(model_name="stagedreceipt", name="run", field=_run_field()),
-        checked_per_statement(Reference("reconcile_stagedevent", "run_id", RUN),
-                              Reference("reconcile_stagedreceipt", "run_id", RUN)),
+        checked_per_statement(
+            Reference("reconcile_stagedevent", "run_id", RUN),
+            Reference("reconcile_stagedreceipt", "run_id", RUN),
+        ),
     ]

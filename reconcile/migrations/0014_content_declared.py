@@ -1,11 +1,11 @@
-import conduit.content
 from django.db import migrations
+
+import conduit.content
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconcile', '0013_references_checked_again'),
+        ("reconcile", "0013_references_checked_again"),
     ]
 
     # The columns keep their types: only Django's state learns which hold buyer content (or a
@@ -15,13 +15,13 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(
-                    model_name='stagedevent',
-                    name='payload_hash',
+                    model_name="stagedevent",
+                    name="payload_hash",
                     field=conduit.content.ContentDigestField(max_length=64),
                 ),
                 migrations.AlterField(
-                    model_name='stagedevent',
-                    name='text',
+                    model_name="stagedevent",
+                    name="text",
                     field=conduit.content.ContentField(blank=True),
                 ),
             ],

@@ -1,1 +1,2 @@
-"""Proof that the whole path holds: the non-delivery canary and seed 000's acceptance checks."""
+"""Proof that the whole path holds: the non-delivery canary (docs/concepts/canary.md) and the
+acceptance checks (docs/concepts/acceptance.md#checks)."""

@@ -1,4 +1,4 @@
-"""The non-delivery canary (seed 000 step 6): the whole path on the signed Northstar fixture.
+"""The non-delivery canary (docs/concepts/canary.md): the whole path on the signed Northstar fixture.
 
 Each run makes the fixture its own synthetic event (reserved ids minted for the
 run, `evt_test_canary_<run id>`, in a second no other event of the source
@@ -14,7 +14,6 @@ call counter, and the result is kept as a canary report.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.client
 import json
@@ -24,9 +23,9 @@ import secrets
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from django.conf import settings
@@ -38,13 +37,15 @@ from django.utils import timezone as dj_timezone
 from conduit.process_secrets import secret_held
 from conduit.providers.base import CALLS
 from conduit.providers.registry import TRANSPORTS, get_adapter, reads_off_host
-from conduit.providers.sandbox.simulator import serve
 from conduit.timefmt import iso_z
 from ingress.models import InboundEvent, Source
 from ingress.selectors import source_config, source_identity_holder
 from ingress.services import SourceConflict, source_register
 from reconcile.lease import LeaseBusy
 from reconcile.models import CanaryReport, ReconcileReport
+
+# CANARY and PLATFORMS are read from here too (the command, the tests).
+from reconcile.proof.canary_platforms import CANARY, PLATFORMS, Platform  # noqa: F401
 from reconcile.scan import ScanConflict, scan_until_done
 from replies.contract import reply_key
 from replies.models import CanarySinkRecord, ReplyAction, ReplyRoute
@@ -55,35 +56,6 @@ from replies.transports import is_live
 
 logger = logging.getLogger("conduit.canary")
 
-FIXTURES = Path(settings.BASE_DIR) / "fixtures"
-FIXTURE = FIXTURES / "sandbox_social" / "comment__northstar.json"
-# The reserved synthetic source: trusted configuration, never read from a payload.
-CANARY = {
-    "name": "canary",
-    "adapter": "sandbox-social",
-    "account_ref": "acct_test_01",
-    "event_types": ["comment.created"],
-    "purposes": ["public_ack", "private_delivery"],
-    "trigger_keywords": ["CHECKLIST"],
-    "secret_env": "CONDUIT_SOURCE_CANARY_SECRET",
-    "canary": True,
-}
-# The Meta-shaped one: an Instagram source of a reserved app id (no Meta app has id 0), whose
-# Graph is the simulator a run starts on this host (its registered URL is a loopback one).
-META_CANARY = {
-    "name": "canary-meta",
-    "adapter": "meta-instagram",
-    "account_ref": "acct_test_ig_01",
-    "event_types": ["comment.created"],
-    "purposes": ["public_ack", "private_delivery"],
-    "trigger_keywords": ["CHECKLIST"],
-    "secret_env": "CONDUIT_SOURCE_CANARY_META_SECRET",
-    "meta_app_id": "0",
-    "verify_token_env": "CONDUIT_SOURCE_CANARY_META_VERIFY",
-    "token_env": "CONDUIT_SOURCE_CANARY_META_TOKEN",
-    "source_url": "http://127.0.0.1/instagram/v26.0",
-    "canary": True,
-}
 # Every purpose's replies are routed to the sandbox transport (never live); the guard
 # writes a canary's replies to the canary sink before any transport is built.
 CANARY_TRANSPORT = "sandbox"
@@ -115,116 +87,6 @@ class CanaryResult:
     expectations: list[Expectation] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Platform:
-    """What differs between canaries: the reserved source, its fixture, how a delivery is made,
-    and the loopback copy of the source that reconciliation reads."""
-
-    name: str
-    registration: dict
-    fixture: Path
-
-    def fixture_time(self, document: dict) -> datetime:
-        """When the fixture's event occurred (the time of the positive control's fixed run)."""
-        return datetime.fromisoformat(document["events"][0]["created_at"])
-
-    def for_run(self, document: dict, *, run_id: str, at: datetime) -> dict:
-        """The fixture as one run's own synthetic event: reserved ids made for the run, its own second."""
-        events = [{**event, "id": f"evt_test_canary_{run_id}", "comment_id": f"msg_test_canary_{run_id}",
-                   "created_at": iso_z(at)} for event in document["events"]]
-        return {**document, "events": events}
-
-    def identifiers(self, document: dict) -> list[str]:
-        values = [document.get("account", "")]
-        for item in document.get("events", []):
-            values += [item.get(k, "") for k in ("id", "post_id", "comment_id", "from_id")]
-        return values
-
-    def path(self, source: Source) -> str:
-        return f"/webhooks/{source.name}/"
-
-    def headers(self, source: Source, body: bytes, secret: str) -> dict[str, str]:
-        return get_adapter(source.adapter).sign(
-            body=body, secret=secret, delivery_id=f"msg_test_canary_{uuid.uuid4().hex}",
-            at=datetime.now(timezone.utc),
-        )
-
-    def new_secret(self) -> str:
-        return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-
-    @contextlib.contextmanager
-    def held_source(self, source: Source, document: dict) -> Iterator[tuple[str, Callable[[], int]]]:
-        """A loopback copy of the source holding the fixture's events: (its URL, replies it applied)."""
-        server, state = serve(port=0)
-        state.hold(source.account_ref, document["events"])
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}", state.applied_count
-        finally:
-            server.shutdown()
-            server.server_close()
-
-
-class MetaPlatform(Platform):
-    def fixture_time(self, document: dict) -> datetime:
-        return datetime.fromtimestamp(document["entry"][0]["time"], tz=timezone.utc)
-
-    def for_run(self, document: dict, *, run_id: str, at: datetime) -> dict:
-        # A comment notification carries no creation time: the entry's time stands in for it.
-        entries = [{**entry, "time": int(at.timestamp()), "changes": [
-            {**change, "value": {**change["value"], "id": f"evt_test_ig_canary_{run_id}"}}
-            for change in entry["changes"]]} for entry in document["entry"]]
-        return {**document, "entry": entries}
-
-    def identifiers(self, document: dict) -> list[str]:
-        values = []
-        for entry in document.get("entry", []):
-            values.append(entry.get("id", ""))
-            for change in entry.get("changes", []):
-                value = change.get("value", {})
-                values += [value.get("id", ""), value.get("from", {}).get("id", ""),
-                           value.get("media", {}).get("id", "")]
-        return values
-
-    def path(self, source: Source) -> str:
-        return f"/webhooks/meta/{source.meta_app_id}/"
-
-    def headers(self, source: Source, body: bytes, secret: str) -> dict[str, str]:
-        return get_adapter(source.adapter).sign(body=body, secret=secret)
-
-    def new_secret(self) -> str:
-        return secrets.token_hex(16)
-
-    @contextlib.contextmanager
-    def held_source(self, source: Source, document: dict) -> Iterator[tuple[str, Callable[[], int]]]:
-        from conduit.providers.meta.simulator import serve as graph_serve
-
-        graph = graph_serve(port=0)
-        try:
-            graph.state.account_upsert(id=source.account_ref, object="instagram")
-            for entry in document["entry"]:
-                for change in entry["changes"]:
-                    value = change["value"]
-                    graph.state.comment_create({
-                        "account": source.account_ref, "media_id": value["media"]["id"], "id": value["id"],
-                        "text": value["text"], "from_id": value["from"]["id"], "notify": False,
-                        # The comment was made when the notification says: the run's window holds it.
-                        "created_time": entry["time"],
-                    })
-
-            def applied() -> int:
-                return sum(sum(kind.values()) for kind in graph.state.applied().values())
-
-            yield graph.instagram_url, applied
-        finally:
-            graph.close()
-
-
-PLATFORMS = {
-    "sandbox": Platform("sandbox", CANARY, FIXTURE),
-    "meta": MetaPlatform("meta", META_CANARY, FIXTURES / "meta_instagram" / "canary__comment.json"),
-}
-
-
 def _fixture(platform: Platform = PLATFORMS["sandbox"]) -> tuple[bytes, dict]:
     body = platform.fixture.read_bytes()
     return body, json.loads(body)
@@ -233,10 +95,10 @@ def _fixture(platform: Platform = PLATFORMS["sandbox"]) -> tuple[bytes, dict]:
 def run_fixture(platform: Platform, *, run_id: str, at: datetime) -> bytes:
     """The body one run posts: the platform's fixture with the run's own reserved ids and second.
 
-    Each run proves seed 000's sequence on an event of its own, so every report
+    Each run proves the sequence of docs/concepts/canary.md#run on an event of its own, so every report
     shows the same evidence (one event, seen_count two, one converged duplicate)
     however often the canary has run. The positive control
-    (reconcile.proof.testkit.canary_ids_fixed) posts the fixture as it is instead.
+    (the testkit's canary_ids_fixed) posts the fixture as it is instead.
     """
     _, document = _fixture(platform)
     return json.dumps(platform.for_run(document, run_id=run_id, at=at), indent=2).encode()
@@ -268,11 +130,15 @@ def canary_source(platform: Platform = PLATFORMS["sandbox"]) -> Source:
     registration = platform.registration
     _, document = _fixture(platform)
     if _reserved(document, platform):
-        raise CanaryRefused("the fixture holds identifiers that are not reserved synthetic ones: "
-                            f"{_reserved(document, platform)}")
+        raise CanaryRefused(
+            "the fixture holds identifiers that are not reserved synthetic ones: "
+            f"{_reserved(document, platform)}"
+        )
     source = Source.objects.filter(name=registration["name"]).first()
     if source is None:
-        owner = source_identity_holder(adapter=registration["adapter"], account_ref=registration["account_ref"])
+        owner = source_identity_holder(
+            adapter=registration["adapter"], account_ref=registration["account_ref"]
+        )
         if owner is not None:
             raise CanaryRefused(
                 f"the reserved canary account {registration['account_ref']} is registered as source "
@@ -288,21 +154,26 @@ def canary_source(platform: Platform = PLATFORMS["sandbox"]) -> Source:
         source.connected_at = None
         for purpose in source.purposes:
             reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=CANARY_TRANSPORT)
-            reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY,
-                              actor="system:canary")
+            reply_copy_create(
+                source_id=source.pk, purpose=purpose, channel=purpose, text=COPY, actor="system:canary"
+            )
     problems = []
     if not source.canary:
         problems.append("the canary flag is off")
     reserved = (get_adapter(registration["adapter"]).source_system, registration["account_ref"])
     if (source.source_system, source.account_ref) != reserved:
-        problems.append(f"its identifiers are {source.source_system}/{source.account_ref}, "
-                        f"not the reserved {reserved[0]}/{reserved[1]}")
+        problems.append(
+            f"its identifiers are {source.source_system}/{source.account_ref}, "
+            f"not the reserved {reserved[0]}/{reserved[1]}"
+        )
     if reads_off_host(source.adapter, source.source_url) and source.source_url:
         problems.append("it reads its source off this host")
     routes = list(ReplyRoute.objects.filter(source=source).order_by("purpose"))
     for route in routes:
         if route.transport_name not in TRANSPORTS or is_live(route.transport_name):
-            problems.append(f"its {route.purpose} replies are routed to the live transport {route.transport_name!r}")
+            problems.append(
+                f"its {route.purpose} replies are routed to the live transport {route.transport_name!r}"
+            )
     if any(route.live_send_enabled for route in routes):
         problems.append("live sending is enabled for it")
     if problems:
@@ -325,8 +196,12 @@ def _post(port: int, source: Source, body: bytes, secret: str, platform: Platfor
     headers = platform.headers(source, body, secret)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("POST", platform.path(source), body=body,
-                     headers={**headers, "Content-Type": "application/json", "Host": "127.0.0.1"})
+        conn.request(
+            "POST",
+            platform.path(source),
+            body=body,
+            headers={**headers, "Content-Type": "application/json", "Host": "127.0.0.1"},
+        )
         response = conn.getresponse()
         response.read()
         return response.status
@@ -365,8 +240,10 @@ def canary_run(*, actor: str, platform: str = "sandbox") -> CanaryResult:
     body = run_fixture(shape, run_id=run_id, at=_run_second(source, shape))
     document = json.loads(body)
     if _reserved(document, shape):
-        raise CanaryRefused(f"the run's fixture holds identifiers that are not reserved synthetic ones: "
-                            f"{_reserved(document, shape)}")
+        raise CanaryRefused(
+            f"the run's fixture holds identifiers that are not reserved synthetic ones: "
+            f"{_reserved(document, shape)}"
+        )
     # The key comes from the adapter's own normalizer, as ingest derives it.
     parsed = get_adapter(source.adapter).parse(body=body, config=source_config(source))
     if len(parsed.observations) != 1 or parsed.rejections:
@@ -386,18 +263,29 @@ def canary_run(*, actor: str, platform: str = "sandbox") -> CanaryResult:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     statuses, outcome, provider_applied = [], None, 0
     try:
-        with shape.held_source(source, document) as (fixture_url, applied), \
-                _signing_secret(source, shape) as secret:
+        with (
+            shape.held_source(source, document) as (fixture_url, applied),
+            _signing_secret(source, shape) as secret,
+        ):
             statuses = [_post(server.server_address[1], source, body, secret, shape) for _ in range(2)]
-            for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.REVIEW_PENDING).order_by("id"):
+            for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.REVIEW_PENDING).order_by(
+                "id"
+            ):
                 reply_approve(action_id=action.pk, actor=actor, reason_code="approved_for_canary")
             for action in ReplyAction.objects.filter(event_id=key, delivery_state=S.APPROVED).order_by("id"):
                 reply_send(action_id=action.pk)
             try:
                 # Another canary run may hold the lease: wait for its page, as long as before (100 x 0.1 s).
                 outcome = scan_until_done(
-                    source=source, trigger="canary", actor=actor, since=since, until=until,
-                    wait_seconds=10.0, retry_every=0.1, max_pages=100, base_url=fixture_url,
+                    source=source,
+                    trigger="canary",
+                    actor=actor,
+                    since=since,
+                    until=until,
+                    wait_seconds=10.0,
+                    retry_every=0.1,
+                    max_pages=100,
+                    base_url=fixture_url,
                 )
             except (LeaseBusy, ScanConflict, RuntimeError):
                 outcome = None  # the expectation "reconciliation published" names it
@@ -416,33 +304,68 @@ def canary_run(*, actor: str, platform: str = "sandbox") -> CanaryResult:
         Expectation("both deliveries accepted (HTTP 200)", [200, 200], statuses),
         Expectation("the run's own event: nothing held under its key before", 0, before_seen),
         Expectation("one event row", 1, event_rows),
-        Expectation("one reply action per declared purpose, keyed by derivation", expected_keys,
-                    sorted(a.reply_key for a in actions)),
+        Expectation(
+            "one reply action per declared purpose, keyed by derivation",
+            expected_keys,
+            sorted(a.reply_key for a in actions),
+        ),
         Expectation("seen_count two", 2, seen),
-        Expectation("every reply action SUPPRESSED_TEST", [S.SUPPRESSED_TEST] * len(source.purposes),
-                    [a.delivery_state for a in actions]),
-        Expectation("one canary sink record per action", len(source.purposes),
-                    CanarySinkRecord.objects.filter(action__event_id=key).count()),
-        Expectation("zero external transport calls (counted at the transport boundary)", 0,
-                    sum(CALLS.values()) - calls_before + provider_applied),
+        Expectation(
+            "every reply action SUPPRESSED_TEST",
+            [S.SUPPRESSED_TEST] * len(source.purposes),
+            [a.delivery_state for a in actions],
+        ),
+        Expectation(
+            "one canary sink record per action",
+            len(source.purposes),
+            CanarySinkRecord.objects.filter(action__event_id=key).count(),
+        ),
+        Expectation(
+            "zero external transport calls (counted at the transport boundary)",
+            0,
+            sum(CALLS.values()) - calls_before + provider_applied,
+        ),
         Expectation("reconciliation published", "published", outcome.state if outcome else "not run"),
         Expectation("reconciliation: one matched event", 1, counts.get("events_matched")),
-        Expectation("reconciliation: two suppressed actions", len(source.purposes), counts.get("suppressed_actions")),
-        Expectation("reconciliation: one converged duplicate delivery", 1, counts.get("duplicates_converged")),
+        Expectation(
+            "reconciliation: two suppressed actions", len(source.purposes), counts.get("suppressed_actions")
+        ),
+        Expectation(
+            "reconciliation: one converged duplicate delivery", 1, counts.get("duplicates_converged")
+        ),
         Expectation("reconciliation: zero external calls", 0, counts.get("external_calls")),
-        Expectation("nothing else created", [before_events + 1, before_actions + len(source.purposes)],
-                    [InboundEvent.objects.count(), ReplyAction.objects.count()]),
+        Expectation(
+            "nothing else created",
+            [before_events + 1, before_actions + len(source.purposes)],
+            [InboundEvent.objects.count(), ReplyAction.objects.count()],
+        ),
     ]
     failed = next((e.name for e in expectations if not e.ok), "")
     canary_report = CanaryReport.objects.create(
-        created_at=dj_timezone.now(), actor=actor, ok=not failed, failed=failed,
+        created_at=dj_timezone.now(),
+        actor=actor,
+        ok=not failed,
+        failed=failed,
         summary={
-            "source": source.name, "run_id": run_id, "event_key": key, "first_run": before_event is None,
-            "fixture": {"template": str(shape.fixture.relative_to(Path(settings.BASE_DIR))), "body": body.decode()},
+            "source": source.name,
+            "run_id": run_id,
+            "event_key": key,
+            "first_run": before_event is None,
+            "fixture": {
+                "template": str(shape.fixture.relative_to(Path(settings.BASE_DIR))),
+                "body": body.decode(),
+            },
             "window": {"since": iso_z(since), "until": iso_z(until)},
             "seen_count": {"before": before_seen, "after": seen},
-            "actions": [{"purpose": a.purpose, "reply_key": a.reply_key, "delivery_state": a.delivery_state,
-                         "attempt_count": a.attempt_count} for a in actions],
+            "actions": [
+                {
+                    "purpose": a.purpose,
+                    "reply_key": a.reply_key,
+                    "delivery_state": a.delivery_state,
+                    "attempt_count": a.attempt_count,
+                }
+                for a in actions
+            ],
             "reconcile_report": report.pk if report else None,
         },
         expectations=[e.as_dict() for e in expectations],

@@ -1,4 +1,5 @@
-"""Seed 000's OUTPUTS as data: the sections of the acceptance report that describe the path.
+"""The outputs of docs/concepts/acceptance.md#report as data: the sections of the acceptance report
+that describe the path.
 
 Each section is read from where its truth lives (the adapters' declarations,
 the models and the database, the transition tables, the fixture files), never
@@ -15,8 +16,9 @@ from django.conf import settings
 from django.db import connection
 
 from conduit.canonical import sha256_hex
+from conduit.sql import fast_paths
 
-# The human-held checklist: what the recipient controls (seed 000's human-controlled boundary,
+# The human-held checklist: what the recipient controls (docs/concepts/acceptance.md#human-held,
 # its held inputs and its stop conditions); Conduit holds none of it.
 HUMAN_HELD = [
     "Credentials and account access: connecting an account and entering its secret (in the environment only).",
@@ -58,8 +60,11 @@ def field_map() -> dict:
     """The sandbox-social field map, as its adapter module declares it (the map it parses with)."""
     from conduit.providers.sandbox import webhook as sandbox_social
 
-    return {"map": dict(sandbox_social.FIELD_MAP), "required": list(sandbox_social.REQUIRED),
-            "optional": list(sandbox_social.OPTIONAL)}
+    return {
+        "map": dict(sandbox_social.FIELD_MAP),
+        "required": list(sandbox_social.REQUIRED),
+        "optional": list(sandbox_social.OPTIONAL),
+    }
 
 
 # The header of the field-map table in conduit.providers.meta.webhook's docstring, in its order.
@@ -90,10 +95,15 @@ def meta_field_maps() -> dict:
         if len(cells) != len(META_MAP_COLUMNS):
             raise ValueError(f"a Meta field-map row does not have {len(META_MAP_COLUMNS)} cells: {line}")
         source, item, event_type, key, refs = cells
-        maps.append({
-            "source": source, "item": item, "event_type": event_type, "event_id": key.strip("`"),
-            "refs": _refs(refs, maps[-1]["refs"] if maps else {}),
-        })
+        maps.append(
+            {
+                "source": source,
+                "item": item,
+                "event_type": event_type,
+                "event_id": key.strip("`"),
+                "refs": _refs(refs, maps[-1]["refs"] if maps else {}),
+            }
+        )
     key_form = re.search(r"`([^`]+)`", key_head)
     return {
         "contract_version": webhook.CONTRACT_VERSION,
@@ -101,9 +111,12 @@ def meta_field_maps() -> dict:
         "key_form": key_form.group(1) if key_form else key_head,
         "maps": maps,
         "adapters": {
-            name: {"object": cls.object, "families": [
-                {"event_type": f.event_type, "recovery": f.recovery} for f in cls.families]}
-            for name, cls in sorted(ADAPTERS.items()) if getattr(cls, "object", "")
+            name: {
+                "object": cls.object,
+                "families": [{"event_type": f.event_type, "recovery": f.recovery} for f in cls.families],
+            }
+            for name, cls in sorted(ADAPTERS.items())
+            if getattr(cls, "object", "")
         },
     }
 
@@ -136,8 +149,13 @@ def synthetic_fixture(canary_summary: dict | None = None) -> dict:
         "sha256": sha256_hex(body),
         "event_key": acceptance.NORTHSTAR_KEY,
         "purposes": list(acceptance.PURPOSES),
-        "canary_run": fixture and {"run_id": canary_summary.get("run_id"), "template": fixture["template"],
-                                   "event_key": canary_summary.get("event_key"), "body": fixture["body"]},
+        "canary_run": fixture
+        and {
+            "run_id": canary_summary.get("run_id"),
+            "template": fixture["template"],
+            "event_key": canary_summary.get("event_key"),
+            "body": fixture["body"],
+        },
     }
 
 
@@ -153,9 +171,23 @@ def ledger_models() -> list:
     from reconcile.models import CanaryReport, Finding, ReconcileReport, ReconcileRun, ScanState
     from replies.models import CanarySinkRecord, ReplyAction, ReplyTransition, SendAttempt
 
-    return [Source, InboundEvent, EventTransition, Delivery, QuarantineReceipt, QuarantineTransition,
-            ReplyAction, ReplyTransition, SendAttempt, CanarySinkRecord, ReconcileRun, ScanState, Finding,
-            ReconcileReport, CanaryReport]
+    return [
+        Source,
+        InboundEvent,
+        EventTransition,
+        Delivery,
+        QuarantineReceipt,
+        QuarantineTransition,
+        ReplyAction,
+        ReplyTransition,
+        SendAttempt,
+        CanarySinkRecord,
+        ReconcileRun,
+        ScanState,
+        Finding,
+        ReconcileReport,
+        CanaryReport,
+    ]
 
 
 def storage_schema() -> list[dict]:
@@ -176,41 +208,71 @@ def storage_schema() -> list[dict]:
             for column in described:
                 field = fields.get(column.name)
                 declared = field.db_type(connection) if field is not None else None
-                columns.append({
-                    "name": column.name,
-                    "type": declared or connection.introspection.get_field_type(column.type_code, column),
-                    "null": bool(column.null_ok),
-                    **({"primary_key": True} if field is not None and field.primary_key else {}),
-                    **({"references": f"{field.related_model._meta.db_table}.{field.target_field.column}"}
-                       if field is not None and field.is_relation and field.related_model else {}),
-                })
+                columns.append(
+                    {
+                        "name": column.name,
+                        "type": declared or connection.introspection.get_field_type(column.type_code, column),
+                        "null": bool(column.null_ok),
+                        **({"primary_key": True} if field is not None and field.primary_key else {}),
+                        **(
+                            {
+                                "references": f"{field.related_model._meta.db_table}.{field.target_field.column}"
+                            }
+                            if field is not None and field.is_relation and field.related_model
+                            else {}
+                        ),
+                    }
+                )
             constraints = []
             for name, c in sorted(found.items()):
-                kind = ("primary key" if c["primary_key"] else "foreign key" if c["foreign_key"]
-                        else "check" if c["check"] else "unique" if c["unique"] else "index")
-                constraints.append({"name": name, "kind": kind, "columns": list(c["columns"] or []),
-                                    **({"definition": definitions[name]} if name in definitions else {})})
+                kind = (
+                    "primary key"
+                    if c["primary_key"]
+                    else "foreign key"
+                    if c["foreign_key"]
+                    else "check"
+                    if c["check"]
+                    else "unique"
+                    if c["unique"]
+                    else "index"
+                )
+                constraints.append(
+                    {
+                        "name": name,
+                        "kind": kind,
+                        "columns": list(c["columns"] or []),
+                        **({"definition": definitions[name]} if name in definitions else {}),
+                    }
+                )
             declared_constraints = model._meta.constraints
-            tables.append({
-                "table": table,
-                "model": model._meta.label,
-                "unique": [c.name for c in declared_constraints if isinstance(c, models.UniqueConstraint)],
-                "checks": [c.name for c in declared_constraints if isinstance(c, models.CheckConstraint)],
-                "columns": columns,
-                "constraints": constraints,
-            })
+            tables.append(
+                {
+                    "table": table,
+                    "model": model._meta.label,
+                    "unique": [
+                        c.name for c in declared_constraints if isinstance(c, models.UniqueConstraint)
+                    ],
+                    "checks": [c.name for c in declared_constraints if isinstance(c, models.CheckConstraint)],
+                    "columns": columns,
+                    "constraints": constraints,
+                }
+            )
     return tables
 
 
 def _definitions(cursor, table: str) -> dict[str, str]:
     """{constraint or index name: its definition} as PostgreSQL prints it; empty elsewhere."""
-    if connection.vendor != "postgresql":
+    if not fast_paths(connection):
         return {}
-    cursor.execute("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass",
-                   [table])
+    cursor.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass", [table]
+    )
     definitions = dict(cursor.fetchall())
-    cursor.execute("SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i "
-                   "ON i.oid = x.indexrelid WHERE x.indrelid = %s::regclass", [table])
+    cursor.execute(
+        "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i "
+        "ON i.oid = x.indexrelid WHERE x.indrelid = %s::regclass",
+        [table],
+    )
     for name, definition in cursor.fetchall():
         definitions.setdefault(name, definition)  # a constraint's own text before its index's
     return definitions

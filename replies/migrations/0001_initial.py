@@ -5,164 +5,296 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('ingress', '0001_initial'),
+        ("ingress", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReplyAction',
+            name="ReplyAction",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reply_key', models.CharField(max_length=64)),
-                ('purpose', models.CharField(max_length=64)),
-                ('channel', models.CharField(blank=True, db_default='', max_length=64)),
-                ('copy_version', models.CharField(blank=True, db_default='', max_length=64)),
-                ('approval_state', models.CharField(choices=[('REVIEW_PENDING', 'Review Pending'), ('APPROVED', 'Approved')], default='REVIEW_PENDING', max_length=32)),
-                ('approved_by', models.CharField(blank=True, db_default='', max_length=150)),
-                ('approved_at', models.DateTimeField(blank=True, null=True)),
-                ('delivery_state', models.CharField(choices=[('REVIEW_PENDING', 'Review Pending'), ('APPROVED', 'Approved'), ('SENDING', 'Sending'), ('SENT', 'Sent'), ('FAILED_BEFORE_SEND', 'Failed Before Send'), ('SEND_STATUS_UNKNOWN', 'Send Status Unknown'), ('SUPPRESSED_TEST', 'Suppressed Test'), ('CLOSED_NO_REPLY', 'Closed No Reply')], default='REVIEW_PENDING', max_length=32)),
-                ('provider_reply_id', models.CharField(blank=True, db_default='', max_length=200)),
-                ('attempt_count', models.PositiveIntegerField(db_default=0)),
-                ('last_error_code', models.CharField(blank=True, db_default='', max_length=64)),
-                ('canary', models.BooleanField(db_default=False)),
-                ('created_at', models.DateTimeField()),
-                ('sending_since', models.DateTimeField(blank=True, null=True)),
-                ('next_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('event', models.ForeignKey(db_column='event_key', on_delete=django.db.models.deletion.PROTECT, related_name='reply_actions', to='ingress.inboundevent', to_field='event_key')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("reply_key", models.CharField(max_length=64)),
+                ("purpose", models.CharField(max_length=64)),
+                ("channel", models.CharField(blank=True, db_default="", max_length=64)),
+                ("copy_version", models.CharField(blank=True, db_default="", max_length=64)),
+                (
+                    "approval_state",
+                    models.CharField(
+                        choices=[("REVIEW_PENDING", "Review Pending"), ("APPROVED", "Approved")],
+                        default="REVIEW_PENDING",
+                        max_length=32,
+                    ),
+                ),
+                ("approved_by", models.CharField(blank=True, db_default="", max_length=150)),
+                ("approved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "delivery_state",
+                    models.CharField(
+                        choices=[
+                            ("REVIEW_PENDING", "Review Pending"),
+                            ("APPROVED", "Approved"),
+                            ("SENDING", "Sending"),
+                            ("SENT", "Sent"),
+                            ("FAILED_BEFORE_SEND", "Failed Before Send"),
+                            ("SEND_STATUS_UNKNOWN", "Send Status Unknown"),
+                            ("SUPPRESSED_TEST", "Suppressed Test"),
+                            ("CLOSED_NO_REPLY", "Closed No Reply"),
+                        ],
+                        default="REVIEW_PENDING",
+                        max_length=32,
+                    ),
+                ),
+                ("provider_reply_id", models.CharField(blank=True, db_default="", max_length=200)),
+                ("attempt_count", models.PositiveIntegerField(db_default=0)),
+                ("last_error_code", models.CharField(blank=True, db_default="", max_length=64)),
+                ("canary", models.BooleanField(db_default=False)),
+                ("created_at", models.DateTimeField()),
+                ("sending_since", models.DateTimeField(blank=True, null=True)),
+                ("next_attempt_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "event",
+                    models.ForeignKey(
+                        db_column="event_key",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="reply_actions",
+                        to="ingress.inboundevent",
+                        to_field="event_key",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'reply_actions',
-                'ordering': ['-id'],
-                'permissions': [('approve_replyaction', 'Can approve or close reply actions'), ('resolve_unknown_send', 'Can resolve reply actions in SEND_STATUS_UNKNOWN')],
+                "db_table": "reply_actions",
+                "ordering": ["-id"],
+                "permissions": [
+                    ("approve_replyaction", "Can approve or close reply actions"),
+                    ("resolve_unknown_send", "Can resolve reply actions in SEND_STATUS_UNKNOWN"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='CanarySinkRecord',
+            name="CanarySinkRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reply_key', models.CharField(max_length=64)),
-                ('purpose', models.CharField(max_length=64)),
-                ('channel', models.CharField(blank=True, max_length=64)),
-                ('copy_version', models.CharField(blank=True, max_length=64)),
-                ('transport_name', models.CharField(max_length=64)),
-                ('at', models.DateTimeField()),
-                ('action', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='canary_sink', to='replies.replyaction')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("reply_key", models.CharField(max_length=64)),
+                ("purpose", models.CharField(max_length=64)),
+                ("channel", models.CharField(blank=True, max_length=64)),
+                ("copy_version", models.CharField(blank=True, max_length=64)),
+                ("transport_name", models.CharField(max_length=64)),
+                ("at", models.DateTimeField()),
+                (
+                    "action",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="canary_sink",
+                        to="replies.replyaction",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'reply_canary_sink',
-                'ordering': ['-id'],
+                "db_table": "reply_canary_sink",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='ReviewQueue',
-            fields=[
-            ],
+            name="ReviewQueue",
+            fields=[],
             options={
-                'verbose_name': 'review queue item',
-                'verbose_name_plural': 'review queue (REVIEW_PENDING)',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "review queue item",
+                "verbose_name_plural": "review queue (REVIEW_PENDING)",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('replies.replyaction',),
+            bases=("replies.replyaction",),
         ),
         migrations.CreateModel(
-            name='UnknownSendQueue',
-            fields=[
-            ],
+            name="UnknownSendQueue",
+            fields=[],
             options={
-                'verbose_name': 'unknown send',
-                'verbose_name_plural': 'unknown sends (SEND_STATUS_UNKNOWN)',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "unknown send",
+                "verbose_name_plural": "unknown sends (SEND_STATUS_UNKNOWN)",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('replies.replyaction',),
+            bases=("replies.replyaction",),
         ),
         migrations.CreateModel(
-            name='ReplyCopy',
+            name="ReplyCopy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('purpose', models.CharField(max_length=64)),
-                ('channel', models.CharField(help_text='Destination, e.g. public_reply or dm.', max_length=64)),
-                ('text', models.TextField()),
-                ('copy_version', models.CharField(editable=False, max_length=64)),
-                ('created_by', models.CharField(editable=False, max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='copies', to='ingress.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("purpose", models.CharField(max_length=64)),
+                (
+                    "channel",
+                    models.CharField(help_text="Destination, e.g. public_reply or dm.", max_length=64),
+                ),
+                ("text", models.TextField()),
+                ("copy_version", models.CharField(editable=False, max_length=64)),
+                ("created_by", models.CharField(editable=False, max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="copies",
+                        to="ingress.source",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'reply copies',
-                'db_table': 'reply_copies',
-                'ordering': ['source', 'purpose', '-id'],
-            },
-        ),
-        migrations.CreateModel(
-            name='ReplyTransition',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ledger', models.CharField(editable=False, max_length=32)),
-                ('prior_state', models.CharField(blank=True, editable=False, max_length=32, null=True)),
-                ('next_state', models.CharField(editable=False, max_length=32)),
-                ('at', models.DateTimeField(editable=False)),
-                ('actor', models.CharField(editable=False, max_length=150)),
-                ('reason_code', models.CharField(editable=False, max_length=64)),
-                ('refused', models.BooleanField(default=False, editable=False)),
-                ('action', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transitions', to='replies.replyaction')),
-            ],
-            options={
-                'db_table': 'reply_action_transitions',
-                'ordering': ['id'],
-                'abstract': False,
+                "verbose_name_plural": "reply copies",
+                "db_table": "reply_copies",
+                "ordering": ["source", "purpose", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='SendAttempt',
+            name="ReplyTransition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('attempt_number', models.PositiveIntegerField()),
-                ('at', models.DateTimeField()),
-                ('transport', models.CharField(choices=[('not_sent', 'Not Sent'), ('sent', 'Sent'), ('response_received', 'Response Received')], max_length=32)),
-                ('http_status', models.PositiveIntegerField(blank=True, null=True)),
-                ('evidence', models.CharField(blank=True, max_length=200)),
-                ('transport_name', models.CharField(max_length=64)),
-                ('action', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='attempts', to='replies.replyaction')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("ledger", models.CharField(editable=False, max_length=32)),
+                ("prior_state", models.CharField(blank=True, editable=False, max_length=32, null=True)),
+                ("next_state", models.CharField(editable=False, max_length=32)),
+                ("at", models.DateTimeField(editable=False)),
+                ("actor", models.CharField(editable=False, max_length=150)),
+                ("reason_code", models.CharField(editable=False, max_length=64)),
+                ("refused", models.BooleanField(default=False, editable=False)),
+                (
+                    "action",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="transitions",
+                        to="replies.replyaction",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'reply_send_attempts',
-                'ordering': ['action', 'attempt_number'],
+                "db_table": "reply_action_transitions",
+                "ordering": ["id"],
+                "abstract": False,
+            },
+        ),
+        migrations.CreateModel(
+            name="SendAttempt",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("attempt_number", models.PositiveIntegerField()),
+                ("at", models.DateTimeField()),
+                (
+                    "transport",
+                    models.CharField(
+                        choices=[
+                            ("not_sent", "Not Sent"),
+                            ("sent", "Sent"),
+                            ("response_received", "Response Received"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("http_status", models.PositiveIntegerField(blank=True, null=True)),
+                ("evidence", models.CharField(blank=True, max_length=200)),
+                ("transport_name", models.CharField(max_length=64)),
+                (
+                    "action",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="attempts",
+                        to="replies.replyaction",
+                    ),
+                ),
+            ],
+            options={
+                "db_table": "reply_send_attempts",
+                "ordering": ["action", "attempt_number"],
             },
         ),
         migrations.AddConstraint(
-            model_name='replyaction',
-            constraint=models.UniqueConstraint(fields=('reply_key',), name='reply_action_key_unique'),
+            model_name="replyaction",
+            constraint=models.UniqueConstraint(fields=("reply_key",), name="reply_action_key_unique"),
         ),
         migrations.AddConstraint(
-            model_name='replyaction',
-            constraint=models.CheckConstraint(condition=models.Q(('delivery_state__in', ['REVIEW_PENDING', 'APPROVED', 'SENDING', 'SENT', 'FAILED_BEFORE_SEND', 'SEND_STATUS_UNKNOWN', 'SUPPRESSED_TEST', 'CLOSED_NO_REPLY'])), name='reply_action_delivery_state_valid'),
+            model_name="replyaction",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "delivery_state__in",
+                        [
+                            "REVIEW_PENDING",
+                            "APPROVED",
+                            "SENDING",
+                            "SENT",
+                            "FAILED_BEFORE_SEND",
+                            "SEND_STATUS_UNKNOWN",
+                            "SUPPRESSED_TEST",
+                            "CLOSED_NO_REPLY",
+                        ],
+                    )
+                ),
+                name="reply_action_delivery_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='replyaction',
-            constraint=models.CheckConstraint(condition=models.Q(('approval_state__in', ['REVIEW_PENDING', 'APPROVED'])), name='reply_action_approval_state_valid'),
+            model_name="replyaction",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("approval_state__in", ["REVIEW_PENDING", "APPROVED"])),
+                name="reply_action_approval_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='replycopy',
-            constraint=models.UniqueConstraint(fields=('source', 'purpose', 'copy_version'), name='reply_copy_version_unique'),
+            model_name="replycopy",
+            constraint=models.UniqueConstraint(
+                fields=("source", "purpose", "copy_version"), name="reply_copy_version_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='sendattempt',
-            constraint=models.UniqueConstraint(fields=('action', 'attempt_number'), name='send_attempt_number_unique'),
+            model_name="sendattempt",
+            constraint=models.UniqueConstraint(
+                fields=("action", "attempt_number"), name="send_attempt_number_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='sendattempt',
-            constraint=models.CheckConstraint(condition=models.Q(('transport__in', ['not_sent', 'sent', 'response_received'])), name='send_attempt_transport_valid'),
+            model_name="sendattempt",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("transport__in", ["not_sent", "sent", "response_received"])),
+                name="send_attempt_transport_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='sendattempt',
-            constraint=models.CheckConstraint(condition=models.Q(('http_status__isnull', True), models.Q(('http_status__gte', 100), ('http_status__lte', 599)), _connector='OR'), name='send_attempt_http_status_range'),
+            model_name="sendattempt",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("http_status__isnull", True),
+                    models.Q(("http_status__gte", 100), ("http_status__lte", 599)),
+                    _connector="OR",
+                ),
+                name="send_attempt_http_status_range",
+            ),
         ),
     ]

@@ -6,21 +6,30 @@ from django.db import migrations
 GROUPS = {
     # Reviewers approve and close pending replies and review quarantine.
     "reviewers": [
-        ("replies", "view_replyaction"), ("replies", "approve_replyaction"),
-        ("replies", "view_reviewqueue"), ("replies", "view_replycopy"),
-        ("ingress", "view_inboundevent"), ("ingress", "view_quarantinereceipt"),
+        ("replies", "view_replyaction"),
+        ("replies", "approve_replyaction"),
+        ("replies", "view_reviewqueue"),
+        ("replies", "view_replycopy"),
+        ("ingress", "view_inboundevent"),
+        ("ingress", "view_quarantinereceipt"),
         ("ingress", "review_quarantinereceipt"),
     ],
     # Operators resolve SEND_STATUS_UNKNOWN.
     "operators": [
-        ("replies", "view_replyaction"), ("replies", "resolve_unknown_send"),
-        ("replies", "view_unknownsendqueue"), ("replies", "view_sendattempt"),
+        ("replies", "view_replyaction"),
+        ("replies", "resolve_unknown_send"),
+        ("replies", "view_unknownsendqueue"),
+        ("replies", "view_sendattempt"),
         ("ingress", "view_inboundevent"),
     ],
     # Owners manage sources and copy, and alone may enable live sending.
     "owners": [
-        ("ingress", "view_source"), ("ingress", "change_source"), ("ingress", "add_source"),
-        ("ingress", "enable_live_send"), ("replies", "view_replycopy"), ("replies", "add_replycopy"),
+        ("ingress", "view_source"),
+        ("ingress", "change_source"),
+        ("ingress", "add_source"),
+        ("ingress", "enable_live_send"),
+        ("replies", "view_replycopy"),
+        ("replies", "add_replycopy"),
     ],
 }
 

@@ -4,19 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0001_initial'),
-        ('replies', '0002_groups_and_schedules'),
+        ("ingress", "0001_initial"),
+        ("replies", "0002_groups_and_schedules"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='replyaction',
-            index=models.Index(condition=models.Q(('delivery_state__in', ['APPROVED', 'FAILED_BEFORE_SEND'])), fields=['id'], name='reply_action_claimable'),
+            model_name="replyaction",
+            index=models.Index(
+                condition=models.Q(("delivery_state__in", ["APPROVED", "FAILED_BEFORE_SEND"])),
+                fields=["id"],
+                name="reply_action_claimable",
+            ),
         ),
         migrations.AddIndex(
-            model_name='replyaction',
-            index=models.Index(fields=['delivery_state', '-id'], name='reply_action_state_queue'),
+            model_name="replyaction",
+            index=models.Index(fields=["delivery_state", "-id"], name="reply_action_state_queue"),
         ),
     ]

@@ -29,27 +29,27 @@ def revoke(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('replies', '0003_claim_indexes'),
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('contenttypes', '0002_remove_content_type_name'),
+        ("replies", "0003_claim_indexes"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("contenttypes", "0002_remove_content_type_name"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StrandedSendQueue',
-            fields=[
-            ],
+            name="StrandedSendQueue",
+            fields=[],
             options={
-                'verbose_name': 'stranded send',
-                'verbose_name_plural': 'stranded sends (FAILED_BEFORE_SEND, exhausted or stopped)',
-                'permissions': [('resolve_stranded_send', 'Can retry now or close stranded sends (FAILED_BEFORE_SEND)')],
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "stranded send",
+                "verbose_name_plural": "stranded sends (FAILED_BEFORE_SEND, exhausted or stopped)",
+                "permissions": [
+                    ("resolve_stranded_send", "Can retry now or close stranded sends (FAILED_BEFORE_SEND)")
+                ],
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('replies.replyaction',),
+            bases=("replies.replyaction",),
         ),
         migrations.RunPython(grant, revoke),
     ]

@@ -24,8 +24,13 @@ def routes_from_sources(apps, schema_editor):
         acted = ReplyAction.objects.filter(event__source=source).values_list("purpose", flat=True).distinct()
         purposes = dict.fromkeys([*source.purposes, *sorted(acted)])
         ReplyRoute.objects.bulk_create(
-            ReplyRoute(source=source, purpose=purpose, transport_name=source.transport,
-                       target_url=source.transport_url, live_send_enabled=source.live_send_enabled)
+            ReplyRoute(
+                source=source,
+                purpose=purpose,
+                transport_name=source.transport,
+                target_url=source.transport_url,
+                live_send_enabled=source.live_send_enabled,
+            )
             for purpose in purposes
         )
 
@@ -37,14 +42,18 @@ def sources_from_routes(apps, schema_editor):
         route = ReplyRoute.objects.filter(source=source).order_by("purpose").first()
         if route is not None:
             Source.objects.filter(pk=source.pk).update(
-                transport=route.transport_name, transport_url=route.target_url,
+                transport=route.transport_name,
+                transport_url=route.target_url,
                 live_send_enabled=ReplyRoute.objects.filter(source=source, live_send_enabled=True).exists(),
             )
 
 
 def _permission(apps, app_label: str, codename: str):
-    return apps.get_model("auth", "Permission").objects.filter(
-        content_type__app_label=app_label, codename=codename).first()
+    return (
+        apps.get_model("auth", "Permission")
+        .objects.filter(content_type__app_label=app_label, codename=codename)
+        .first()
+    )
 
 
 def grant_route_permission(apps, schema_editor):
@@ -73,32 +82,63 @@ def revoke_route_permission(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0004_proof_failure_windows'),
-        ('replies', '0004_stranded_send_queue'),
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('contenttypes', '0002_remove_content_type_name'),
+        ("ingress", "0004_proof_failure_windows"),
+        ("replies", "0004_stranded_send_queue"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("contenttypes", "0002_remove_content_type_name"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReplyRoute',
+            name="ReplyRoute",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('purpose', models.CharField(max_length=64)),
-                ('transport_name', models.CharField(default='sandbox', help_text='Where approved replies of this purpose are sent.', max_length=64)),
-                ('target_url', models.URLField(blank=True, help_text="The transport's base URL, e.g. the sandbox provider's.")),
-                ('live_send_enabled', models.BooleanField(default=False, help_text='Owner only: allow a live transport (CONDUIT_LIVE_SEND=on must also be set).')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reply_routes', to='ingress.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("purpose", models.CharField(max_length=64)),
+                (
+                    "transport_name",
+                    models.CharField(
+                        default="sandbox",
+                        help_text="Where approved replies of this purpose are sent.",
+                        max_length=64,
+                    ),
+                ),
+                (
+                    "target_url",
+                    models.URLField(
+                        blank=True, help_text="The transport's base URL, e.g. the sandbox provider's."
+                    ),
+                ),
+                (
+                    "live_send_enabled",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Owner only: allow a live transport (CONDUIT_LIVE_SEND=on must also be set).",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="reply_routes",
+                        to="ingress.source",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'reply_routes',
-                'ordering': ['source', 'purpose'],
-                'permissions': [('enable_live_send', 'Can enable live sending for a reply route')],
-                'constraints': [models.UniqueConstraint(fields=('source', 'purpose'), name='reply_route_purpose_unique')],
+                "db_table": "reply_routes",
+                "ordering": ["source", "purpose"],
+                "permissions": [("enable_live_send", "Can enable live sending for a reply route")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("source", "purpose"), name="reply_route_purpose_unique")
+                ],
             },
         ),
         migrations.RunPython(routes_from_sources, sources_from_routes),

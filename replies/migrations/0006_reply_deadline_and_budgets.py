@@ -5,52 +5,73 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ingress', '0007_source_needs_reauth'),
-        ('replies', '0005_reply_routes'),
+        ("ingress", "0007_source_needs_reauth"),
+        ("replies", "0005_reply_routes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='replyaction',
-            name='reply_deadline',
+            model_name="replyaction",
+            name="reply_deadline",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name='SendBudget',
+            name="SendBudget",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('purpose', models.CharField(max_length=64)),
-                ('limit', models.PositiveIntegerField(blank=True, null=True)),
-                ('window_seconds', models.PositiveIntegerField(default=3600)),
-                ('paused_until', models.DateTimeField(blank=True, null=True)),
-                ('pause_reason', models.CharField(blank=True, default='', max_length=64)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='ingress.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("purpose", models.CharField(max_length=64)),
+                ("limit", models.PositiveIntegerField(blank=True, null=True)),
+                ("window_seconds", models.PositiveIntegerField(default=3600)),
+                ("paused_until", models.DateTimeField(blank=True, null=True)),
+                ("pause_reason", models.CharField(blank=True, default="", max_length=64)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="ingress.source"
+                    ),
+                ),
             ],
             options={
-                'db_table': 'reply_send_budgets',
-                'ordering': ['source', 'purpose'],
+                "db_table": "reply_send_budgets",
+                "ordering": ["source", "purpose"],
             },
         ),
         migrations.CreateModel(
-            name='SendBudgetUse',
+            name="SendBudgetUse",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('action_id', models.BigIntegerField()),
-                ('budget', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='uses', to='replies.sendbudget')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("at", models.DateTimeField()),
+                ("action_id", models.BigIntegerField()),
+                (
+                    "budget",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="uses",
+                        to="replies.sendbudget",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'reply_send_budget_uses',
+                "db_table": "reply_send_budget_uses",
             },
         ),
         migrations.AddConstraint(
-            model_name='sendbudget',
-            constraint=models.UniqueConstraint(fields=('source', 'purpose'), name='send_budget_unique'),
+            model_name="sendbudget",
+            constraint=models.UniqueConstraint(fields=("source", "purpose"), name="send_budget_unique"),
         ),
         migrations.AddIndex(
-            model_name='sendbudgetuse',
-            index=models.Index(fields=['budget', 'at'], name='send_budget_use_window'),
+            model_name="sendbudgetuse",
+            index=models.Index(fields=["budget", "at"], name="send_budget_use_window"),
         ),
     ]

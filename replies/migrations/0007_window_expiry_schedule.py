@@ -8,7 +8,8 @@ FUNC = "replies.tasks.close_expired_windows"
 
 def forwards(apps, schema_editor):
     apps.get_model("django_q", "Schedule").objects.update_or_create(
-        name=NAME, defaults={"func": FUNC, "schedule_type": "I", "minutes": 1, "repeats": -1})
+        name=NAME, defaults={"func": FUNC, "schedule_type": "I", "minutes": 1, "repeats": -1}
+    )
 
 
 def backwards(apps, schema_editor):

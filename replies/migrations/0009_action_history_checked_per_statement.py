@@ -11,16 +11,20 @@ from conduit.references import Reference, checked_per_statement
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('replies', '0008_review_queue_order_index'),
+        ("replies", "0008_review_queue_order_index"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='replytransition',
-            name='action',
-            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='transitions', to='replies.replyaction'),
+            model_name="replytransition",
+            name="action",
+            field=models.ForeignKey(
+                db_constraint=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="transitions",
+                to="replies.replyaction",
+            ),
         ),
         checked_per_statement(Reference("reply_action_transitions", "action_id", "reply_actions")),
     ]

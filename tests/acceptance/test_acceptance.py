@@ -1,8 +1,8 @@
-"""Seed 000's acceptance table: one test per row, named after it, and the instrument-integrity controls.
+"""The acceptance table (docs/concepts/acceptance.md#checks): one test per row, named after it, and the instrument-integrity controls.
 
-The checks live in `reconcile/proof/acceptance.py` (their planted faults in
-`reconcile/proof/testkit.py`), so `manage.py acceptance` runs the very same
-functions against a configured database.
+The checks live in `reconcile/proof/acceptance/` (their planted faults in
+`simulators/testkit/`, reached through conduit.standins), so `manage.py acceptance`
+runs the very same functions against a configured database.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 
-from reconcile.proof import acceptance, testkit
+from reconcile.proof import acceptance
 from reconcile.proof.acceptance import CONTROLS, Harness
+from simulators import testkit
 
 REAL_HTTP = pytest.mark.django_db(transaction=True)  # the canary serves its webhook over real HTTP
 
@@ -85,28 +86,33 @@ def test_meta_reconciliation(meta_harness):
 
 
 def test_meta_approval_gate(meta_harness):
-    """Seed 000: "An action in REVIEW_PENDING produces zero transport calls" (through the Meta transports)."""
+    """docs/concepts/acceptance.md#checks: "An action in REVIEW_PENDING produces zero transport calls" (through the Meta transports)."""
     assert acceptance.meta_approval_gate(meta_harness) == []
 
 
 def test_meta_safe_retry(meta_harness):
-    """Seed 000: "A failure before transport retries under the same keys"; issue 14: throttled and not
-    applied -> FAILED_BEFORE_SEND, retried automatically."""
+    """docs/concepts/acceptance.md#checks: "A failure before transport retries under the same keys";
+    docs/platforms/meta.md#error-meanings: throttled and not applied -> FAILED_BEFORE_SEND, retried
+    automatically."""
     assert acceptance.meta_safe_retry(meta_harness) == []
 
 
 def test_meta_ambiguous_send(meta_harness):
-    """Seed 000: "A simulated lost receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry"."""
+    """docs/concepts/acceptance.md#checks: "A simulated lost receipt enters SEND_STATUS_UNKNOWN and
+    produces no automatic retry"."""
     assert acceptance.meta_ambiguous_send(meta_harness) == []
 
 
 def test_the_meta_send_rows_go_through_the_meta_transports(meta_harness):
     from replies.models import ReplyRoute
 
-    routes = dict(ReplyRoute.objects.filter(source=meta_harness.source).values_list("purpose", "transport_name"))
+    routes = dict(
+        ReplyRoute.objects.filter(source=meta_harness.source).values_list("purpose", "transport_name")
+    )
     assert routes == {"public_ack": "meta-comment-reply", "private_delivery": "meta-private-reply"}
-    assert set(ReplyRoute.objects.filter(source=meta_harness.source).values_list("target_url", flat=True)) == {
-        meta_harness.graph.instagram_url}
+    assert set(
+        ReplyRoute.objects.filter(source=meta_harness.source).values_list("target_url", flat=True)
+    ) == {meta_harness.graph.instagram_url}
 
 
 def test_meta_safe_retry_control_names_the_parked_send(meta_harness):
@@ -122,7 +128,7 @@ def test_meta_ambiguous_send_control_names_the_wrong_state(meta_harness):
 
 
 def test_every_row_has_a_test_and_every_meta_row_a_control():
-    tested = {name[len("test_"):] for name in globals() if name.startswith("test_")}
+    tested = {name[len("test_") :] for name in globals() if name.startswith("test_")}
     rows = {r.name.lower().replace(" ", "_") for r in acceptance.ROWS}
     assert rows <= tested, rows - tested
     assert {c.row for c in CONTROLS} >= {r.name for r in acceptance.ROWS if r.name.startswith("Meta ")}
@@ -131,10 +137,13 @@ def test_every_row_has_a_test_and_every_meta_row_a_control():
 # Instrument integrity: each control plants its fault for one test, and the
 # check it guards must report failure. A control that stays green fails here.
 
+
 @pytest.mark.parametrize(
     "control",
-    [pytest.param(c, id=c.fault.replace(" ", "_"), marks=[REAL_HTTP] if c.row == "Canary" else [])
-     for c in CONTROLS],
+    [
+        pytest.param(c, id=c.fault.replace(" ", "_"), marks=[REAL_HTTP] if c.row == "Canary" else [])
+        for c in CONTROLS
+    ],
 )
 def test_instrument_integrity(control, request):
     row = acceptance.row(control.row)
@@ -153,7 +162,7 @@ def test_instrument_integrity(control, request):
 
 
 def test_instrument_integrity_event_identity_counts_the_planted_duplicate(harness):
-    """Seed 000: "Disable the event uniqueness rule and confirm the duplicate assertion fails."
+    """docs/concepts/acceptance.md#controls: "Disable the event uniqueness rule and confirm the duplicate assertion fails."
 
     With the rule disabled the duplicate it would have stopped lands, and the
     check fails because it counts it, not because a delivery was refused (503).
@@ -181,9 +190,14 @@ def test_instrument_integrity_meta_event_identity_counts_the_planted_duplicate(m
         failures = acceptance.meta_event_identity(meta_harness)
     from collections import Counter
 
-    (twice,) = [ref for ref, n in Counter(InboundEvent.objects.values_list("message_ref", flat=True)).items()
-                if n == 2]
-    assert not InboundEvent.objects.filter(message_ref=twice, trigger_match=True).exists()  # the quiet comment
+    (twice,) = [
+        ref
+        for ref, n in Counter(InboundEvent.objects.values_list("message_ref", flat=True)).items()
+        if n == 2
+    ]
+    assert not InboundEvent.objects.filter(
+        message_ref=twice, trigger_match=True
+    ).exists()  # the quiet comment
     assert f"comment {twice}: expected exactly one event row, found 2" in failures, failures
     assert not any("503" in failure for failure in failures), failures
 
@@ -192,10 +206,10 @@ def test_the_uniqueness_control_takes_back_its_writer_after_its_block(db):
     """Only the DDL outlives the block (the caller's transaction takes it back): the writer's
     statement converges on event_key again."""
     from ingress import services, writes
-    from replies.services import PLANNED
+    from ingress.hooks import reply_planner
 
     def statement() -> str:
-        return writes._statement(tuple(services.EVENT_COLUMNS), PLANNED)[0]
+        return writes._statement(tuple(services.EVENT_COLUMNS), reply_planner())[0]
 
     with testkit.without_event_uniqueness():
         assert 'ON CONFLICT ("event_key")' not in statement()
@@ -215,10 +229,11 @@ def test_instrument_integrity_canary_fails_closed_before_transport():
 
 # Further controls for the other rows.
 
-def test_control_reply_identity_fails_when_a_new_reply_key_is_minted(harness, monkeypatch):
-    from replies import services
 
-    monkeypatch.setattr(services, "reply_key", lambda event_key, purpose: uuid.uuid4().hex)
+def test_control_reply_identity_fails_when_a_new_reply_key_is_minted(harness, monkeypatch):
+    from replies.services import planning
+
+    monkeypatch.setattr(planning, "reply_key", lambda event_key, purpose: uuid.uuid4().hex)
     assert acceptance.reply_identity(harness) != []
 
 
@@ -258,8 +273,11 @@ def test_control_safe_retry_fails_when_a_retry_mints_a_new_key(harness, monkeypa
     from conduit.providers.sandbox.transport import SandboxTransport
 
     real_send = SandboxTransport.send
-    monkeypatch.setattr(SandboxTransport, "send",
-                        lambda self, reply: real_send(self, dataclasses.replace(reply, reply_key=uuid.uuid4().hex)))
+    monkeypatch.setattr(
+        SandboxTransport,
+        "send",
+        lambda self, reply: real_send(self, dataclasses.replace(reply, reply_key=uuid.uuid4().hex)),
+    )
     assert acceptance.safe_retry(harness) != []
 
 
@@ -269,9 +287,14 @@ def test_control_ambiguous_send_fails_when_unknown_sends_may_retry(harness, monk
 
     monkeypatch.setitem(sender.CLAIMABLE, "SEND_STATUS_UNKNOWN", lambda now: {})
     allows = TransitionTable.allows
-    monkeypatch.setattr(TransitionTable, "allows",
-                        lambda self, p, n: allows(self, p, n) or (p, n) == ("SEND_STATUS_UNKNOWN", "SENDING"))
-    assert "2 transport attempts, expected 1: the ambiguous send was retried" in acceptance.ambiguous_send(harness)
+    monkeypatch.setattr(
+        TransitionTable,
+        "allows",
+        lambda self, p, n: allows(self, p, n) or (p, n) == ("SEND_STATUS_UNKNOWN", "SENDING"),
+    )
+    assert "2 transport attempts, expected 1: the ambiguous send was retried" in acceptance.ambiguous_send(
+        harness
+    )
 
 
 def test_control_state_model_fails_when_the_table_allows_everything(harness, monkeypatch):
@@ -288,16 +311,16 @@ def test_data_boundary():
 
 def _plant_log(monkeypatch, message: str, value) -> None:
     """Make ingest log `message % value(source, observation)` for every event it accepts."""
-    from ingress import services
+    from ingress.services import ingest
 
-    real = services._body  # what every accepted body writes, whichever writer writes it
+    real = ingest._body  # what every accepted body writes, whichever writer writes it
 
     def logging_body(*, source, first_of, **kwargs):
         for observation in first_of.values():
-            services.logger.info(message, value(source, observation))
+            ingest.logger.info(message, value(source, observation))
         return real(source=source, first_of=first_of, **kwargs)
 
-    monkeypatch.setattr(services, "_body", logging_body)
+    monkeypatch.setattr(ingest, "_body", logging_body)
 
 
 @REAL_HTTP
@@ -321,7 +344,9 @@ def test_the_log_filter_withholds_a_logged_secret(monkeypatch, filtered):
     _plant_log(monkeypatch, "planted secret %s", lambda source, observation: os.environ[source.secret_env])
     if not filtered:
         for handler in logging.getLogger().handlers:
-            monkeypatch.setattr(handler, "filters", [f for f in handler.filters if not isinstance(f, BoundaryFilter)])
+            monkeypatch.setattr(
+                handler, "filters", [f for f in handler.filters if not isinstance(f, BoundaryFilter)]
+            )
     failures = acceptance.data_boundary()
     if filtered:
         assert failures == []
@@ -340,19 +365,36 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
     from tests.conftest import subprocess_env
 
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "manage.py", "acceptance", "--json"], cwd=root,
-                            env={**subprocess_env(), "CONDUIT_LOG_LEVEL": "WARNING"},
-                            capture_output=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "acceptance", "--json"],
+        cwd=root,
+        env={**subprocess_env(), "CONDUIT_LOG_LEVEL": "WARNING"},
+        capture_output=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     report = json.loads(result.stdout)
     assert [r["row"] for r in report["acceptance"]["rows"]] == [r.name for r in acceptance.ROWS]
     assert all(r["ok"] for r in report["acceptance"]["rows"])
-    assert [(c["ran"], c["ok"]) for c in report["acceptance"]["instrument_integrity"]] == [(True, True)] * len(CONTROLS)
-    for section in ("event_contract", "field_map", "meta_field_maps", "storage_schema", "state_transitions",
-                    "synthetic_fixture", "canary_result", "reconciliation_report", "human_held_checklist"):
+    assert [(c["ran"], c["ok"]) for c in report["acceptance"]["instrument_integrity"]] == [
+        (True, True)
+    ] * len(CONTROLS)
+    for section in (
+        "event_contract",
+        "field_map",
+        "meta_field_maps",
+        "storage_schema",
+        "state_transitions",
+        "synthetic_fixture",
+        "canary_result",
+        "reconciliation_report",
+        "human_held_checklist",
+    ):
         assert report[section], section
-    assert report["canary_result"]["ok"] and report["reconciliation_report"]["counts"]["missing_recovered"] == 1
-    # The outputs seed 000 asks for, whole (their content: tests/acceptance/test_outputs.py).
+    assert (
+        report["canary_result"]["ok"] and report["reconciliation_report"]["counts"]["missing_recovered"] == 1
+    )
+    # The outputs docs/concepts/acceptance.md#report lists, whole (their content: tests/acceptance/test_outputs.py).
     from reconcile.proof import outputs
 
     assert report["synthetic_fixture"]["body"] == outputs.synthetic_fixture()["body"]
@@ -363,23 +405,43 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
     assert {"event_key", "seen_count"} <= {c["name"] for c in schema["inbound_events"]["columns"]}
     assert report["human_held_checklist"] == outputs.HUMAN_HELD
     # Each uniqueness control fails on the duplicate it planted, not on a refused delivery.
-    uniqueness = [c for c in report["acceptance"]["instrument_integrity"]
-                  if c["fault"] == "the event uniqueness rule disabled"]
+    uniqueness = [
+        c
+        for c in report["acceptance"]["instrument_integrity"]
+        if c["fault"] == "the event uniqueness rule disabled"
+    ]
     assert len(uniqueness) == 2
     for control in uniqueness:
-        assert any(f.endswith("expected exactly one event row, found 2") for f in control["check_reported"]), control
+        assert any(
+            f.endswith("expected exactly one event row, found 2") for f in control["check_reported"]
+        ), control
         assert not any("503" in f or "raised" in f for f in control["check_reported"]), control
-    # Issue 15: it passes quietly at the default log level, planted faults printing no traceback.
-    plain = subprocess.run([sys.executable, "manage.py", "acceptance"], cwd=root, env=subprocess_env(),
-                           capture_output=True, timeout=300)
+    # It passes quietly at the default log level, planted faults printing no traceback.
+    plain = subprocess.run(
+        [sys.executable, "manage.py", "acceptance"],
+        cwd=root,
+        env=subprocess_env(),
+        capture_output=True,
+        timeout=300,
+    )
     assert plain.returncode == 0 and "Traceback" not in plain.stderr.decode(), plain.stderr.decode()[-2000:]
     assert "Traceback" not in plain.stdout.decode()
     text = plain.stdout.decode()
-    for heading in ("1. Event contract", "2. Field map", "Meta field maps (meta-v1", "3. Storage schema",
-                    "4. State transition tables", "5. Synthetic fixture", "6. Canary result",
-                    "7. Reconciliation report", "8. Acceptance checks", "9. Human-held checklist",
-                    "fails as it must: Event identity",
-                    "the check reported: comment__no_trigger: expected exactly one event row, found 2",
-                    "unique inbound_event_key_unique: UNIQUE (event_key)", "[ ] Quarantine decisions:",
-                    "[ ] Account connection:"):
+    for heading in (
+        "1. Event contract",
+        "2. Field map",
+        "Meta field maps (meta-v1",
+        "3. Storage schema",
+        "4. State transition tables",
+        "5. Synthetic fixture",
+        "6. Canary result",
+        "7. Reconciliation report",
+        "8. Acceptance checks",
+        "9. Human-held checklist",
+        "fails as it must: Event identity",
+        "the check reported: comment__no_trigger: expected exactly one event row, found 2",
+        "unique inbound_event_key_unique: UNIQUE (event_key)",
+        "[ ] Quarantine decisions:",
+        "[ ] Account connection:",
+    ):
         assert heading in text, heading

@@ -1,4 +1,4 @@
-"""Issue 10 item 9: every answer under /api/ is chosen, and every error is JSON with a stable code."""
+"""docs/reference/http.md#api-errors: every answer under /api/ is chosen, and every error is JSON with a stable code."""
 
 import base64
 import json
@@ -31,21 +31,25 @@ def assert_json_error(response, status: int, code: str) -> dict:
 
 # Query parameters: NUL reached PostgreSQL ("text fields cannot contain NUL") and was a 500.
 
-@pytest.mark.parametrize("url, parameter", [
-    ("/api/events/?event_key=a%00b", "event_key"),
-    ("/api/events/?source=a%00b", "source"),
-    ("/api/quarantine/?source=%00", "source"),
-    ("/api/events/?event_key=%01", "event_key"),
-    ("/api/events/?source=x%1b%5b31m", "source"),
-    ("/api/events/?event_key=a%7Fb", "event_key"),
-    ("/api/events/?event_key=a%C2%85b", "event_key"),  # C1 NEL
-    ("/api/quarantine/?source=a%E2%80%A8b", "source"),  # U+2028 LINE SEPARATOR
-    ("/api/events/?event_key=" + "k" * 513, "event_key"),
-    ("/api/quarantine/?source=" + "s" * 65, "source"),
-    ("/api/events/?page_size=0", "page_size"),
-    ("/api/events/?page_size=%00", "page_size"),
-    ("/api/quarantine/?state=%00", "state"),
-])
+
+@pytest.mark.parametrize(
+    "url, parameter",
+    [
+        ("/api/events/?event_key=a%00b", "event_key"),
+        ("/api/events/?source=a%00b", "source"),
+        ("/api/quarantine/?source=%00", "source"),
+        ("/api/events/?event_key=%01", "event_key"),
+        ("/api/events/?source=x%1b%5b31m", "source"),
+        ("/api/events/?event_key=a%7Fb", "event_key"),
+        ("/api/events/?event_key=a%C2%85b", "event_key"),  # C1 NEL
+        ("/api/quarantine/?source=a%E2%80%A8b", "source"),  # U+2028 LINE SEPARATOR
+        ("/api/events/?event_key=" + "k" * 513, "event_key"),
+        ("/api/quarantine/?source=" + "s" * 65, "source"),
+        ("/api/events/?page_size=0", "page_size"),
+        ("/api/events/?page_size=%00", "page_size"),
+        ("/api/quarantine/?state=%00", "state"),
+    ],
+)
 def test_a_refused_query_parameter_is_a_400_naming_it(api, url, parameter):
     payload = assert_json_error(api.get(url), 400, "invalid")
     assert list(payload["errors"]) == [parameter]
@@ -60,13 +64,16 @@ def _cursor(query: str) -> str:
     return base64.b64encode(query.encode()).decode()
 
 
-@pytest.mark.parametrize("cursor", [
-    _cursor("p=abc"),           # a position that is not an id: was a 500 (ValueError in the query)
-    _cursor("p=\x00"),
-    _cursor("p=99999999999999999999999"),
-    "not-base64!",              # DRF's own refusal, a 404 before: now a 400 like every bad parameter
-    _cursor("o=x"),
-])
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        _cursor("p=abc"),  # a position that is not an id: was a 500 (ValueError in the query)
+        _cursor("p=\x00"),
+        _cursor("p=99999999999999999999999"),
+        "not-base64!",  # DRF's own refusal, a 404 before: now a 400 like every bad parameter
+        _cursor("o=x"),
+    ],
+)
 def test_a_cursor_this_api_did_not_issue_is_a_400(api, cursor):
     assert_json_error(api.get("/api/events/", {"cursor": cursor}), 400, "invalid_cursor")
 
@@ -80,6 +87,7 @@ def test_an_issued_cursor_still_pages(api, sandbox_source, deliver):
 
 
 # The decision API's body.
+
 
 def post_raw(api, body: str | bytes, content_type: str = "application/json"):
     return api.post("/api/decisions/", body, content_type=content_type)
@@ -101,27 +109,41 @@ def test_deep_but_parsable_body_is_a_400(api):
     assert_json_error(post_raw(api, '{"decision": ' + "[" * 500 + "]" * 500 + "}"), 400, "nesting_too_deep")
 
 
-@pytest.mark.parametrize("body", [
-    # The enum violation's message quoted the value, and the renderer could not encode it: a 500.
-    '{"decision": "replay", "proposal": {"operation": "\\ud800", "key": "k", "digest": "d"}}',
-    '{"decision": "replay", "proposal": {"operation": "apply", "key": "k", "digest": "d", "\\udfff": 1}}',
-    '{"decision": "\\udc00x"}',
-    '["ok", ["\\ud83d"]]',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # The enum violation's message quoted the value, and the renderer could not encode it: a 500.
+        '{"decision": "replay", "proposal": {"operation": "\\ud800", "key": "k", "digest": "d"}}',
+        '{"decision": "replay", "proposal": {"operation": "apply", "key": "k", "digest": "d", "\\udfff": 1}}',
+        '{"decision": "\\udc00x"}',
+        '["ok", ["\\ud83d"]]',
+    ],
+)
 def test_a_lone_surrogate_is_refused_at_input(api, body):
     assert_json_error(post_raw(api, body), 400, "invalid_unicode")
 
 
 def test_a_paired_surrogate_escape_is_ordinary_text(api):
-    body = '{"decision": "replay", "proposal": {"operation": "apply", "key": "\\ud83d\\ude00", "digest": "d"}}'
+    body = (
+        '{"decision": "replay", "proposal": {"operation": "apply", "key": "\\ud83d\\ude00", "digest": "d"}}'
+    )
     assert post_raw(api, body).status_code == 200
 
 
-@pytest.mark.parametrize("body", [
-    '{"decision": 1e400}', '{"decision": -1e400}', '{"decision": 0.1e99999}',
-    '{"decision": NaN}', '{"decision": Infinity}', '{"decision": 1' + "0" * 5000 + "}",
-    b'{"decision": "\xff"}', '\ufeff{}', "{not json",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"decision": 1e400}',
+        '{"decision": -1e400}',
+        '{"decision": 0.1e99999}',
+        '{"decision": NaN}',
+        '{"decision": Infinity}',
+        '{"decision": 1' + "0" * 5000 + "}",
+        b'{"decision": "\xff"}',
+        "\ufeff{}",
+        "{not json",
+    ],
+)
 def test_numbers_beyond_a_double_and_other_non_json_are_parse_errors(api, body):
     assert_json_error(post_raw(api, body), 400, "parse_error")
 
@@ -132,10 +154,13 @@ def test_a_body_over_the_upload_limit_is_a_json_413(api, settings):
 
 
 def test_a_form_body_is_a_415(api):
-    assert_json_error(post_raw(api, "a=1", "application/x-www-form-urlencoded"), 415, "unsupported_media_type")
+    assert_json_error(
+        post_raw(api, "a=1", "application/x-www-form-urlencoded"), 415, "unsupported_media_type"
+    )
 
 
 # Paths, methods and content negotiation.
+
 
 @pytest.mark.parametrize("debug", [False, True])
 def test_an_unknown_api_path_is_a_json_404_for_every_method(api, settings, debug):
@@ -155,7 +180,9 @@ def test_an_unknown_format_is_a_404_with_its_code(api):
 
 
 def test_a_wrong_method_and_an_unacceptable_type_are_json(api):
-    assert_json_error(api.put("/api/decisions/", "{}", content_type="application/json"), 405, "method_not_allowed")
+    assert_json_error(
+        api.put("/api/decisions/", "{}", content_type="application/json"), 405, "method_not_allowed"
+    )
     assert_json_error(api.delete("/api/events/"), 405, "method_not_allowed")
     assert_json_error(api.get("/api/events/", HTTP_ACCEPT="text/html"), 406, "not_acceptable")
 
@@ -180,11 +207,16 @@ def test_errors_raised_outside_a_view_answer_json_under_api_and_html_elsewhere()
     too_big = conduit_api.handler400(factory.post("/api/decisions/"), RequestDataTooBig("over"))
     assert too_big.status_code == 413 and json.loads(too_big.content)["code"] == "payload_too_large"
     assert json.loads(conduit_api.handler400(factory.get("/api/x/"), None).content)["code"] == "bad_request"
-    assert json.loads(conduit_api.handler403(factory.get("/api/x/"), None).content)["code"] == "permission_denied"
+    assert (
+        json.loads(conduit_api.handler403(factory.get("/api/x/"), None).content)["code"]
+        == "permission_denied"
+    )
     assert json.loads(conduit_api.handler404(factory.get("/api/x/"), None).content)["code"] == "not_found"
     assert json.loads(conduit_api.handler500(factory.get("/api/x/")).content)["code"] == "server_error"
-    for response in (conduit_api.handler400(factory.get("/admin/"), None),
-                     conduit_api.handler404(factory.get("/admin/x/"), None)):
+    for response in (
+        conduit_api.handler400(factory.get("/admin/"), None),
+        conduit_api.handler404(factory.get("/admin/x/"), None),
+    ):
         assert response["Content-Type"].startswith("text/html")
 
 
@@ -197,5 +229,8 @@ def test_root_urlconf_names_the_json_handlers():
     from conduit import urls
 
     assert (urls.handler400, urls.handler403, urls.handler404, urls.handler500) == (
-        "conduit.api.handler400", "conduit.api.handler403", "conduit.api.handler404", "conduit.api.handler500",
+        "conduit.api.handler400",
+        "conduit.api.handler403",
+        "conduit.api.handler404",
+        "conduit.api.handler500",
     )

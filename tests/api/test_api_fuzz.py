@@ -6,7 +6,9 @@ import json
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from tests.conftest import fixture_body
 
@@ -44,8 +46,17 @@ class Raw(str):
     """A JSON token written as is (numbers no decoder should turn into a float)."""
 
 
-_huge = st.sampled_from(["1e400", "-1e400", "0.1e99999", "1" + "0" * 5000, "-0", "1E+308", "5e-324", "599.0"]).map(Raw)
-_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _text | _huge
+_huge = st.sampled_from(
+    ["1e400", "-1e400", "0.1e99999", "1" + "0" * 5000, "-0", "1E+308", "5e-324", "599.0"]
+).map(Raw)
+_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _text
+    | _huge
+)
 _json = st.recursive(
     _leaf,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
@@ -64,20 +75,33 @@ def dump(value) -> str:
     return json.dumps(value)
 
 
-_attempt = st.fixed_dictionaries({}, optional={
-    "transport": st.sampled_from(["not_sent", "sent", "response_received"]) | _json,
-    "http_status": st.integers(100, 599) | _huge | _json, "evidence": _text | _json, "at": _text,
-})
+_attempt = st.fixed_dictionaries(
+    {},
+    optional={
+        "transport": st.sampled_from(["not_sent", "sent", "response_received"]) | _json,
+        "http_status": st.integers(100, 599) | _huge | _json,
+        "evidence": _text | _json,
+        "at": _text,
+    },
+)
 _almost_valid = st.fixed_dictionaries(
-    {"decision": st.just("replay") | _json,
-     "proposal": st.fixed_dictionaries({"operation": st.sampled_from(["apply", "deliver"]) | _text,
-                                        "key": _text, "digest": _text},
-                                       optional={"kind": _json, "delta": _text | _huge})},
-    optional={"attempts": st.lists(_attempt, max_size=3) | _json, "events": _json,
-              "destination": _json, "extra": _json},
+    {
+        "decision": st.just("replay") | _json,
+        "proposal": st.fixed_dictionaries(
+            {"operation": st.sampled_from(["apply", "deliver"]) | _text, "key": _text, "digest": _text},
+            optional={"kind": _json, "delta": _text | _huge},
+        ),
+    },
+    optional={
+        "attempts": st.lists(_attempt, max_size=3) | _json,
+        "events": _json,
+        "destination": _json,
+        "extra": _json,
+    },
 )
 _nested = st.integers(1, 3000).map(lambda n: "[" * n + "]" * n) | st.integers(1, 3000).map(
-    lambda n: '{"a":' * n + "1" + "}" * n)
+    lambda n: '{"a":' * n + "1" + "}" * n
+)
 
 
 @FUZZ
@@ -90,9 +114,19 @@ def test_the_decision_api_never_answers_5xx(api, body):
 
 
 @hsettings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                        "application/json; charset=latin-1", "application/xml", "application/octet-stream"]),
-       _json.map(dump))
+@given(
+    st.sampled_from(
+        [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/json; charset=latin-1",
+            "application/xml",
+            "application/octet-stream",
+        ]
+    ),
+    _json.map(dump),
+)
 def test_the_decision_api_answers_every_content_type(api, content_type, body):
     assert_chosen_answer(api.post("/api/decisions/", body, content_type=content_type))
 
@@ -105,9 +139,24 @@ def encode_query(params: list[tuple[str, str]]) -> str:
     )
 
 
-_value = _text | st.integers(-10, 10**30).map(str) | st.sampled_from([
-    "RECORD_READY", "QUARANTINED", "sandbox", "json", "xml", "cD0x", "cD1hYmM=", "%", "+", "",
-])
+_value = (
+    _text
+    | st.integers(-10, 10**30).map(str)
+    | st.sampled_from(
+        [
+            "RECORD_READY",
+            "QUARANTINED",
+            "sandbox",
+            "json",
+            "xml",
+            "cD0x",
+            "cD1hYmM=",
+            "%",
+            "+",
+            "",
+        ]
+    )
+)
 _PARAMETERS = {
     "/api/events/": ["event_key", "source", "state", "cursor", "page_size", "format"],
     "/api/quarantine/": ["source", "state", "cursor", "page_size", "format"],
@@ -115,10 +164,14 @@ _PARAMETERS = {
 
 
 @FUZZ
-@given(st.sampled_from(sorted(_PARAMETERS)).flatmap(lambda path: st.tuples(
-    st.just(path),
-    st.lists(st.tuples(st.sampled_from(_PARAMETERS[path]) | _text, _value), max_size=4),
-)))
+@given(
+    st.sampled_from(sorted(_PARAMETERS)).flatmap(
+        lambda path: st.tuples(
+            st.just(path),
+            st.lists(st.tuples(st.sampled_from(_PARAMETERS[path]) | _text, _value), max_size=4),
+        )
+    )
+)
 def test_the_read_api_never_answers_5xx_for_any_query(api, read_api_rows, path_and_params):
     path, params = path_and_params
     response = api.get(f"{path}?{encode_query(params)}")
@@ -150,6 +203,8 @@ def test_control_the_check_catches_a_5xx_and_an_html_error(api, settings):
     from django.http import HttpResponse
 
     with pytest.raises(AssertionError):
-        assert_chosen_answer(HttpResponse("<h1>Server Error (500)</h1>", status=500, content_type="text/html"))
+        assert_chosen_answer(
+            HttpResponse("<h1>Server Error (500)</h1>", status=500, content_type="text/html")
+        )
     with pytest.raises(AssertionError):
         assert_chosen_answer(HttpResponse("<h1>Bad Request</h1>", status=400, content_type="text/html"))

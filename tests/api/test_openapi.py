@@ -21,7 +21,10 @@ def conforms(document: dict, name: str, instance) -> None:
 
 def test_the_read_api_is_described_with_every_parameter():
     paths = served()["paths"]
-    params = {path: {p["name"] for p in paths[path]["get"]["parameters"]} for path in ("/api/events/", "/api/quarantine/")}
+    params = {
+        path: {p["name"] for p in paths[path]["get"]["parameters"]}
+        for path in ("/api/events/", "/api/quarantine/")
+    }
     assert params == {
         "/api/events/": {"event_key", "source", "state", "cursor", "page_size"},
         "/api/quarantine/": {"source", "state", "cursor", "page_size"},

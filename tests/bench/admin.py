@@ -27,10 +27,11 @@ import argparse
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
-from common import raw_dsn  # noqa: I001  (sets Django up)
 import psycopg  # noqa: E402
+from common import raw_dsn  # noqa: I001  (sets Django up)
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
@@ -46,8 +47,13 @@ from replies.services import reply_copy_create, reply_route_declare  # noqa: E40
 TARGET_MS = 300.0
 SOURCES = 3
 PURPOSES = ("public_ack", "private_delivery")
-BIG_TABLES = ("inbound_events", "inbound_event_transitions", "reply_actions", "reply_action_transitions",
-              "reply_send_attempts")
+BIG_TABLES = (
+    "inbound_events",
+    "inbound_event_transitions",
+    "reply_actions",
+    "reply_action_transitions",
+    "reply_send_attempts",
+)
 CHUNK = 20_000
 NULL = "\\N"  # COPY text format
 START = datetime(2026, 1, 1, tzinfo=dt_timezone.utc)
@@ -59,15 +65,28 @@ def setup() -> tuple[list[Source], Client, Client]:
     sources = []
     for n in range(SOURCES):
         source, _ = source_register(
-            name=f"bench{n}", adapter="sandbox-social", account_ref=f"acct_test_admin{n}",
-            event_types=["comment.created"], purposes=list(PURPOSES), trigger_keywords=["CHECKLIST"],
+            name=f"bench{n}",
+            adapter="sandbox-social",
+            account_ref=f"acct_test_admin{n}",
+            event_types=["comment.created"],
+            purposes=list(PURPOSES),
+            trigger_keywords=["CHECKLIST"],
             secret_env="CONDUIT_SOURCE_BENCH_SECRET",
         )
         for purpose in PURPOSES:
-            reply_copy_create(source_id=source.pk, purpose=purpose, channel="public_reply",
-                              text="Thanks! The checklist is on its way.", actor="bench")
-            reply_route_declare(source_id=source.pk, purpose=purpose, transport_name="sandbox",
-                                target_url="http://127.0.0.1:9/")
+            reply_copy_create(
+                source_id=source.pk,
+                purpose=purpose,
+                channel="public_reply",
+                text="Thanks! The checklist is on its way.",
+                actor="bench",
+            )
+            reply_route_declare(
+                source_id=source.pk,
+                purpose=purpose,
+                transport_name="sandbox",
+                target_url="http://127.0.0.1:9/",
+            )
         sources.append(source)
     user = get_user_model().objects.create_superuser("bench", "bench@example.invalid", "bench-only")
     from rest_framework.authtoken.models import Token
@@ -102,9 +121,14 @@ def action_state(i: int, purpose: str) -> str:
 def keys(sources: list[Source], i: int) -> tuple[Source, str, str]:
     source = sources[i % len(sources)]
     ident = f"evt_test_{i:08d}"
-    key = event_key(source_system="sandbox-social", source_account_ref=source.account_ref,
-                    event_type="comment.created", source_event_id=ident, conversation_ref=f"post_test_{i % 997}",
-                    message_ref=f"msg_test_{i:08d}")
+    key = event_key(
+        source_system="sandbox-social",
+        source_account_ref=source.account_ref,
+        event_type="comment.created",
+        source_event_id=ident,
+        conversation_ref=f"post_test_{i % 997}",
+        message_ref=f"msg_test_{i:08d}",
+    )
     return source, ident, key
 
 
@@ -123,15 +147,24 @@ def generate(sources: list[Source], lo: int, hi: int):
             f"{eid}\t{key}\t{source.pk}\tsandbox-social\t{source.account_ref}\t{ident}\tcomment.created\t"
             f"post_test_{i % 997}\tmsg_test_{i:08d}\tperson_test_{i % 10007}\t{ts(occurred)}\t{ts(occurred)}\t"
             f"{'%064x' % i}\tevent-v1\t{'t' if canary else 'f'}\t1\t{'f' if closed else 't'}\t{state}\t"
-            f"UNRECONCILED\t\\N\t{ts(received)}\t{ts(received)}\t1\tPlease send the CHECKLIST {i}\t\\N\n")
-        event_trans.append(f"{2 * eid - 1}\t{eid}\tevent\t\\N\tRECEIVED\t{ts(received)}\tingress\taccepted\tf\n")
-        event_trans.append(f"{2 * eid}\t{eid}\tevent\tRECEIVED\t{state}\t{ts(received)}\tingress\t"
-                           f"{'no_trigger' if closed else 'record_ready'}\tf\n")
+            f"UNRECONCILED\t\\N\t{ts(received)}\t{ts(received)}\t1\tPlease send the CHECKLIST {i}\t\\N\n"
+        )
+        event_trans.append(
+            f"{2 * eid - 1}\t{eid}\tevent\t\\N\tRECEIVED\t{ts(received)}\tingress\taccepted\tf\n"
+        )
+        event_trans.append(
+            f"{2 * eid}\t{eid}\tevent\tRECEIVED\t{state}\t{ts(received)}\tingress\t"
+            f"{'no_trigger' if closed else 'record_ready'}\tf\n"
+        )
         for p, purpose in enumerate(PURPOSES):
             aid = 2 * i + p + 1
             dstate = action_state(i, purpose)
             approved = dstate in ("SENT", "SEND_STATUS_UNKNOWN", "FAILED_BEFORE_SEND", "SUPPRESSED_TEST")
-            tries = 1 if dstate in ("SENT", "SEND_STATUS_UNKNOWN") else (2 if dstate == "FAILED_BEFORE_SEND" else 0)
+            tries = (
+                1
+                if dstate in ("SENT", "SEND_STATUS_UNKNOWN")
+                else (2 if dstate == "FAILED_BEFORE_SEND" else 0)
+            )
             deadline = ts(occurred + timedelta(days=7)) if purpose == "private_delivery" else NULL
             actions.append(
                 f"{aid}\t{reply_key(key, purpose)}\t{key}\t{purpose}\t"
@@ -140,14 +173,21 @@ def generate(sources: list[Source], lo: int, hi: int):
                 f"{ts(received) if approved else NULL}\t{dstate}\t"
                 f"{f'rcpt_test_{aid}' if dstate == 'SENT' else ''}\t{tries}\t"
                 f"{'transport_timeout' if dstate == 'SEND_STATUS_UNKNOWN' else ('live_send_disabled' if dstate == 'FAILED_BEFORE_SEND' else '')}\t"
-                f"{'t' if canary else 'f'}\t{ts(received)}\t\\N\t\\N\t{deadline}\n")
-            action_trans.append(f"{2 * aid - 1}\t{aid}\treply\t\\N\tREVIEW_PENDING\t{ts(received)}\tingress\tplanned\tf\n")
+                f"{'t' if canary else 'f'}\t{ts(received)}\t\\N\t\\N\t{deadline}\n"
+            )
+            action_trans.append(
+                f"{2 * aid - 1}\t{aid}\treply\t\\N\tREVIEW_PENDING\t{ts(received)}\tingress\tplanned\tf\n"
+            )
             if dstate != "REVIEW_PENDING":
-                action_trans.append(f"{2 * aid}\t{aid}\treply\tREVIEW_PENDING\t{dstate}\t{ts(received)}\t"
-                                    f"sender\t{dstate.lower()}\tf\n")
+                action_trans.append(
+                    f"{2 * aid}\t{aid}\treply\tREVIEW_PENDING\t{dstate}\t{ts(received)}\t"
+                    f"sender\t{dstate.lower()}\tf\n"
+                )
             if dstate in ("SEND_STATUS_UNKNOWN", "FAILED_BEFORE_SEND"):
                 transport = "sent" if dstate == "SEND_STATUS_UNKNOWN" else "not_sent"
-                attempts.append(f"{aid}\t{aid}\t1\t{ts(received)}\t{transport}\t\\N\t{dstate.lower()}\tsandbox\n")
+                attempts.append(
+                    f"{aid}\t{aid}\t1\t{ts(received)}\t{transport}\t\\N\t{dstate.lower()}\tsandbox\n"
+                )
         if len(events) >= CHUNK or i == hi - 1:
             yield events, event_trans, actions, action_trans, attempts
             events, event_trans, actions, action_trans, attempts = [], [], [], [], []
@@ -158,17 +198,24 @@ COLUMNS = {
         "id, event_key, source_id, source_system, source_account_ref, source_event_id, event_type, "
         "conversation_ref, message_ref, sender_ref, occurred_at, occurred_at_original, payload_hash, "
         "contract_version, canary, trigger_rule_version, trigger_match, event_state, reconcile_status, "
-        "reconciled_at, first_received_at, last_received_at, seen_count, message_text, content_purged_at"),
+        "reconciled_at, first_received_at, last_received_at, seen_count, message_text, content_purged_at"
+    ),
     "inbound_event_transitions": "id, event_id, ledger, prior_state, next_state, at, actor, reason_code, refused",
     "reply_actions": (
         "id, reply_key, event_key, purpose, channel, copy_version, approval_state, approved_by, approved_at, "
         "delivery_state, provider_reply_id, attempt_count, last_error_code, canary, created_at, sending_since, "
-        "next_attempt_at, reply_deadline"),
+        "next_attempt_at, reply_deadline"
+    ),
     "reply_action_transitions": "id, action_id, ledger, prior_state, next_state, at, actor, reason_code, refused",
     "reply_send_attempts": "id, action_id, attempt_number, at, transport, http_status, evidence, transport_name",
 }
-ORDER = ("inbound_events", "inbound_event_transitions", "reply_actions", "reply_action_transitions",
-         "reply_send_attempts")
+ORDER = (
+    "inbound_events",
+    "inbound_event_transitions",
+    "reply_actions",
+    "reply_action_transitions",
+    "reply_send_attempts",
+)
 
 
 def load(sources: list[Source], lo: int, hi: int, *, rebuild_indexes: bool) -> dict[str, float]:
@@ -183,7 +230,9 @@ def load(sources: list[Source], lo: int, hi: int, *, rebuild_indexes: bool) -> d
         if rebuild_indexes:
             dropped = conn.execute(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) "
-                "AND indexname NOT IN (SELECT conname FROM pg_constraint)", [list(BIG_TABLES)]).fetchall()
+                "AND indexname NOT IN (SELECT conname FROM pg_constraint)",
+                [list(BIG_TABLES)],
+            ).fetchall()
             for name, _ in dropped:
                 conn.execute(f'DROP INDEX "{name}"')
         started = time.perf_counter()
@@ -201,8 +250,10 @@ def load(sources: list[Source], lo: int, hi: int, *, rebuild_indexes: bool) -> d
         timings["index_s"] = time.perf_counter() - started
         started = time.perf_counter()
         for table in BIG_TABLES:
-            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                         f"(SELECT coalesce(max(id), 1) FROM {table}))")
+            conn.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                f"(SELECT coalesce(max(id), 1) FROM {table}))"
+            )
             conn.execute(f"VACUUM ANALYZE {table}")
         timings["analyze_s"] = time.perf_counter() - started
     return timings
@@ -220,8 +271,11 @@ def pages(sources: list[Source], size: int) -> list[tuple[str, str, str]]:
         ("review queue", "admin", "/admin/replies/reviewqueue/"),
         ("unknown-send queue", "admin", "/admin/replies/unknownsendqueue/"),
         ("events changelist", "admin", "/admin/ingress/inboundevent/"),
-        ("events, filtered", "admin",
-         f"/admin/ingress/inboundevent/?{urlencode({'source__id__exact': source.pk, 'event_state__exact': 'CLOSED_NO_REPLY'})}"),
+        (
+            "events, filtered",
+            "admin",
+            f"/admin/ingress/inboundevent/?{urlencode({'source__id__exact': source.pk, 'event_state__exact': 'CLOSED_NO_REPLY'})}",
+        ),
         ("events, searched", "admin", f"/admin/ingress/inboundevent/?{urlencode({'q': key})}"),
         ("event page", "admin", f"/admin/ingress/inboundevent/{pick + 1}/change/"),
         ("GET /api/events/?event_key=", "api", f"/api/events/?{urlencode({'event_key': key})}"),
@@ -250,13 +304,17 @@ def measure(clients: dict[str, Client], sources: list[Source], size: int, sample
 
 
 def table(small: int, big: int, low: dict, high: dict) -> str:
-    lines = [f"{'page':<30} {'p50 ' + label(small):>11} {'p95 ' + label(small):>11} {'p50 ' + label(big):>11} "
-             f"{'p95 ' + label(big):>11} {'p95 ratio':>9} {'target':>7}  verdict"]
+    lines = [
+        f"{'page':<30} {'p50 ' + label(small):>11} {'p95 ' + label(small):>11} {'p50 ' + label(big):>11} "
+        f"{'p95 ' + label(big):>11} {'p95 ratio':>9} {'target':>7}  verdict"
+    ]
     for name in high:
         (lp50, lp95), (hp50, hp95) = low.get(name, (float("nan"),) * 2), high[name]
         verdict = "PASS" if hp95 <= TARGET_MS else "FAIL"
-        lines.append(f"{name:<30} {lp50:>9.1f}ms {lp95:>9.1f}ms {hp50:>9.1f}ms {hp95:>9.1f}ms "
-                     f"{hp95 / lp95:>8.2f}x {TARGET_MS:>5.0f}ms  {verdict}")
+        lines.append(
+            f"{name:<30} {lp50:>9.1f}ms {lp95:>9.1f}ms {hp50:>9.1f}ms {hp95:>9.1f}ms "
+            f"{hp95 / lp95:>8.2f}x {TARGET_MS:>5.0f}ms  {verdict}"
+        )
     return "\n".join(lines)
 
 
@@ -266,7 +324,9 @@ def label(n: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000, help="events at the big level (2 actions each)")
+    parser.add_argument(
+        "--events", type=int, default=1_000_000, help="events at the big level (2 actions each)"
+    )
     parser.add_argument("--small", type=int, default=10_000, help="events at the baseline level")
     parser.add_argument("--samples", type=int, default=20, help="timed renders per page and level")
     parser.add_argument("--explain", action="store_true", help="print each page's SQL with EXPLAIN ANALYZE")
@@ -280,19 +340,26 @@ def main() -> int:
 
     started = time.perf_counter()
     t = load(sources, 0, small, rebuild_indexes=False)
-    print(f"loaded {small:,} events, {2 * small:,} actions in {time.perf_counter() - started:.1f}s {fmt(t)}",
-          flush=True)
+    print(
+        f"loaded {small:,} events, {2 * small:,} actions in {time.perf_counter() - started:.1f}s {fmt(t)}",
+        flush=True,
+    )
     low = measure(clients, sources, small, args.samples)
 
     started = time.perf_counter()
     t = load(sources, small, args.events, rebuild_indexes=True)
-    print(f"loaded {args.events - small:,} more events, {2 * (args.events - small):,} actions in "
-          f"{time.perf_counter() - started:.1f}s {fmt(t)}", flush=True)
+    print(
+        f"loaded {args.events - small:,} more events, {2 * (args.events - small):,} actions in "
+        f"{time.perf_counter() - started:.1f}s {fmt(t)}",
+        flush=True,
+    )
     if args.explain:
         explain(clients, sources, args.events)
     high = measure(clients, sources, args.events, args.samples)
-    print(f"\n{args.samples} renders per page and level (Django test Client, in process, logged-in superuser; "
-          "the API with a token)")
+    print(
+        f"\n{args.samples} renders per page and level (Django test Client, in process, logged-in superuser; "
+        "the API with a token)"
+    )
     print(table(small, args.events, low, high))
     return 0 if all(p95 <= TARGET_MS for _, p95 in high.values()) else 1
 

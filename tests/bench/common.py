@@ -32,8 +32,12 @@ def bench_source(name: str, account_ref: str) -> Source:
     """Migrate the bench database and register a synthetic source whose trigger always matches."""
     call_command("migrate", verbosity=0)
     source, _ = source_register(
-        name=name, adapter="sandbox-social", account_ref=account_ref, event_types=["comment.created"],
-        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"],
+        name=name,
+        adapter="sandbox-social",
+        account_ref=account_ref,
+        event_types=["comment.created"],
+        purposes=["public_ack", "private_delivery"],
+        trigger_keywords=["CHECKLIST"],
         secret_env="CONDUIT_SOURCE_BENCH_SECRET",
     )
     return source

@@ -10,8 +10,8 @@ then runs in a fresh process: the scan time is the command's own (Django's
 start-up excluded) and the peak memory is that process's high-water resident set
 (VmHWM, sampled from /proc while it runs: wait4's ru_maxrss would count the
 bench's own memory, which the child shares between fork and exec).
-Seed 004's default scan limits (10,000 staged items, 32 MiB, 1,000 pages) are
-raised for the run with the explicit bounded adjustment the seed allows
+The default scan limits of docs/concepts/reconciliation.md#limits (10,000 staged items, 32 MiB,
+1,000 pages) are raised for the run with the explicit bounded adjustment the settings allow
 (CONDUIT_RECONCILE_MAX_STAGED_ITEMS, _MAX_STAGED_BYTES, _MAX_PAGES), sized to the level.
 Targets: 100k/10k time at most 11x (linear), peak memory flat (streamed pages).
 CONDUIT_BENCH_PROFILE=/path/prefix writes a cProfile of the command and its 40 slowest
@@ -37,19 +37,22 @@ from django.utils import timezone  # noqa: E402
 
 from conduit.canonical import payload_hash  # noqa: E402
 from conduit.providers.base import event_key  # noqa: E402
-from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.models import InboundEvent, Source  # noqa: E402
 from ingress.services import source_register  # noqa: E402
 from reconcile.models import ReconcileReport  # noqa: E402
 from replies.contract import reply_key  # noqa: E402
 from replies.models import ReplyAction  # noqa: E402
+from simulators.sandbox import serve  # noqa: E402
 
 
 def synthetic(n: int, i: int) -> dict:
     minute, second = divmod(i, 60)
     return {
-        "id": f"evt_test_{n}_{i:07d}", "type": "comment.created", "post_id": f"post_test_{i % 97}",
-        "comment_id": f"msg_test_{n}_{i:07d}", "from_id": f"person_test_{i % 1013}",
+        "id": f"evt_test_{n}_{i:07d}",
+        "type": "comment.created",
+        "post_id": f"post_test_{i % 97}",
+        "comment_id": f"msg_test_{n}_{i:07d}",
+        "from_id": f"person_test_{i % 1013}",
         "created_at": f"2026-01-{1 + minute // 1440:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:{second:02d}Z",
         "text": "CHECKLIST",
     }
@@ -59,8 +62,13 @@ def prepare(n: int, provider_state, url: str) -> Source:
     """A source of n events at the provider; locally 90% of them, 10% of their replies unconfirmed."""
     account = f"acct_test_rb{n}"
     source, _ = source_register(
-        name=f"bench{n}", adapter="sandbox-social", account_ref=account, event_types=["comment.created"],
-        purposes=["public_ack"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_SOURCE_BENCH_SECRET",
+        name=f"bench{n}",
+        adapter="sandbox-social",
+        account_ref=account,
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env="CONDUIT_SOURCE_BENCH_SECRET",
         source_url=url,
     )
     now = timezone.now()
@@ -68,9 +76,14 @@ def prepare(n: int, provider_state, url: str) -> Source:
     provider_state.hold(account, items)
     event_rows, action_rows = [], []
     for i, item in enumerate(items):
-        key = event_key(source_system="sandbox-social", source_account_ref=account, event_type=item["type"],
-                        source_event_id=item["id"], conversation_ref=item["post_id"],
-                        message_ref=item["comment_id"])
+        key = event_key(
+            source_system="sandbox-social",
+            source_account_ref=account,
+            event_type=item["type"],
+            source_event_id=item["id"],
+            conversation_ref=item["post_id"],
+            message_ref=item["comment_id"],
+        )
         rkey = reply_key(key, "public_ack")
         receipt = f"rcpt_test_{n}_{i}"
         with provider_state.lock:  # every reply Conduit sent was applied by the provider
@@ -80,20 +93,79 @@ def prepare(n: int, provider_state, url: str) -> Source:
         if i % 10 == 9:
             continue  # missing locally: its webhook never came
         occurred = timezone.datetime.fromisoformat(item["created_at"])
-        event_rows.append((key, source.pk, "sandbox-social", account, item["id"], item["type"], item["post_id"],
-                           item["comment_id"], item["from_id"], occurred, item["created_at"],
-                           payload_hash(item), "event-v1", False, 1, True, "RECORD_READY", "UNRECONCILED",
-                           now, now, 1, item["text"]))
+        event_rows.append(
+            (
+                key,
+                source.pk,
+                "sandbox-social",
+                account,
+                item["id"],
+                item["type"],
+                item["post_id"],
+                item["comment_id"],
+                item["from_id"],
+                occurred,
+                item["created_at"],
+                payload_hash(item),
+                "event-v1",
+                False,
+                1,
+                True,
+                "RECORD_READY",
+                "UNRECONCILED",
+                now,
+                now,
+                1,
+                item["text"],
+            )
+        )
         unconfirmed = i % 10 == 4
-        action_rows.append((rkey, key, "public_ack", "SEND_STATUS_UNKNOWN" if unconfirmed else "SENT",
-                            "APPROVED", "" if unconfirmed else receipt, now, 1))
-    event_columns = ["event_key", "source", "source_system", "source_account_ref", "source_event_id", "event_type",
-                     "conversation_ref", "message_ref", "sender_ref", "occurred_at", "occurred_at_original",
-                     "payload_hash", "contract_version", "canary", "trigger_rule_version", "trigger_match",
-                     "event_state", "reconcile_status", "first_received_at", "last_received_at", "seen_count",
-                     "message_text"]
-    action_columns = ["reply_key", "event", "purpose", "delivery_state", "approval_state", "provider_reply_id",
-                      "created_at", "attempt_count"]
+        action_rows.append(
+            (
+                rkey,
+                key,
+                "public_ack",
+                "SEND_STATUS_UNKNOWN" if unconfirmed else "SENT",
+                "APPROVED",
+                "" if unconfirmed else receipt,
+                now,
+                1,
+            )
+        )
+    event_columns = [
+        "event_key",
+        "source",
+        "source_system",
+        "source_account_ref",
+        "source_event_id",
+        "event_type",
+        "conversation_ref",
+        "message_ref",
+        "sender_ref",
+        "occurred_at",
+        "occurred_at_original",
+        "payload_hash",
+        "contract_version",
+        "canary",
+        "trigger_rule_version",
+        "trigger_match",
+        "event_state",
+        "reconcile_status",
+        "first_received_at",
+        "last_received_at",
+        "seen_count",
+        "message_text",
+    ]
+    action_columns = [
+        "reply_key",
+        "event",
+        "purpose",
+        "delivery_state",
+        "approval_state",
+        "provider_reply_id",
+        "created_at",
+        "attempt_count",
+    ]
     _copy(InboundEvent, event_columns, event_rows)
     _copy(ReplyAction, action_columns, action_rows)
     with connection.cursor() as cursor:
@@ -104,17 +176,21 @@ def prepare(n: int, provider_state, url: str) -> Source:
 def _copy(model: type, columns: list[str], rows: list[tuple]) -> None:
     """Load the local ledgers by COPY (the set-up is not what is measured; a million rows load in seconds)."""
     names = ", ".join(model._meta.get_field(c).column for c in columns)
-    with connection.cursor() as cursor, cursor.cursor.copy(
-            f"COPY {model._meta.db_table} ({names}) FROM STDIN") as copy:
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {model._meta.db_table} ({names}) FROM STDIN") as copy,
+    ):
         for row in rows:
             copy.write_row(row)
 
 
 def limits_for(n: int) -> dict[str, int]:
-    """Seed 004's per-scan limits raised for n events and their receipts (an explicit, bounded adjustment)."""
-    return {"CONDUIT_RECONCILE_MAX_STAGED_ITEMS": max(10_000, 2 * n + 1000),
-            "CONDUIT_RECONCILE_MAX_STAGED_BYTES": max(32, n // 1000 + 32) * 1024 * 1024,
-            "CONDUIT_RECONCILE_MAX_PAGES": max(1000, n // 1000 + 10)}
+    """The per-scan limits (docs/concepts/reconciliation.md#limits) raised for n events and their receipts (an explicit, bounded adjustment)."""
+    return {
+        "CONDUIT_RECONCILE_MAX_STAGED_ITEMS": max(10_000, 2 * n + 1000),
+        "CONDUIT_RECONCILE_MAX_STAGED_BYTES": max(32, n // 1000 + 32) * 1024 * 1024,
+        "CONDUIT_RECONCILE_MAX_PAGES": max(1000, n // 1000 + 10),
+    }
 
 
 # `manage.py reconcile` in a fresh process, with the level's scan limits set first.
@@ -174,8 +250,13 @@ def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int
     """(scan seconds, process wall seconds, peak RSS in KiB) of one `manage.py reconcile`."""
     started = time.monotonic()
     overrides = {**limits_for(n), "CONDUIT_RECONCILE_PAGE_SIZE": page_size}
-    process = subprocess.Popen([sys.executable, "-c", CHILD, source.name, json.dumps(overrides)],
-                               cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [sys.executable, "-c", CHILD, source.name, json.dumps(overrides)],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     peak = 0
     reader = threading.Thread(target=lambda: setattr(process, "output", process.stdout.read().decode()))
     reader.start()
@@ -193,8 +274,12 @@ def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--page-size", type=int, default=1000,
-                        help="CONDUIT_RECONCILE_PAGE_SIZE for the scan (1 to 5000; the default's 1000)")
+    parser.add_argument(
+        "--page-size",
+        type=int,
+        default=1000,
+        help="CONDUIT_RECONCILE_PAGE_SIZE for the scan (1 to 5000; the default's 1000)",
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     server, provider_state = serve(port=0)
@@ -206,21 +291,31 @@ def main() -> None:
         print(f"{n} events: prepared in {time.monotonic() - t0:.1f} s", flush=True)
         scan, wall, rss = reconcile(source, n, args.page_size)
         counts = ReconcileReport.objects.filter(source=source).get().summary["counts"]
-        expected = {"events_compared": n, "missing_recovered": n // 10, "receipts_attached": n // 10,
-                    "events_matched": n - n // 10, "source_unverified": 0}
+        expected = {
+            "events_compared": n,
+            "missing_recovered": n // 10,
+            "receipts_attached": n // 10,
+            "events_matched": n - n // 10,
+            "source_unverified": 0,
+        }
         wrong = {k: counts[k] for k in expected if counts[k] != expected[k]}
         if wrong:
             raise SystemExit(f"{n} events: unexpected counts {wrong}, expected {expected}")
         with provider_state.lock:
             resent = sum(n - 1 for n in provider_state.applied.values())
         results[n] = (scan, rss)
-        print(f"{n:>7} events: scan {scan:7.2f} s  ({n / scan:,.0f} events/s)  process wall {wall:6.2f} s  "
-              f"peak RSS {rss / 1024:6.1f} MiB  duplicates sent {resent}", flush=True)
+        print(
+            f"{n:>7} events: scan {scan:7.2f} s  ({n / scan:,.0f} events/s)  process wall {wall:6.2f} s  "
+            f"peak RSS {rss / 1024:6.1f} MiB  duplicates sent {resent}",
+            flush=True,
+        )
     sizes = sorted(results)
     for small, large in zip(sizes, sizes[1:]):
         (t_small, m_small), (t_large, m_large) = results[small], results[large]
-        print(f"ratio {large // small}x events ({small} -> {large}): time {t_large / t_small:.2f}x "
-              f"(target <= 11x), peak memory {m_large / m_small:.2f}x (target flat)")
+        print(
+            f"ratio {large // small}x events ({small} -> {large}): time {t_large / t_small:.2f}x "
+            f"(target <= 11x), peak memory {m_large / m_small:.2f}x (target flat)"
+        )
     server.shutdown()
 
 

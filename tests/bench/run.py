@@ -36,9 +36,13 @@ ACCOUNT = "acct_test_bench"
 
 def event_doc(event_id: str) -> dict:
     return {
-        "id": event_id, "type": "comment.created", "post_id": "post_test_bench",
-        "comment_id": f"msg_{event_id}", "from_id": "person_test_bench",
-        "created_at": "2026-01-15T14:30:00Z", "text": "CHECKLIST",
+        "id": event_id,
+        "type": "comment.created",
+        "post_id": "post_test_bench",
+        "comment_id": f"msg_{event_id}",
+        "from_id": "person_test_bench",
+        "created_at": "2026-01-15T14:30:00Z",
+        "text": "CHECKLIST",
     }
 
 
@@ -61,8 +65,9 @@ def workload(level: str, client: int, batch: int = 1):
     while True:
         docs = [event_doc(f"evt_test_{level}_{client}_{seq + i}") for i in range(fresh)]
         seq += fresh
-        again = previous[: batch - fresh] or [event_doc(f"evt_test_{level}_{client}_{seq + i}")
-                                               for i in range(batch - fresh)]
+        again = previous[: batch - fresh] or [
+            event_doc(f"evt_test_{level}_{client}_{seq + i}") for i in range(batch - fresh)
+        ]
         if not previous:
             seq += batch - fresh
         previous = docs
@@ -131,8 +136,12 @@ class HttpPath:
     @staticmethod
     def _request(docs: list[dict]) -> bytes:
         body = json.dumps({"account": ACCOUNT, "events": docs}).encode()
-        headers = ADAPTER.sign(body=body, secret=BENCH_SECRET, delivery_id=f"msg_{uuid.uuid4().hex}",
-                               at=datetime.now(timezone.utc))
+        headers = ADAPTER.sign(
+            body=body,
+            secret=BENCH_SECRET,
+            delivery_id=f"msg_{uuid.uuid4().hex}",
+            at=datetime.now(timezone.utc),
+        )
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         return (
             f"POST /webhooks/bench/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}"
@@ -179,8 +188,10 @@ EVENT_INSERT = (
     "trigger_match, event_state, reconcile_status, first_received_at, last_received_at, "
     "seen_count, message_text) VALUES "
 )
-EVENT_ROW = "(%s,%s,'sandbox-social',%s,%s,'comment.created',%s,%s,%s,%s,%s,%s,'event-v1',false,1,true," \
-            "'RECORD_READY','UNRECONCILED',%s,%s,1,%s)"
+EVENT_ROW = (
+    "(%s,%s,'sandbox-social',%s,%s,'comment.created',%s,%s,%s,%s,%s,%s,'event-v1',false,1,true,"
+    "'RECORD_READY','UNRECONCILED',%s,%s,1,%s)"
+)
 
 
 class RawPath:
@@ -203,8 +214,21 @@ class RawPath:
         return f"sandbox-social:{ACCOUNT}:comment.created:{doc['id']}"
 
     def _event_params(self, doc: dict, now: datetime) -> list:
-        return [self._key(doc), self.source_id, ACCOUNT, doc["id"], doc["post_id"], doc["comment_id"],
-                doc["from_id"], now, doc["created_at"], payload_hash(doc), now, now, doc["text"]]
+        return [
+            self._key(doc),
+            self.source_id,
+            ACCOUNT,
+            doc["id"],
+            doc["post_id"],
+            doc["comment_id"],
+            doc["from_id"],
+            now,
+            doc["created_at"],
+            payload_hash(doc),
+            now,
+            now,
+            doc["text"],
+        ]
 
     def _delivery(self, conn, docs: list[dict], now: datetime) -> None:
         body_hash = sha256_hex(json.dumps({"account": ACCOUNT, "events": docs}))
@@ -212,8 +236,14 @@ class RawPath:
             "INSERT INTO ingress_deliveries (source_id, delivery_id, body_hash, event_keys, "
             "first_received_at, last_received_at, seen_count) VALUES (%s,%s,%s,%s,%s,%s,1) "
             "ON CONFLICT DO NOTHING RETURNING id",
-            [self.source_id, f"msg_{uuid.uuid4().hex}", body_hash,
-             json.dumps(sorted(self._key(d) for d in docs)), now, now],
+            [
+                self.source_id,
+                f"msg_{uuid.uuid4().hex}",
+                body_hash,
+                json.dumps(sorted(self._key(d) for d in docs)),
+                now,
+                now,
+            ],
         )
 
     def _one(self, conn, doc: dict) -> None:
@@ -221,12 +251,15 @@ class RawPath:
         key = self._key(doc)
         with conn.transaction():
             self._delivery(conn, [doc], now)
-            row = conn.execute(EVENT_INSERT + EVENT_ROW + " ON CONFLICT DO NOTHING RETURNING id",
-                               self._event_params(doc, now)).fetchone()
+            row = conn.execute(
+                EVENT_INSERT + EVENT_ROW + " ON CONFLICT DO NOTHING RETURNING id",
+                self._event_params(doc, now),
+            ).fetchone()
             if row is None:
                 conn.execute(
                     "UPDATE inbound_events SET seen_count = seen_count + 1, last_received_at = %s "
-                    "WHERE event_key = %s AND payload_hash = %s", [now, key, payload_hash(doc)],
+                    "WHERE event_key = %s AND payload_hash = %s",
+                    [now, key, payload_hash(doc)],
                 )
                 return
             self._plan(conn, [(row[0], key)], now)
@@ -237,7 +270,8 @@ class RawPath:
         with conn.transaction():
             self._delivery(conn, docs, now)
             rows = conn.execute(
-                EVENT_INSERT + ",".join([EVENT_ROW] * len(docs))
+                EVENT_INSERT
+                + ",".join([EVENT_ROW] * len(docs))
                 + " ON CONFLICT (event_key) DO UPDATE SET seen_count = inbound_events.seen_count + 1, "
                 "last_received_at = EXCLUDED.last_received_at "
                 "WHERE inbound_events.payload_hash = EXCLUDED.payload_hash RETURNING id, event_key, seen_count",
@@ -252,25 +286,46 @@ class RawPath:
         conn.execute(
             "INSERT INTO inbound_event_transitions (event_id, ledger, prior_state, next_state, at, "
             "actor, reason_code, refused) VALUES "
-            + ",".join(["(%s,'event',NULL,'RECEIVED',%s,'system:ingest','source_proof_passed',false),"
-                        "(%s,'event','RECEIVED','RECORD_READY',%s,'system:ingest','reply_plan_created',false)"]
-                       * len(new)),
+            + ",".join(
+                [
+                    "(%s,'event',NULL,'RECEIVED',%s,'system:ingest','source_proof_passed',false),"
+                    "(%s,'event','RECEIVED','RECORD_READY',%s,'system:ingest','reply_plan_created',false)"
+                ]
+                * len(new)
+            ),
             [p for pk, _ in new for p in (pk, now, pk, now)],
         )
         ids = conn.execute(
             "INSERT INTO reply_actions (reply_key, event_key, purpose, delivery_state, "
             "approval_state, canary, created_at) VALUES "
-            + ",".join(["(%s,%s,'public_ack','REVIEW_PENDING','REVIEW_PENDING',false,%s),"
-                        "(%s,%s,'private_delivery','REVIEW_PENDING','REVIEW_PENDING',false,%s)"] * len(new))
+            + ",".join(
+                [
+                    "(%s,%s,'public_ack','REVIEW_PENDING','REVIEW_PENDING',false,%s),"
+                    "(%s,%s,'private_delivery','REVIEW_PENDING','REVIEW_PENDING',false,%s)"
+                ]
+                * len(new)
+            )
             + " RETURNING id",
-            [p for _, key in new
-             for p in (reply_key(key, "public_ack"), key, now, reply_key(key, "private_delivery"), key, now)],
+            [
+                p
+                for _, key in new
+                for p in (
+                    reply_key(key, "public_ack"),
+                    key,
+                    now,
+                    reply_key(key, "private_delivery"),
+                    key,
+                    now,
+                )
+            ],
         ).fetchall()
         conn.execute(
             "INSERT INTO reply_action_transitions (action_id, ledger, prior_state, next_state, "
             "at, actor, reason_code, refused) VALUES "
-            + ",".join(["(%s,'reply',NULL,'REVIEW_PENDING',%s,'system:ingest','planned_on_first_receipt',false)"]
-                       * len(ids)),
+            + ",".join(
+                ["(%s,'reply',NULL,'REVIEW_PENDING',%s,'system:ingest','planned_on_first_receipt',false)"]
+                * len(ids)
+            ),
             [p for (pk,) in ids for p in (pk, now)],
         )
 
@@ -279,16 +334,34 @@ class RawPath:
             conn.close()
 
 
-def start_server(workers: int, threads: int, worker_class: str = "gthread",
-                 env_extra: dict | None = None) -> tuple[subprocess.Popen, int]:
+def start_server(
+    workers: int, threads: int, worker_class: str = "gthread", env_extra: dict | None = None
+) -> tuple[subprocess.Popen, int]:
     port = free_port()
     env = {**os.environ, "CONN_MAX_AGE": "600", **(env_extra or {})}
     threading_args = ["--threads", str(threads)] if worker_class == "gthread" else []
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "conduit.wsgi", "--workers", str(workers),
-         "--worker-class", worker_class, *threading_args, "--keep-alive", "30",
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--backlog", "256"],
-        cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "conduit.wsgi",
+            "--workers",
+            str(workers),
+            "--worker-class",
+            worker_class,
+            *threading_args,
+            "--keep-alive",
+            "30",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "--backlog",
+            "256",
+        ],
+        cwd=ROOT,
+        env=env,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -313,8 +386,9 @@ def summary(count: int, latencies: list[float], seconds: float, batch: int = 1) 
     return count * batch / seconds, statistics.median(ordered) * 1000, p99 * 1000
 
 
-def compare(port: int, dsn: str, source_id: int, clients: int, batch: int, rounds: int, seconds: float,
-            tag: str) -> tuple[list, list]:
+def compare(
+    port: int, dsn: str, source_id: int, clients: int, batch: int, rounds: int, seconds: float, tag: str
+) -> tuple[list, list]:
     """Alternating raw and full rounds at one level (after a warm-up of each); the runs."""
     warm = HttpPath(port, f"warm{tag}", clients, batch)
     run_clients(clients, 1.0, warm)
@@ -341,7 +415,9 @@ def report(label: str, raw_runs: list, full_runs: list) -> None:
         print(f"{label:>16} {name:>5} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {extra}", flush=True)
 
 
-HEADER = f"{'level':>16} {'path':>5} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/raw':>9} {'p50 x raw':>9}"
+HEADER = (
+    f"{'level':>16} {'path':>5} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/raw':>9} {'p50 x raw':>9}"
+)
 SERVERS = {
     # name: (worker class, workers, threads, extra environment)
     "gthread-4x4": ("gthread", 4, 4, {}),
@@ -356,47 +432,74 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
     parser.add_argument("--rounds", type=int, default=3, help="raw/full pairs per level; medians reported")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16],
-                        help="levels of one event per body")
+    parser.add_argument(
+        "--clients", type=int, nargs="+", default=[1, 4, 16], help="levels of one event per body"
+    )
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
-    parser.add_argument("--batch", type=int, default=100, help="events per body of the batched level (0: none)")
+    parser.add_argument(
+        "--batch", type=int, default=100, help="events per body of the batched level (0: none)"
+    )
     parser.add_argument("--batch-clients", type=int, default=4)
-    parser.add_argument("--servers", nargs="*", default=["gthread-4x1", "sync-4", "pool-4x4"],
-                        choices=sorted(SERVERS),
-                        help="other server set-ups measured at --compare-clients beside the default one")
+    parser.add_argument(
+        "--servers",
+        nargs="*",
+        default=["gthread-4x1", "sync-4", "pool-4x4"],
+        choices=sorted(SERVERS),
+        help="other server set-ups measured at --compare-clients beside the default one",
+    )
     parser.add_argument("--compare-clients", type=int, default=4)
     args = parser.parse_args()
 
     source = bench_source("bench", ACCOUNT)
     dsn = raw_dsn()
     connection.close()
-    print(f"ingest benchmark: {args.rounds} rounds of {args.seconds:.0f} s per path and level, "
-          f"gunicorn gthread {args.workers} workers x {args.threads} threads, {os.cpu_count()} cores;")
+    print(
+        f"ingest benchmark: {args.rounds} rounds of {args.seconds:.0f} s per path and level, "
+        f"gunicorn gthread {args.workers} workers x {args.threads} threads, {os.cpu_count()} cores;"
+    )
     print("one event per body: half the deliveries duplicates; a batch: a third of its events duplicates;")
     print("medians of the rounds; full/raw (events/s) and p50 x raw are medians of the per-round ratios\n")
     print(HEADER)
     server, port = start_server(args.workers, args.threads)
     try:
         for clients in args.clients:
-            report(f"{clients} clients", *compare(port, dsn, source.pk, clients, 1, args.rounds, args.seconds,
-                                                  f"c{clients}"))
+            report(
+                f"{clients} clients",
+                *compare(port, dsn, source.pk, clients, 1, args.rounds, args.seconds, f"c{clients}"),
+            )
         if args.batch > 1:
-            report(f"{args.batch}/body {args.batch_clients}cl",
-                   *compare(port, dsn, source.pk, args.batch_clients, args.batch, args.rounds, args.seconds,
-                            f"b{args.batch}"))
+            report(
+                f"{args.batch}/body {args.batch_clients}cl",
+                *compare(
+                    port,
+                    dsn,
+                    source.pk,
+                    args.batch_clients,
+                    args.batch,
+                    args.rounds,
+                    args.seconds,
+                    f"b{args.batch}",
+                ),
+            )
     finally:
         stop_server(server)
     if args.servers:
-        print(f"\nserver set-ups at {args.compare_clients} clients, one event per body "
-              f"(the default above is gthread-{args.workers}x{args.threads} with CONN_MAX_AGE=600):")
+        print(
+            f"\nserver set-ups at {args.compare_clients} clients, one event per body "
+            f"(the default above is gthread-{args.workers}x{args.threads} with CONN_MAX_AGE=600):"
+        )
         print(HEADER)
     for name in args.servers:
         worker_class, workers, threads, env_extra = SERVERS[name]
         server, port = start_server(workers, threads, worker_class, env_extra)
         try:
-            report(name, *compare(port, dsn, source.pk, args.compare_clients, 1, args.rounds, args.seconds,
-                                  f"s{name}"))
+            report(
+                name,
+                *compare(
+                    port, dsn, source.pk, args.compare_clients, 1, args.rounds, args.seconds, f"s{name}"
+                ),
+            )
         finally:
             stop_server(server)
 

@@ -22,10 +22,10 @@ import psycopg  # noqa: E402
 from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 from django.db import connection  # noqa: E402
 
-from conduit.providers.sandbox.simulator import serve  # noqa: E402
 from ingress.services import source_update, webhook_receive  # noqa: E402
 from replies import sender, services  # noqa: E402
 from replies.models import ReplyAction, ReplyRoute, SendAttempt  # noqa: E402
+from simulators.sandbox import serve  # noqa: E402
 from tests.conftest import sign  # noqa: E402
 
 ACCOUNT = "acct_test_sendbench"
@@ -36,9 +36,15 @@ def make_actions(source, count: int, tag: str) -> list[int]:
     secret = BENCH_SECRET
     for start in range(0, count // 2, 100):
         events = [
-            {"id": f"evt_test_{tag}_{i}", "type": "comment.created", "post_id": "post_test_b",
-             "comment_id": f"msg_test_{tag}_{i}", "from_id": "person_test_b",
-             "created_at": "2026-01-15T14:30:00Z", "text": "CHECKLIST"}
+            {
+                "id": f"evt_test_{tag}_{i}",
+                "type": "comment.created",
+                "post_id": "post_test_b",
+                "comment_id": f"msg_test_{tag}_{i}",
+                "from_id": "person_test_b",
+                "created_at": "2026-01-15T14:30:00Z",
+                "text": "CHECKLIST",
+            }
             for i in range(start, min(count // 2, start + 100))
         ]
         body = json.dumps({"account": ACCOUNT, "events": events}).encode()
@@ -53,8 +59,15 @@ def make_actions(source, count: int, tag: str) -> list[int]:
 
 def run_conduit(workers: int, env: dict) -> float:
     """The longest worker's own drain time (Django's start-up is not the sender's cost)."""
-    procs = [subprocess.Popen([sys.executable, "manage.py", "send_replies", "--drain"], cwd=ROOT,
-                              env=env, stdout=subprocess.PIPE) for _ in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "send_replies", "--drain"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(workers)
+    ]
     times = []
     for p in procs:
         out, _ = p.communicate()
@@ -104,7 +117,10 @@ def reset(ids: list[int]) -> None:
     """Put this run's actions back to APPROVED (bench bookkeeping, outside the ledger rules)."""
     SendAttempt.objects.filter(action_id__in=ids).delete()
     ReplyAction.objects.filter(id__in=ids).update(
-        delivery_state="APPROVED", attempt_count=0, provider_reply_id="", sending_since=None,
+        delivery_state="APPROVED",
+        attempt_count=0,
+        provider_reply_id="",
+        sending_since=None,
         next_attempt_at=None,
     )
     # Statistics that know the backlog (autovacuum's analyze would, within a minute): right after
@@ -122,15 +138,21 @@ def main() -> None:
     source = bench_source("sendbench", ACCOUNT)
     for purpose in source.purposes:
         # Approval needs a route per purpose; its target is set to each run's provider below.
-        ReplyRoute.objects.get_or_create(source=source, purpose=purpose,
-                                         defaults={"transport_name": "sandbox", "target_url": "http://127.0.0.1:9"})
-        services.reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose,
-                                 text="synthetic bench copy", actor="bench")
+        ReplyRoute.objects.get_or_create(
+            source=source,
+            purpose=purpose,
+            defaults={"transport_name": "sandbox", "target_url": "http://127.0.0.1:9"},
+        )
+        services.reply_copy_create(
+            source_id=source.pk, purpose=purpose, channel=purpose, text="synthetic bench copy", actor="bench"
+        )
     dsn = raw_dsn()
     print("sender benchmark: worker processes drain approved actions to the sandbox provider on loopback;")
     print("overhead = each worker's wall time per send minus the provider's latency\n")
-    print(f"{'latency':>7} {'workers':>7} {'path':>8} {'sends':>6} {'sends/s':>8} "
-          f"{'ms/send/worker':>15} {'overhead ms':>12} {'duplicates':>10}")
+    print(
+        f"{'latency':>7} {'workers':>7} {'path':>8} {'sends':>6} {'sends/s':>8} "
+        f"{'ms/send/worker':>15} {'overhead ms':>12} {'duplicates':>10}"
+    )
     for latency_ms in (0, 50):
         for workers in (1, 4):
             count = args.actions if latency_ms == 0 else args.slow_actions * workers
@@ -146,14 +168,19 @@ def main() -> None:
                     state.applied.clear()
                     state.receipts.clear()
                 connection.close()
-                elapsed = run_raw(workers, dsn, port) if path == "raw" else run_conduit(workers, dict(os.environ))
+                elapsed = (
+                    run_raw(workers, dsn, port) if path == "raw" else run_conduit(workers, dict(os.environ))
+                )
                 sent = ReplyAction.objects.filter(id__in=ids, delivery_state="SENT").count()
                 assert sent == len(ids), f"{path}: {sent} of {len(ids)} sent"
                 with state.lock:
                     duplicates = sum(n - 1 for n in state.applied.values())
                 per_send = elapsed * workers / sent * 1000
-                print(f"{latency_ms:>5}ms {workers:>7} {path:>8} {sent:>6} {sent / elapsed:>8.0f} "
-                      f"{per_send:>15.2f} {per_send - latency_ms:>12.2f} {duplicates:>10}", flush=True)
+                print(
+                    f"{latency_ms:>5}ms {workers:>7} {path:>8} {sent:>6} {sent / elapsed:>8.0f} "
+                    f"{per_send:>15.2f} {per_send - latency_ms:>12.2f} {duplicates:>10}",
+                    flush=True,
+                )
             server.shutdown()
             ReplyAction.objects.filter(id__in=ids).update(delivery_state="CLOSED_NO_REPLY")
 

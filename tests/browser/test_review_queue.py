@@ -48,8 +48,9 @@ def _drain_one():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_reviewer_approves_in_the_queue_and_the_reply_reaches_sent(live_server, provider, wire, deliver,
-                                                                    django_user_model, monkeypatch):
+def test_a_reviewer_approves_in_the_queue_and_the_reply_reaches_sent(
+    live_server, provider, wire, deliver, django_user_model, monkeypatch
+):
     sync_playwright = _browser_or_skip()
     from replies import sender
 

@@ -1,4 +1,4 @@
-"""The five-minute tour in a real browser at 1366x768 (issue 15, "Done means").
+"""The five-minute tour (docs/tour.md) in a real browser at 1366x768.
 
 Log in, read the front page's counts, open the oldest pending reply, see its comment and the
 copy that would go out, approve it and see it SENT; resolve an unknown send by looking the
@@ -33,8 +33,9 @@ def _no_overflow(page, name: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_tour_from_login_to_the_canary_report(live_server, provider, wire, deliver, scan,
-                                                  django_user_model, monkeypatch):
+def test_the_tour_from_login_to_the_canary_report(
+    live_server, provider, wire, deliver, scan, django_user_model, monkeypatch
+):
     sync_playwright = _browser_or_skip()
     from replies import sender
 
@@ -51,15 +52,33 @@ def test_the_tour_from_login_to_the_canary_report(live_server, provider, wire, d
     # The canary refuses to run beside a live source on its reserved account (this test's sandbox
     # source), so its kept report is written here in the shape canary_run writes it.
     canary = CanaryReport.objects.create(
-        created_at=timezone.now(), actor="operator_tour", ok=True, failed="",
-        summary={"event_key": "sandbox-social:acct_test_01:comment.created:evt_test_0042", "first_run": True,
-                 "seen_count": {"before": 0, "after": 2}, "actions": [], "reconcile_report": None},
+        created_at=timezone.now(),
+        actor="operator_tour",
+        ok=True,
+        failed="",
+        summary={
+            "event_key": "sandbox-social:acct_test_01:comment.created:evt_test_0042",
+            "first_run": True,
+            "seen_count": {"before": 0, "after": 2},
+            "actions": [],
+            "reconcile_report": None,
+        },
         expectations=[
-            {"name": "both deliveries accepted (HTTP 200)", "expected": [200, 200], "found": [200, 200], "ok": True},
-            {"name": "every reply action SUPPRESSED_TEST", "expected": ["SUPPRESSED_TEST"] * 2,
-             "found": ["SUPPRESSED_TEST"] * 2, "ok": True},
+            {
+                "name": "both deliveries accepted (HTTP 200)",
+                "expected": [200, 200],
+                "found": [200, 200],
+                "ok": True,
+            },
+            {
+                "name": "every reply action SUPPRESSED_TEST",
+                "expected": ["SUPPRESSED_TEST"] * 2,
+                "found": ["SUPPRESSED_TEST"] * 2,
+                "ok": True,
+            },
             {"name": "one event row", "expected": 1, "found": 1, "ok": True},
-        ])
+        ],
+    )
     report = ReconcileReport.objects.filter(source=source).latest("id")
     comment = pending.event.message_text
     assert comment  # the fixture's synthetic comment, shown to a superuser on the reply pages
@@ -114,7 +133,9 @@ def test_the_tour_from_login_to_the_canary_report(live_server, provider, wire, d
         page.click("#work-unknown_sends a")
         page.locator("#result_list tbody tr th a").first.click()
         words = page.inner_text("div.field-in_plain_words")
-        assert "may have reached the customer" in words and "can be asked whether it holds this reply" in words
+        assert (
+            "may have reached the customer" in words and "can be asked whether it holds this reply" in words
+        )
         _no_overflow(page, "07-unknown-send")
         page.click("button[value=authorize_retry]")
         _no_overflow(page, "08-unknown-confirm")

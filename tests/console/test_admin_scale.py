@@ -1,4 +1,4 @@
-"""The admin at a million rows (issue 17 target 5): no whole-ledger counts, scans or UPPER() searches per page.
+"""The admin at a million rows (docs/benchmarks.md#admin): no whole-ledger counts, scans or UPPER() searches per page.
 
 `make bench-admin` measures the pages at 1M events; these tests pin the query shapes that
 made them fast, each with a positive control putting the old behaviour back.
@@ -34,7 +34,7 @@ def events(admin_client, wire, planned):
 
 
 def test_the_events_changelist_counts_no_whole_table(admin_client, events):
-    """Issue 17: "no full-table counts; show_full_result_count off where it costs"."""
+    """No full-table counts; show_full_result_count off where it costs."""
     filtered = f"{EVENTS}?event_state__exact={events.event_state}"
     for url in (EVENTS, filtered):
         assert not [sql for sql in _sql(admin_client, url) if WHOLE_EVENT_COUNT.match(sql)], url
@@ -85,8 +85,12 @@ def test_positive_control_the_date_hierarchy_scans(admin_client, events, monkeyp
 
 def test_key_searches_are_exact_and_use_no_upper(admin_client, events):
     """`=key` in search_fields is iexact: UPPER() on both sides, which no index serves."""
-    for url, key in ((EVENTS, events.event_key), ("/admin/replies/reviewqueue/", events.event_key),
-                     (EVENTS, events.message_ref), (EVENTS, events.source_event_id)):
+    for url, key in (
+        (EVENTS, events.event_key),
+        ("/admin/replies/reviewqueue/", events.event_key),
+        (EVENTS, events.message_ref),
+        (EVENTS, events.source_event_id),
+    ):
         queries = _sql(admin_client, f"{url}?q={key}")
         assert not [sql for sql in queries if "UPPER(" in sql], url
         assert "0 results" not in admin_client.get(url, {"q": key}).content.decode()
@@ -110,18 +114,29 @@ def test_the_purpose_filter_lists_declared_purposes_without_a_distinct_scan(admi
 
 def test_positive_control_django_s_all_values_filter_scans(admin_client, events, monkeypatch):
     monkeypatch.setattr(admin.site._registry[ReviewQueue], "list_filter", ("event__source", "purpose"))
-    assert [sql for sql in _sql(admin_client, "/admin/replies/reviewqueue/")
-            if 'DISTINCT "reply_actions"."purpose"' in sql]
+    assert [
+        sql
+        for sql in _sql(admin_client, "/admin/replies/reviewqueue/")
+        if 'DISTINCT "reply_actions"."purpose"' in sql
+    ]
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="reads PostgreSQL's plan")
-@pytest.mark.parametrize("ordering, drop_index, uses_index", [
-    (None, False, True),  # the queue's own ordering
-    (("-reply_deadline", "id"), False, False),  # positive control: an order the index does not hold
-    (None, True, False),  # positive control: without the migration's index, every pending action is sorted
-])
-def test_the_review_queue_reads_its_page_in_index_order(rf, admin_user, events, ordering, drop_index, uses_index,
-                                                        monkeypatch):
+@pytest.mark.parametrize(
+    "ordering, drop_index, uses_index",
+    [
+        (None, False, True),  # the queue's own ordering
+        (("-reply_deadline", "id"), False, False),  # positive control: an order the index does not hold
+        (
+            None,
+            True,
+            False,
+        ),  # positive control: without the migration's index, every pending action is sorted
+    ],
+)
+def test_the_review_queue_reads_its_page_in_index_order(
+    rf, admin_user, events, ordering, drop_index, uses_index, monkeypatch
+):
     """The queue's page comes from reply_action_review_order in order, with no sort of every pending action."""
     model_admin = admin.site._registry[ReviewQueue]
     if ordering:
@@ -161,8 +176,11 @@ def test_positive_control_an_outer_join_annotation_is_in_the_count(admin_client,
     from replies.models import ReplyCopy
 
     def outer_join(actions):  # the annotation as it was: OuterRef through the event
-        return actions.annotate(copy_present=Exists(ReplyCopy.objects.filter(
-            source_id=OuterRef("event__source_id"), purpose=OuterRef("purpose"))))
+        return actions.annotate(
+            copy_present=Exists(
+                ReplyCopy.objects.filter(source_id=OuterRef("event__source_id"), purpose=OuterRef("purpose"))
+            )
+        )
 
     monkeypatch.setattr(selectors, "with_approval_needs", outer_join)
     counts = [sql for sql in _sql(admin_client, "/admin/replies/unknownsendqueue/") if COUNT_SQL.match(sql)]

@@ -1,4 +1,4 @@
-"""The console a reviewer opens each morning (issue 15, "The console"), through the test client."""
+"""The console a reviewer opens each morning (docs/admin.md), through the test client."""
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
@@ -26,13 +26,17 @@ def test_the_front_page_counts_what_waits_and_links_each_queue(admin_client, pen
     assert "Conduit back office" in page and "What needs a person" in page
     assert 'id="work-review_pending"' in page and 'href="/admin/replies/reviewqueue/"' in page
     assert "/admin/reconcile/finding/?queue=unexpected_receipts" in page
-    assert "/admin/reconcile/scanstate/?failing=yes" in page and "/admin/ingress/source/?attention=yes" in page
+    assert (
+        "/admin/reconcile/scanstate/?failing=yes" in page and "/admin/ingress/source/?attention=yes" in page
+    )
     row = page.split('id="work-review_pending"')[1].split("</tr>")[0]
     assert '<td class="count">2</td>' in row and "ago" in row
     assert "View site" not in page
 
 
-def test_the_front_page_reads_a_bounded_number_of_queries(admin_client, pending, django_assert_max_num_queries):
+def test_the_front_page_reads_a_bounded_number_of_queries(
+    admin_client, pending, django_assert_max_num_queries
+):
     # Two reads per queue plus the session, user and app list: no per-row reads.
     with django_assert_max_num_queries(25):
         admin_client.get("/admin/")
@@ -40,7 +44,9 @@ def test_the_front_page_reads_a_bounded_number_of_queries(admin_client, pending,
 
 def test_task_and_token_tables_are_for_superusers_only(client, admin_client, pending):
     user = staff("operator_test", "operators")
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label__in=["django_q", "authtoken"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label__in=["django_q", "authtoken"])
+    )
     client.force_login(user)
     page = client.get("/admin/").content.decode()
     assert "Django Q" not in page and "Tokens" not in page
@@ -65,8 +71,9 @@ def test_the_detail_page_has_buttons_and_the_confirmation_shows_the_text(client,
     client.force_login(staff("reviewer_test", "reviewers"))
     page = client.get(f"/admin/replies/reviewqueue/{action.pk}/change/").content.decode()
     assert 'value="approve"' in page and 'value="close"' in page
-    confirm = client.post("/admin/replies/reviewqueue/", {"action": "approve", "index": 0,
-                                                           "_selected_action": [action.pk]}).content.decode()
+    confirm = client.post(
+        "/admin/replies/reviewqueue/", {"action": "approve", "index": 0, "_selected_action": [action.pk]}
+    ).content.decode()
     assert "Will send as public_ack (copy v1):\nThe sample checklist is ready in the test fixture." in confirm
 
 

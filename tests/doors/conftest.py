@@ -51,6 +51,7 @@ def sign_in(client, user, *, verified: bool) -> None:
 @pytest.fixture
 def signed_in(client, db):
     """signed_in(role, verified=...) -> the client, signed in as a fresh user of that role."""
+
     def _signed_in(role: str, *, verified: bool = False):
         sign_in(client, make_user(role), verified=verified)
         return client

@@ -92,7 +92,9 @@ def test_a_session_of_a_user_who_is_not_staff_is_refused(client):
 
 def _token_client(*codenames: str) -> APIClient:
     user = User.objects.create_user(f"token_{len(codenames)}_test")
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="ingress", codename__in=codenames))
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="ingress", codename__in=codenames)
+    )
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     return client

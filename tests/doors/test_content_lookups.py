@@ -36,15 +36,22 @@ def _login(client, user: User) -> None:
     client.force_login(user)
 
 
-def _user(name: str, *, groups: tuple[str, ...] = (), every_view: bool = False, content: bool = False) -> User:
+def _user(
+    name: str, *, groups: tuple[str, ...] = (), every_view: bool = False, content: bool = False
+) -> User:
     user = User.objects.create_user(name, password="unused-test-password", is_staff=True)
     user.groups.add(*Group.objects.filter(name__in=groups))
     if every_view:
-        user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_")
-                                  .exclude(codename=MESSAGE_CONTENT.split(".")[1]))
+        user.user_permissions.add(
+            *Permission.objects.filter(codename__startswith="view_").exclude(
+                codename=MESSAGE_CONTENT.split(".")[1]
+            )
+        )
     if content:
         app_label, codename = MESSAGE_CONTENT.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
     return user
 
 
@@ -74,8 +81,12 @@ def _answer(client, url: str) -> tuple[int, bytes]:
 
 def test_the_content_columns_are_declared():
     declared = {(f.model._meta.app_label, f.model._meta.model_name, f.name) for f in content_fields()}
-    assert declared == {("ingress", "inboundevent", "message_text"), ("reconcile", "stagedevent", "text"),
-                        ("ingress", "inboundevent", "payload_hash"), ("reconcile", "stagedevent", "payload_hash")}
+    assert declared == {
+        ("ingress", "inboundevent", "message_text"),
+        ("reconcile", "stagedevent", "text"),
+        ("ingress", "inboundevent", "payload_hash"),
+        ("reconcile", "stagedevent", "payload_hash"),
+    }
     # Every other text column says why it is not a buyer's words: a new one cannot slip by.
     from django.apps import apps
 
@@ -131,11 +142,18 @@ def _walk(client) -> list[str]:
         url = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
         for path in paths:
             for lookup, right, wrong in (
-                ("__startswith", HIDDEN[:3], "zzz"), ("__contains", HIDDEN, "zzz"), ("", "", "zzz"),
-                ("__regex", "^C", "^z"), ("__gt", "B", "D"), ("__isnull", "False", "True"),
+                ("__startswith", HIDDEN[:3], "zzz"),
+                ("__contains", HIDDEN, "zzz"),
+                ("", "", "zzz"),
+                ("__regex", "^C", "^z"),
+                ("__gt", "B", "D"),
+                ("__isnull", "False", "True"),
             ):
                 key = f"{path}{lookup}"
-                first, second = _answer(client, f"{url}?{key}={right}"), _answer(client, f"{url}?{key}={wrong}")
+                first, second = (
+                    _answer(client, f"{url}?{key}={right}"),
+                    _answer(client, f"{url}?{key}={wrong}"),
+                )
                 assert first[0] == 400, f"{url}?{key}= answered {first[0]}"
                 assert first == second, f"{url}?{key}= answers a guess"
                 walked.append(f"{url}?{path}")
@@ -147,8 +165,11 @@ def test_every_admin_refuses_every_lookup_on_every_content_field(client, event):
     _login(client, _user("every_view_test", every_view=True))
     walked = set(_walk(client))
     # The event ledger directly, and through the ledgers that point at events.
-    assert {"/admin/ingress/inboundevent/?message_text", "/admin/replies/replyaction/?event__message_text",
-            "/admin/replies/reviewqueue/?event__message_text"} <= walked
+    assert {
+        "/admin/ingress/inboundevent/?message_text",
+        "/admin/replies/replyaction/?event__message_text",
+        "/admin/replies/reviewqueue/?event__message_text",
+    } <= walked
 
 
 def test_control_the_walk_fails_without_the_guards(client, event, monkeypatch):
@@ -163,8 +184,12 @@ def test_control_the_walk_fails_without_the_guards(client, event, monkeypatch):
 
 def test_no_admin_searches_filters_or_orders_by_content():
     for model, model_admin in admin.site._registry.items():
-        for entry in (*model_admin.search_fields, *model_admin.list_filter, *(model_admin.ordering or ()),
-                      model_admin.date_hierarchy or ""):
+        for entry in (
+            *model_admin.search_fields,
+            *model_admin.list_filter,
+            *(model_admin.ordering or ()),
+            model_admin.date_hierarchy or "",
+        ):
             name = entry[0] if isinstance(entry, (tuple, list)) else entry
             if isinstance(name, str) and name:
                 assert content_in_lookup(model, name.lstrip("=^@-")) is None, (model, name)
@@ -176,7 +201,10 @@ def test_no_admin_searches_filters_or_orders_by_content():
 def test_a_search_for_the_text_finds_nothing(client, event):
     _login(client, _user("searcher_test", groups=("reviewers",)))
     url = "/admin/ingress/inboundevent/?q="
-    assert client.get(url + HIDDEN).context["cl"].result_count == client.get(url + "zzz").context["cl"].result_count
+    assert (
+        client.get(url + HIDDEN).context["cl"].result_count
+        == client.get(url + "zzz").context["cl"].result_count
+    )
 
 
 def test_the_read_api_takes_no_lookup_on_content(api, event):

@@ -32,7 +32,7 @@ def _confirmation(client, action: ReplyAction) -> tuple[str, list[tuple[str, str
     page = client.post(QUEUE, {"action": "approve", "index": 0, "_selected_action": [action.pk]})
     assert page.status_code == 200
     text = page.content.decode()
-    form = HIDDEN.findall(text[text.index('<form method="post">'):])
+    form = HIDDEN.findall(text[text.index('<form method="post">') :])
     return text, form
 
 
@@ -48,8 +48,13 @@ def test_a_copy_added_while_the_page_was_open_refuses_the_approval(client, pendi
 
     # An owner saves a new copy while the reviewer reads v1.
     source = pending.event.source
-    reply_copy_create(source_id=source.pk, purpose=pending.purpose, channel=pending.purpose, text=NEW_TEXT,
-                      actor="owner_test")
+    reply_copy_create(
+        source_id=source.pk,
+        purpose=pending.purpose,
+        channel=pending.purpose,
+        text=NEW_TEXT,
+        actor="owner_test",
+    )
 
     said = _confirm(client, form)
     assert "the copy changed: review again" in said and "shown copy v1; the newest is v2" in said
@@ -100,8 +105,13 @@ def test_the_page_shows_and_pins_one_read_of_the_copy(client, pending, monkeypat
         copy = real(**kwargs)
         calls.append(copy.copy_version)
         if len(calls) == 1:  # an owner saves v2 right after the page read v1
-            reply_copy_create(source_id=kwargs["source_id"], purpose=kwargs["purpose"], channel=pending.purpose,
-                              text=NEW_TEXT, actor="owner_test")
+            reply_copy_create(
+                source_id=kwargs["source_id"],
+                purpose=kwargs["purpose"],
+                channel=pending.purpose,
+                text=NEW_TEXT,
+                actor="owner_test",
+            )
         return copy
 
     monkeypatch.setattr(selectors, "copy_current", copy_current)

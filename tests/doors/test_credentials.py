@@ -20,7 +20,7 @@ from ingress.models import Source
 from ingress.selectors import source_config
 from ingress.services import source_update
 from tests.doors.conftest import make_user, sign_in
-from tests.meta.conftest import IG_ACCOUNT, _meta_env, register_meta  # noqa: F401 (autouse fixture)
+from tests.providers.meta.integration.conftest import IG_ACCOUNT, _meta_env, register_meta  # noqa: F401 (autouse fixture)
 
 SERVER_SECRET = "test-only-not-secret"  # make test's SECRET_KEY: what must never leave
 
@@ -71,19 +71,32 @@ def test_a_declared_prefix_admits_a_name_and_server_settings_stay_refused(settin
     assert "server's own settings" in credential_name_refusal("CONDUIT_METRICS_TOKEN")
 
 
-@pytest.mark.parametrize("url", [
-    "https://attacker.example.invalid/v26.0", "http://graph.facebook.com/v26.0",
-    "https://graph.facebook.com.attacker.example.invalid/", "https://graph.facebook.com:8443/v26.0",
-    "https://user:pass@graph.facebook.com/v26.0", "http://10.0.0.1/v26.0",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://attacker.example.invalid/v26.0",
+        "http://graph.facebook.com/v26.0",
+        "https://graph.facebook.com.attacker.example.invalid/",
+        "https://graph.facebook.com:8443/v26.0",
+        "https://user:pass@graph.facebook.com/v26.0",
+        "http://10.0.0.1/v26.0",
+    ],
+)
 def test_a_graph_url_off_meta_is_refused(instagram, url):
     with pytest.raises(ValidationError) as refused:
         source_update(source_id=instagram.pk, changes={"source_url": url})
     assert "source_url" in refused.value.message_dict
 
 
-@pytest.mark.parametrize("url", ["https://graph.facebook.com/v26.0", "https://graph.instagram.com/v26.0",
-                                 "http://127.0.0.1:8080/v26.0", "http://localhost/v26.0"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://graph.facebook.com/v26.0",
+        "https://graph.instagram.com/v26.0",
+        "http://127.0.0.1:8080/v26.0",
+        "http://localhost/v26.0",
+    ],
+)
 def test_meta_hosts_and_loopback_are_accepted(instagram, url):
     assert source_update(source_id=instagram.pk, changes={"source_url": url}).source_url == url
 
@@ -93,30 +106,52 @@ def test_the_owner_editing_in_the_admin_is_refused_with_the_reason(client, insta
     url = f"/admin/ingress/source/{instagram.pk}/change/"
     form = client.get(url).context["adminform"].form
     data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
-    data.update(event_types=", ".join(instagram.event_types), purposes=", ".join(instagram.purposes),
-                trigger_keywords=", ".join(instagram.trigger_keywords),
-                token_env="SECRET_KEY", source_url="https://attacker.example.invalid/v26.0")
+    data.update(
+        event_types=", ".join(instagram.event_types),
+        purposes=", ".join(instagram.purposes),
+        trigger_keywords=", ".join(instagram.trigger_keywords),
+        token_env="SECRET_KEY",
+        source_url="https://attacker.example.invalid/v26.0",
+    )
     page = client.post(url, data)
     assert page.status_code == 200  # the form again, with its errors; nothing saved
     errors = page.context["adminform"].form.errors
     assert "server's own settings" in errors["token_env"][0]
     assert "graph.facebook.com" in errors["source_url"][0]
     instagram.refresh_from_db()
-    assert (instagram.token_env, instagram.source_url) != ("SECRET_KEY", "https://attacker.example.invalid/v26.0")
+    assert (instagram.token_env, instagram.source_url) != (
+        "SECRET_KEY",
+        "https://attacker.example.invalid/v26.0",
+    )
 
 
 def test_register_source_refuses_an_undeclared_variable(db):
     with pytest.raises(CommandError, match="CONDUIT_CREDENTIAL_PREFIXES"):
-        call_command("register_source", "sandbox-door-test", "--adapter", "sandbox-social", "--account-ref",
-                     "acct_test_door", "--event-type", "comment.created", "--secret-env", "AWS_SECRET_ACCESS_KEY")
+        call_command(
+            "register_source",
+            "sandbox-door-test",
+            "--adapter",
+            "sandbox-social",
+            "--account-ref",
+            "acct_test_door",
+            "--event-type",
+            "comment.created",
+            "--secret-env",
+            "AWS_SECRET_ACCESS_KEY",
+        )
 
 
 def _read_once(source: Source) -> None:
     """One Graph read as the source, with the token its configuration presents."""
     config = source_config(source, with_token=True)
     try:
-        graph_request(base_url=source.source_url, path=f"{source.account_ref}/media", params={},
-                      access_token=config.access_token, timeout=2)
+        graph_request(
+            base_url=source.source_url,
+            path=f"{source.account_ref}/media",
+            params={},
+            access_token=config.access_token,
+            timeout=2,
+        )
     except GraphCallFailed:
         pass
 
@@ -162,16 +197,26 @@ def test_a_meta_route_off_meta_is_refused_and_never_built(instagram):
     from replies.transports import transport_for
 
     with pytest.raises(ValidationError) as refused:
-        reply_route_declare(source_id=instagram.pk, purpose="public_ack", transport_name="meta-comment-reply",
-                            target_url="https://attacker.example.invalid/v26.0")
+        reply_route_declare(
+            source_id=instagram.pk,
+            purpose="public_ack",
+            transport_name="meta-comment-reply",
+            target_url="https://attacker.example.invalid/v26.0",
+        )
     assert "target_url" in refused.value.message_dict
-    route = ReplyRoute.objects.create(source=instagram, purpose="public_ack", transport_name="meta-comment-reply",
-                                      target_url="https://attacker.example.invalid/v26.0")
+    route = ReplyRoute.objects.create(
+        source=instagram,
+        purpose="public_ack",
+        transport_name="meta-comment-reply",
+        target_url="https://attacker.example.invalid/v26.0",
+    )
     with pytest.raises(ValueError, match="access token would be sent there"):
         transport_for(route)
 
 
-@pytest.mark.parametrize("name", ["SECRET_KEY\n", "CONDUIT_SOURCE_X\n", " CONDUIT_SOURCE_X", "conduit_source_x"])
+@pytest.mark.parametrize(
+    "name", ["SECRET_KEY\n", "CONDUIT_SOURCE_X\n", " CONDUIT_SOURCE_X", "conduit_source_x"]
+)
 def test_a_name_is_matched_whole(instagram, name):
     """A trailing newline once passed the name's pattern (`$` matches before it) and skipped the rule."""
     with pytest.raises(ValidationError) as refused:

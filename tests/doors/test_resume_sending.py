@@ -7,7 +7,7 @@ import pytest
 
 from ingress.models import Source
 from tests.doors.conftest import make_user, sign_in
-from tests.meta.conftest import IG_ACCOUNT, _meta_env, register_meta  # noqa: F401 (autouse fixture)
+from tests.providers.meta.integration.conftest import IG_ACCOUNT, _meta_env, register_meta  # noqa: F401 (autouse fixture)
 
 CHANGELIST = "/admin/ingress/source/"
 
@@ -36,8 +36,11 @@ def test_resume_sending_shows_a_confirmation_then_applies(client, dead_token):
 def test_resume_sending_is_refused_while_the_token_variable_is_empty(client, dead_token, monkeypatch):
     monkeypatch.delenv(dead_token.token_env)
     sign_in(client, make_user("owner"), verified=False)
-    response = client.post(CHANGELIST, {"action": "reauthorized", "_selected_action": [dead_token.pk],
-                                        "confirm": "yes"}, follow=True)
+    response = client.post(
+        CHANGELIST,
+        {"action": "reauthorized", "_selected_action": [dead_token.pk], "confirm": "yes"},
+        follow=True,
+    )
     assert "set the new token first" in " ".join(str(m) for m in response.context["messages"])
     dead_token.refresh_from_db()
     assert dead_token.needs_reauth

@@ -1,4 +1,4 @@
-"""The role matrix (issue 25): every admin URL and action and every API endpoint, asked by each
+"""The role matrix: every admin URL and action and every API endpoint, asked by each
 role with and without the second factor, answers as the one table in docs/roles.md says.
 
 The doc is the expected answers: this module parses its table, finds every admin URL pattern,
@@ -120,8 +120,15 @@ def _admin_rows() -> list[Found]:
         meta = model._meta
         # Every action before the permission filter (get_actions(request) applies it).
         for _, name, _ in model_admin._get_base_actions():
-            found.append(Found("action", f"action {meta.app_label}.{meta.model_name} {name}",
-                               f"/admin/{meta.app_label}/{meta.model_name}/", model, name))
+            found.append(
+                Found(
+                    "action",
+                    f"action {meta.app_label}.{meta.model_name} {name}",
+                    f"/admin/{meta.app_label}/{meta.model_name}/",
+                    model,
+                    name,
+                )
+            )
     return found
 
 
@@ -144,10 +151,16 @@ def app_rows() -> dict[tuple[str, str], Found]:
     return keyed
 
 
-def drift(doc: dict[tuple[str, str], DocRow], found: dict[tuple[str, str], Found], legend: set[str]) -> list[str]:
+def drift(
+    doc: dict[tuple[str, str], DocRow], found: dict[tuple[str, str], Found], legend: set[str]
+) -> list[str]:
     """Where the doc and the app disagree on which rows exist, or a row's cells cannot be checked."""
-    problems = [f"in the app, not in docs/roles.md: {name} {path}" for name, path in found if (name, path) not in doc]
-    problems += [f"in docs/roles.md, not in the app: {name} {path}" for name, path in doc if (name, path) not in found]
+    problems = [
+        f"in the app, not in docs/roles.md: {name} {path}" for name, path in found if (name, path) not in doc
+    ]
+    problems += [
+        f"in docs/roles.md, not in the app: {name} {path}" for name, path in doc if (name, path) not in found
+    ]
     for key, row in doc.items():
         if key not in found:
             continue
@@ -157,8 +170,10 @@ def drift(doc: dict[tuple[str, str], DocRow], found: dict[tuple[str, str], Found
             problems.append(f"{row.name} {row.path}: asked by {row.method}, not {'/'.join(sorted(wanted))}")
         for role, answer in row.answers.items():
             if (answer == NOT_ROLE_BASED) != (kind == "other"):
-                problems.append(f"{row.name} {row.path} for {role}: {answer!r} "
-                                f"({NOT_ROLE_BASED!r} is for, and only for, rows that are not role-based)")
+                problems.append(
+                    f"{row.name} {row.path} for {role}: {answer!r} "
+                    f"({NOT_ROLE_BASED!r} is for, and only for, rows that are not role-based)"
+                )
             elif answer != NOT_ROLE_BASED and answer not in legend:
                 problems.append(f"{row.name} {row.path} for {role}: {answer!r} is not in the legend")
     return problems
@@ -170,13 +185,13 @@ def drift(doc: dict[tuple[str, str], DocRow], found: dict[tuple[str, str], Found
 @pytest.fixture
 def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
     """One row of every registered model (each queue's row in its queue): model -> pk."""
+    from axes.models import AccessAttempt, AccessFailureLog, AccessLog
     from django.contrib.auth.models import User
     from django.test import RequestFactory
     from django_otp.plugins.otp_totp.models import TOTPDevice
+    from django_q.models import OrmQ, Task
     from rest_framework.authtoken.models import Token, TokenProxy
 
-    from axes.models import AccessAttempt, AccessFailureLog, AccessLog
-    from django_q.models import OrmQ, Task
     from ingress.models import IgnoredUpdate, SelfAuthoredItem
     from reconcile.models import CanaryReport
     from replies.models import CanarySinkRecord, ReplyAction
@@ -193,25 +208,48 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
     # Event 2: one action stranded before send, one a canary's sink record.
     assert deliver(body(item(2))).status_code == 200
     stranded, sunk = ReplyAction.objects.filter(event__source_event_id=item(2)["id"]).order_by("id")
-    ReplyAction.objects.filter(pk=stranded.pk).update(delivery_state="FAILED_BEFORE_SEND", next_attempt_at=None)
-    CanarySinkRecord.objects.create(action=sunk, reply_key=sunk.reply_key, purpose=sunk.purpose,
-                                    transport_name="sandbox", at=now)
+    ReplyAction.objects.filter(pk=stranded.pk).update(
+        delivery_state="FAILED_BEFORE_SEND", next_attempt_at=None
+    )
+    CanarySinkRecord.objects.create(
+        action=sunk, reply_key=sunk.reply_key, purpose=sunk.purpose, transport_name="sandbox", at=now
+    )
     assert deliver(fixture_body("comment__missing_post_id")).status_code == 202  # quarantined
     send_budget_set(source_id=source.pk, purpose="public_ack", limit=10, window_seconds=3600)
-    SelfAuthoredItem.objects.create(source=source, kind="comment", provider_id="self_test_1",
-                                    parent_ref="msg_test_000001", occurred_at=now, first_seen_at=now)
+    SelfAuthoredItem.objects.create(
+        source=source,
+        kind="comment",
+        provider_id="self_test_1",
+        parent_ref="msg_test_000001",
+        occurred_at=now,
+        first_seen_at=now,
+    )
     IgnoredUpdate.objects.create(source=source, name="comment.edited", count=1, last_seen_at=now)
     CanaryReport.objects.create(created_at=now, actor="tester", ok=True, summary={}, expectations=[])
-    subject = User.objects.create_user("matrix_subject_test")  # the auth pages' user, with a device and a token
+    subject = User.objects.create_user(
+        "matrix_subject_test"
+    )  # the auth pages' user, with a device and a token
     TOTPDevice.objects.create(user=subject, name="subject phone", confirmed=True)
     Token.objects.create(user=subject)
     for model in (AccessAttempt, AccessLog, AccessFailureLog):
         extra = {"get_data": "", "post_data": "", "failures_since_start": 1} if model is AccessAttempt else {}
-        model.objects.create(user_agent="matrix", ip_address="127.0.0.1", username="someone", http_accept="*/*",
-                             path_info="/admin/login/", **extra)
+        model.objects.create(
+            user_agent="matrix",
+            ip_address="127.0.0.1",
+            username="someone",
+            http_accept="*/*",
+            path_info="/admin/login/",
+            **extra,
+        )
     for success in (True, False):
-        Task.objects.create(id=uuid.uuid4().hex, name=f"matrix-{success}", func="math.floor", started=now,
-                            stopped=now, success=success)
+        Task.objects.create(
+            id=uuid.uuid4().hex,
+            name=f"matrix-{success}",
+            func="math.floor",
+            started=now,
+            stopped=now,
+            success=success,
+        )
     OrmQ.objects.create(key="conduit", payload="matrix", lock=now)
 
     request = RequestFactory().get("/admin/")
@@ -234,6 +272,7 @@ def _url(row: Found, objects: dict) -> str:
         return ADMIN_CATCH_ALL
     if row.name == "admin:view_on_site":
         from django.contrib.contenttypes.models import ContentType
+
         from ingress.models import Source
 
         ids = {"content_type_id": ContentType.objects.get_for_model(Source).pk, "object_id": objects[Source]}
@@ -280,8 +319,9 @@ def _action(client, row: Found, objects: dict, cache: dict) -> str:
     # Posted as the changelist's menu posts it, without "confirm"; in a savepoint, so an action
     # without a confirmation step that applies at once changes nothing the next row reads.
     with transaction.atomic():
-        response = client.post(row.path, {"action": row.action, "index": 0,
-                                          "_selected_action": [objects[row.model]]})
+        response = client.post(
+            row.path, {"action": row.action, "index": 0, "_selected_action": [objects[row.model]]}
+        )
         transaction.set_rollback(True)
     if response.status_code == 302 and _redirect(response) == "302 login":
         return "302 login"
@@ -338,8 +378,10 @@ def matrix_mismatches(client, settings, objects: dict, *, roles=tuple(ROLES), mo
     doc, found = doc_table(DOC.read_text()), app_rows()
     # Pages first, then actions, then the API: an action's savepoint never hides a page's row.
     order = {"admin": 0, "action": 1, "api": 2}
-    checked = sorted((row for row in found.values() if row.kind in order and row.key in doc),
-                     key=lambda row: order[row.kind])
+    checked = sorted(
+        (row for row in found.values() if row.kind in order and row.key in doc),
+        key=lambda row: order[row.kind],
+    )
     problems = []
     for role in roles:
         user = make_user(role)
@@ -354,8 +396,10 @@ def matrix_mismatches(client, settings, objects: dict, *, roles=tuple(ROLES), mo
                 want = expected(doc_row, row.kind, role, mode)
                 got = answer(client, row, doc_row.method, objects, cache)
                 if got != want:
-                    problems.append(f"{row.name} {row.path} for {role} ({mode}): "
-                                    f"docs/roles.md says {want!r}, the app answers {got!r}")
+                    problems.append(
+                        f"{row.name} {row.path} for {role} ({mode}): "
+                        f"docs/roles.md says {want!r}, the app answers {got!r}"
+                    )
     return problems
 
 
@@ -383,7 +427,9 @@ def test_control_a_row_missing_from_the_doc_and_a_row_the_app_lacks_are_named():
     gone = ("admin:reconcile_canaryreport_export", "/admin/reconcile/canaryreport/<int:report_id>/export/")
     assert gone in doc
     edited = {key: row for key, row in doc.items() if key != gone}
-    ghost = DocRow("admin:reconcile_ghost_export", "GET", "/admin/reconcile/ghost/", dict.fromkeys(ROLES, "200"))
+    ghost = DocRow(
+        "admin:reconcile_ghost_export", "GET", "/admin/reconcile/ghost/", dict.fromkeys(ROLES, "200")
+    )
     edited[ghost.key] = ghost
     assert sorted(drift(edited, found, doc_legend(text))) == [
         f"in docs/roles.md, not in the app: {ghost.name} {ghost.path}",
@@ -392,29 +438,43 @@ def test_control_a_row_missing_from_the_doc_and_a_row_the_app_lacks_are_named():
 
 
 def test_control_a_model_admin_that_lets_everyone_view_is_reported_by_row_and_role(
-        client, settings, matrix_objects, monkeypatch):
+    client, settings, matrix_objects, monkeypatch
+):
     from ingress.models import QuarantineReceipt
 
-    monkeypatch.setattr(admin.site._registry[QuarantineReceipt], "has_view_permission",
-                        lambda request, obj=None: True)
+    monkeypatch.setattr(
+        admin.site._registry[QuarantineReceipt], "has_view_permission", lambda request, obj=None: True
+    )
     problems = matrix_mismatches(client, settings, matrix_objects, roles=("staff_no_group",), modes=(OFF,))
-    assert ("admin:ingress_quarantinereceipt_changelist /admin/ingress/quarantinereceipt/ for staff_no_group "
-            "(2FA off): docs/roles.md says '403', the app answers '200'") in problems, problems
+    assert (
+        "admin:ingress_quarantinereceipt_changelist /admin/ingress/quarantinereceipt/ for staff_no_group "
+        "(2FA off): docs/roles.md says '403', the app answers '200'"
+    ) in problems, problems
     # Only that model's rows changed, and only for that role.
-    assert all("quarantinereceipt" in problem and "for staff_no_group" in problem for problem in problems), problems
+    assert all("quarantinereceipt" in problem and "for staff_no_group" in problem for problem in problems), (
+        problems
+    )
 
 
 def test_control_an_admin_that_forgets_the_second_factor_is_reported_row_by_row(
-        client, settings, matrix_objects, monkeypatch):
-    monkeypatch.setattr("conduit.door.site.second_factor_required", lambda: False)  # the admin's, not the API's
-    problems = matrix_mismatches(client, settings, matrix_objects, roles=("reviewer",), modes=(PASSWORD_ONLY,))
-    assert ("admin:index /admin/ for reviewer (2FA required, password only): "
-            "docs/roles.md says '302 login', the app answers '200'") in problems, problems
+    client, settings, matrix_objects, monkeypatch
+):
+    monkeypatch.setattr(
+        "conduit.door.site.second_factor_required", lambda: False
+    )  # the admin's, not the API's
+    problems = matrix_mismatches(
+        client, settings, matrix_objects, roles=("reviewer",), modes=(PASSWORD_ONLY,)
+    )
+    assert (
+        "admin:index /admin/ for reviewer (2FA required, password only): "
+        "docs/roles.md says '302 login', the app answers '200'"
+    ) in problems, problems
     # Exactly the admin rows where a reviewer's answer is not anonymous's; the API keeps its own door.
     found = app_rows()
-    wanted = [f"{row.name} {row.path} for reviewer (2FA required, password only): docs/roles.md says "
-              f"{row.answers['anonymous']!r}, the app answers {row.answers['reviewer']!r}"
-              for key, row in doc_table(DOC.read_text()).items()
-              if found[key].kind in ("admin", "action") and row.answers["anonymous"] != row.answers["reviewer"]]
+    wanted = [
+        f"{row.name} {row.path} for reviewer (2FA required, password only): docs/roles.md says "
+        f"{row.answers['anonymous']!r}, the app answers {row.answers['reviewer']!r}"
+        for key, row in doc_table(DOC.read_text()).items()
+        if found[key].kind in ("admin", "action") and row.answers["anonymous"] != row.answers["reviewer"]
+    ]
     assert sorted(problems) == sorted(wanted)
-

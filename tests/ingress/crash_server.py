@@ -19,9 +19,10 @@ from django.core.servers.basehttp import run  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from ingress import services, views  # noqa: E402
+from ingress import views  # noqa: E402
+from ingress.services import ingest  # noqa: E402
 
-committed_receive = services.webhook_receive
+committed_receive = ingest.webhook_receive
 
 
 def receive_then_die(**kwargs):

@@ -26,10 +26,15 @@ def test_every_ledger_page_renders_and_ledgers_are_read_only(admin_client, deliv
     deliver(fixture_body("comment__northstar"))
     event = InboundEvent.objects.get()
     for url in (
-        "/admin/", "/admin/ingress/source/", "/admin/ingress/inboundevent/",
-        f"/admin/ingress/inboundevent/{event.pk}/change/", "/admin/ingress/delivery/",
-        "/admin/ingress/quarantinereceipt/", f"/admin/ingress/quarantinereceipt/{receipt.pk}/change/",
-        "/admin/replies/replyaction/", "/admin/ingress/inboundevent/?event_state__exact=RECORD_READY",
+        "/admin/",
+        "/admin/ingress/source/",
+        "/admin/ingress/inboundevent/",
+        f"/admin/ingress/inboundevent/{event.pk}/change/",
+        "/admin/ingress/delivery/",
+        "/admin/ingress/quarantinereceipt/",
+        f"/admin/ingress/quarantinereceipt/{receipt.pk}/change/",
+        "/admin/replies/replyaction/",
+        "/admin/ingress/inboundevent/?event_state__exact=RECORD_READY",
         f"/admin/ingress/inboundevent/?q={event.event_key}",
     ):
         response = admin_client.get(url)
@@ -66,7 +71,9 @@ def test_dismiss_asks_for_confirmation_then_records_the_reviewer(client, receipt
     _act(client, "dismiss", receipt, confirm="yes", note="synthetic noise")
     receipt.refresh_from_db()
     assert (receipt.state, receipt.reviewed_by, receipt.review_note) == (
-        "DISMISSED", "reviewer_test", "synthetic noise",
+        "DISMISSED",
+        "reviewer_test",
+        "synthetic noise",
     )
 
 
@@ -84,20 +91,34 @@ def test_corrected_needs_a_note_and_a_second_review_is_refused_as_a_message(clie
 
 def _source_form(**overrides):
     data = {
-        "name": "sandbox", "adapter": "sandbox-social", "account_ref": "acct_test_01",
-        "event_types": "comment.created", "contract_version": "event-v1",
-        "purposes": "public_ack, private_delivery", "trigger_keywords": "CHECKLIST",
-        "retention_days": 30, "secret_env": SECRET_ENV, "source_url": "",
+        "name": "sandbox",
+        "adapter": "sandbox-social",
+        "account_ref": "acct_test_01",
+        "event_types": "comment.created",
+        "contract_version": "event-v1",
+        "purposes": "public_ack, private_delivery",
+        "trigger_keywords": "CHECKLIST",
+        "retention_days": 30,
+        "secret_env": SECRET_ENV,
+        "source_url": "",
     }
     return {**data, **overrides}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("account_ref", "acct_test_02"), ("canary", "on"), ("contract_version", "event-v2"),
-    ("adapter", "sandbox-social-x"),
-])
-def test_admin_shows_identity_and_canary_read_only_after_registration(admin_client, sandbox_source, field, value):
-    """Seed 004: "Registrations are immutable for one runtime instance." A canary flag switched
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("account_ref", "acct_test_02"),
+        ("canary", "on"),
+        ("contract_version", "event-v2"),
+        ("adapter", "sandbox-social-x"),
+    ],
+)
+def test_admin_shows_identity_and_canary_read_only_after_registration(
+    admin_client, sandbox_source, field, value
+):
+    """docs/platforms/sources.md#immutable: "Registrations are immutable for one runtime instance."
+    A canary flag switched
     on in the admin would silently suppress a live source's approved replies."""
     url = f"/admin/ingress/source/{sandbox_source.pk}/change/"
     page = admin_client.get(url)
@@ -106,15 +127,24 @@ def test_admin_shows_identity_and_canary_read_only_after_registration(admin_clie
     assert response.status_code == 302
     source = Source.objects.get()
     assert (source.account_ref, source.canary, source.contract_version, source.adapter) == (
-        "acct_test_01", False, "event-v1", "sandbox-social")
+        "acct_test_01",
+        False,
+        "event-v1",
+        "sandbox-social",
+    )
     assert (source.trigger_keywords, source.trigger_rule_version) == (["CHECKLIST", "GUIDE"], 2)
 
 
-@pytest.mark.parametrize("changes", [
-    {"canary": True}, {"account_ref": "acct_test_02"}, {"contract_version": "event-v2"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"canary": True},
+        {"account_ref": "acct_test_02"},
+        {"contract_version": "event-v2"},
+    ],
+)
 def test_source_update_refuses_to_move_what_registration_fixed(sandbox_source, changes):
-    """Seed 004: registrations are immutable; the service refuses and explains, with no events yet."""
+    """docs/platforms/sources.md#immutable: registrations are immutable; the service refuses and explains, with no events yet."""
     from ingress.services import SourceConflict, source_update
 
     with pytest.raises(SourceConflict, match="cannot change after registration"):
@@ -123,8 +153,8 @@ def test_source_update_refuses_to_move_what_registration_fixed(sandbox_source, c
 
 
 def test_registration_refuses_names_longer_than_their_columns(db):
-    """Issue 11 item 4: a 65-character event type or purpose was accepted, then every webhook
-    answered 503 store_unavailable for it. Registration refuses it now."""
+    """Registration refuses a 65-character event type or purpose, which would otherwise be accepted
+    and then answer every webhook for it 503 store_unavailable."""
     from django.core.exceptions import ValidationError
 
     from ingress.services import source_register
@@ -132,8 +162,14 @@ def test_registration_refuses_names_longer_than_their_columns(db):
     for field in ("event_types", "purposes"):
         values = {"event_types": ["comment.created"], "purposes": ["public_ack"], field: ["x" * 65]}
         with pytest.raises(ValidationError, match="at most 64 characters"):
-            source_register(name=f"long-{field}", adapter="sandbox-social", account_ref=f"acct_test_{field}",
-                            trigger_keywords=[], secret_env=SECRET_ENV, **values)
+            source_register(
+                name=f"long-{field}",
+                adapter="sandbox-social",
+                account_ref=f"acct_test_{field}",
+                trigger_keywords=[],
+                secret_env=SECRET_ENV,
+                **values,
+            )
     assert not Source.objects.filter(name__startswith="long-").exists()
 
 
@@ -147,6 +183,7 @@ def test_admin_adds_a_source_and_refuses_a_duplicate_account(admin_client, sandb
     assert response.status_code == 200
     assert b"already registered as sandbox" in response.content
     response = admin_client.post(
-        "/admin/ingress/source/add/", _source_form(name="fourth", account_ref="acct_test_04", secret_env="whsec_x")
+        "/admin/ingress/source/add/",
+        _source_form(name="fourth", account_ref="acct_test_04", secret_env="whsec_x"),
     )
     assert b"NAME of an environment variable" in response.content

@@ -1,5 +1,5 @@
 """Adversarial pass over ingest's one statement (ingress.writes), the per-process source cache and
-prepared statements (issue 17): real threads and connections on PostgreSQL, no mocks of the store."""
+prepared statements (docs/internals.md#prepared): real threads and connections on PostgreSQL, no mocks of the store."""
 
 from __future__ import annotations
 
@@ -53,10 +53,11 @@ OTHER = "CHECKLIST, said otherwise"  # item 2 with this text: the same key, anot
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_accepts_and_refusals_sharing_keys_in_every_order_never_deadlock_or_half_write(
-        live_server, sandbox_source):
+    live_server, sandbox_source
+):
     """24 bodies at once over HTTP: overlapping keys in opposite orders, some carrying event 2 with
     another payload (whichever payload lands first holds the key; the others' bodies are refused
-    whole), some the same delivery twice. Seed 004: "Any invalid member rolls back the entire
+    whole), some the same delivery twice. docs/concepts/event-contract.md#batches: "Any invalid member rolls back the entire
     batch, including canonical identity ownership"."""
     shapes = [
         [item(1), item(2), item(3), item(4)],
@@ -97,7 +98,9 @@ def test_concurrent_accepts_and_refusals_sharing_keys_in_every_order_never_deadl
         carries_two = any(i["id"] == "evt_test_000002" for i in shapes[n])
         conflicts = carries_two and (carries_other != two_is_other)
         if conflicts:
-            assert status == 202 and all(r["result"] in ("quarantined", "rolled_back") for r in payload["results"])
+            assert status == 202 and all(
+                r["result"] in ("quarantined", "rolled_back") for r in payload["results"]
+            )
         else:
             assert status == 200, payload
             accepted_shapes.append(n)
@@ -108,7 +111,8 @@ def test_concurrent_accepts_and_refusals_sharing_keys_in_every_order_never_deadl
             expected[i["id"]] = expected.get(i["id"], 0) + 1
     assert {k: e.seen_count for k, e in stored.items()} == expected
     assert sorted(Delivery.objects.values_list("delivery_id", "seen_count")) == sorted(
-        (f"msg_test_adv_{n}_{x}", 2 if x == "a" else 1) for n in set(accepted_shapes) for x in "ab")
+        (f"msg_test_adv_{n}_{x}", 2 if x == "a" else 1) for n in set(accepted_shapes) for x in "ab"
+    )
     ready = InboundEvent.objects.filter(event_state=EventState.RECORD_READY).count()
     assert ReplyAction.objects.count() == 2 * ready
     refused = len(signed) - len(accepted_shapes)
@@ -118,9 +122,11 @@ def test_concurrent_accepts_and_refusals_sharing_keys_in_every_order_never_deadl
 
 # -- the fallback path (a body one JSON parameter cannot carry) under a cached source -------------
 
+
 @pytest.mark.django_db(transaction=True)
 def test_a_body_taking_the_statement_by_statement_path_is_never_decided_on_a_changed_cached_source(
-        sandbox_source, deliver, monkeypatch):
+    sandbox_source, deliver, monkeypatch
+):
     """ingress.selectors: "a cached source is never acted on once changed". A body with a value
     that has no exact JSON form takes _events_write (body_write returns None): it must be decided
     under the trigger rule in force, not the one this process cached."""
@@ -135,7 +141,8 @@ def test_a_body_taking_the_statement_by_statement_path_is_never_decided_on_a_cha
 
 @pytest.mark.django_db(transaction=True)
 def test_a_body_taking_the_statement_by_statement_path_after_its_cached_source_was_replaced_is_not_a_500(
-        sandbox_source, deliver, monkeypatch):
+    sandbox_source, deliver, monkeypatch
+):
     """The cached source was deleted and a source registered again under its name: the fallback
     writes with the dead source's id (an IntegrityError, answered 500) instead of reading afresh."""
     from replies.models import ReplyRoute
@@ -146,9 +153,15 @@ def test_a_body_taking_the_statement_by_statement_path_after_its_cached_source_w
     Source.objects.filter(pk=sandbox_source.pk).delete()
     from ingress.services import source_register
 
-    source_register(name="sandbox", adapter="sandbox-social", account_ref="acct_test_01",
-                    event_types=["comment.created"], purposes=["public_ack"], trigger_keywords=["CHECKLIST"],
-                    secret_env=SECRET_ENV)
+    source_register(
+        name="sandbox",
+        adapter="sandbox-social",
+        account_ref="acct_test_01",
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env=SECRET_ENV,
+    )
     monkeypatch.setattr(writes, "json_encoded", lambda fields, rows: None)  # no exact JSON form
     response = deliver(body(item(1)))
     assert response.status_code == 200
@@ -156,6 +169,7 @@ def test_a_body_taking_the_statement_by_statement_path_after_its_cached_source_w
 
 
 # -- the source changing under the cache ------------------------------------------------------
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_source_renamed_while_cached_is_unknown_by_its_old_name_and_writes_nothing(sandbox_source, deliver):
@@ -176,12 +190,17 @@ def test_a_source_deleted_while_cached_is_unknown_and_writes_nothing(sandbox_sou
     Source.objects.filter(pk=sandbox_source.pk).delete()
     response = deliver(body(item(1)))
     assert (response.status_code, response.json()["code"]) == (404, "unknown_source")
-    assert (Delivery.objects.count(), InboundEvent.objects.count(), QuarantineReceipt.objects.count()) == (0, 0, 0)
+    assert (Delivery.objects.count(), InboundEvent.objects.count(), QuarantineReceipt.objects.count()) == (
+        0,
+        0,
+        0,
+    )
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_source_that_changes_on_every_read_is_decided_once_on_the_second_read_never_looping(
-        sandbox_source, deliver, monkeypatch):
+    sandbox_source, deliver, monkeypatch
+):
     """The row changes again between the SourceChanged retry's read and its write: the retry, with
     a source read afresh, is not checked again; one answer, no loop, no 500."""
     assert deliver(body(item(1))).status_code == 200
@@ -195,6 +214,7 @@ def test_a_source_that_changes_on_every_read_is_decided_once_on_the_second_read_
         return found
 
     from ingress import views
+
     monkeypatch.setattr(views, "source_by_name", moving)
     assert deliver(body(item(2))).status_code == 200
     assert reads == [True, False]
@@ -220,12 +240,15 @@ def test_a_refusal_under_a_stale_cached_source_is_recorded_once(sandbox_source, 
     response = deliver(body(item(1, text="CHECKLIST edited"), item(3)))
     assert response.status_code == 202
     assert [r["result"] for r in response.json()["results"]] == ["quarantined", "rolled_back"]
-    assert QuarantineReceipt.objects.count() == 1 and not InboundEvent.objects.filter(
-        source_event_id="evt_test_000003").exists()
+    assert (
+        QuarantineReceipt.objects.count() == 1
+        and not InboundEvent.objects.filter(source_event_id="evt_test_000003").exists()
+    )
     assert deliver(body(item(4))).status_code == 200  # the connection serves the next request
 
 
 # -- conduit_refuse missing (a dump restored without functions) --------------------------------
+
 
 @pytest.mark.django_db(transaction=True)
 def test_without_conduit_refuse_every_body_is_503_never_a_silent_acceptance(sandbox_source, deliver):
@@ -240,7 +263,11 @@ def test_without_conduit_refuse_every_body_is_503_never_a_silent_acceptance(sand
         for raw in (body(item(1, text="CHECKLIST edited")), body(item(7)), body(item(1))):
             response = deliver(raw)
             assert (response.status_code, response.json()["code"]) == (503, "store_unavailable")
-        assert (InboundEvent.objects.count(), Delivery.objects.count(), QuarantineReceipt.objects.count()) == (6, 6, 0)
+        assert (
+            InboundEvent.objects.count(),
+            Delivery.objects.count(),
+            QuarantineReceipt.objects.count(),
+        ) == (6, 6, 0)
         assert InboundEvent.objects.get(source_event_id="evt_test_000001").seen_count == 1
     finally:
         with _admin() as admin:
@@ -252,57 +279,94 @@ def test_without_conduit_refuse_every_body_is_503_never_a_silent_acceptance(sand
 
 # -- Meta: a refused share inside the app body's one transaction (a savepoint) -------------------
 
-META_ENV = {"CONDUIT_SOURCE_TEST_META_SECRET": "0123456789abcdef0123456789abcdef",
-            "CONDUIT_SOURCE_TEST_META_VERIFY": "verify-token-test-only-01", "CONDUIT_SOURCE_TEST_META_TOKEN": "graph-token-test-only"}
+META_ENV = {
+    "CONDUIT_SOURCE_TEST_META_SECRET": "0123456789abcdef0123456789abcdef",
+    "CONDUIT_SOURCE_TEST_META_VERIFY": "verify-token-test-only-01",
+    "CONDUIT_SOURCE_TEST_META_TOKEN": "graph-token-test-only",
+}
 IG_OTHER = "17841400000000002"
 
 
 def _meta_comment(account: str, comment_id: str, text: str) -> dict:
-    return {"id": account, "time": 1767225600, "changes": [{"field": "comments", "value": {
-        "id": comment_id, "text": text, "from": {"id": "17841400000000901", "username": "test_buyer_01"},
-        "media": {"id": "17800000000000001", "media_product_type": "FEED"}}}]}
+    return {
+        "id": account,
+        "time": 1767225600,
+        "changes": [
+            {
+                "field": "comments",
+                "value": {
+                    "id": comment_id,
+                    "text": text,
+                    "from": {"id": "17841400000000901", "username": "test_buyer_01"},
+                    "media": {"id": "17800000000000001", "media_product_type": "FEED"},
+                },
+            }
+        ],
+    }
 
 
 def _meta_post(client, entries: list[dict]):
     from conduit.providers.meta.webhook import signature_header
-    from tests.meta.conftest import APP_ID
+    from tests.providers.meta.integration.conftest import APP_ID
 
     raw = json.dumps({"object": "instagram", "entry": entries}).encode()
-    return client.post(f"/webhooks/meta/{APP_ID}/", data=raw, content_type="application/json",
-                       headers={"X-Hub-Signature-256": signature_header(body=raw, secret=META_ENV[
-                           "CONDUIT_SOURCE_TEST_META_SECRET"])})
+    return client.post(
+        f"/webhooks/meta/{APP_ID}/",
+        data=raw,
+        content_type="application/json",
+        headers={
+            "X-Hub-Signature-256": signature_header(
+                body=raw, secret=META_ENV["CONDUIT_SOURCE_TEST_META_SECRET"]
+            )
+        },
+    )
 
 
 @pytest.fixture
 def two_instagram_accounts(db, monkeypatch):
-    from tests.meta.conftest import IG_ACCOUNT, register_meta
+    from tests.providers.meta.integration.conftest import IG_ACCOUNT, register_meta
 
     for name, value in META_ENV.items():
         monkeypatch.setenv(name, value)
-    return register_meta("ig-test", "meta-instagram", IG_ACCOUNT), register_meta("ig-two", "meta-instagram", IG_OTHER)
+    return register_meta("ig-test", "meta-instagram", IG_ACCOUNT), register_meta(
+        "ig-two", "meta-instagram", IG_OTHER
+    )
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_refused_share_of_a_meta_body_is_taken_back_alone_and_the_other_share_commits(
-        client, two_instagram_accounts):
+    client, two_instagram_accounts
+):
     """The first account's share conflicts with a stored comment (its statement raises inside the
     app body's transaction, under a savepoint); the second account's share is accepted and commits."""
-    from tests.meta.conftest import IG_ACCOUNT
+    from tests.providers.meta.integration.conftest import IG_ACCOUNT
 
     assert _meta_post(client, [_meta_comment(IG_ACCOUNT, "17900000000000001", "price?")]).status_code == 200
-    response = _meta_post(client, [_meta_comment(IG_ACCOUNT, "17900000000000001", "price, edited?"),
-                                   _meta_comment(IG_ACCOUNT, "17900000000000002", "price too"),
-                                   _meta_comment(IG_OTHER, "17900000000000003", "price for me")])
+    response = _meta_post(
+        client,
+        [
+            _meta_comment(IG_ACCOUNT, "17900000000000001", "price, edited?"),
+            _meta_comment(IG_ACCOUNT, "17900000000000002", "price too"),
+            _meta_comment(IG_OTHER, "17900000000000003", "price for me"),
+        ],
+    )
     assert response.status_code == 200
     rows = [(r["source"], r["result"], r.get("reason_code", "")) for r in response.json()["results"]]
-    assert rows == [("ig-test", "quarantined", "identity_conflict"), ("ig-test", "rolled_back", ""),
-                    ("ig-two", "accepted", "")]
-    assert sorted(InboundEvent.objects.values_list("source__name", "seen_count")) == [("ig-test", 1), ("ig-two", 1)]
+    assert rows == [
+        ("ig-test", "quarantined", "identity_conflict"),
+        ("ig-test", "rolled_back", ""),
+        ("ig-two", "accepted", ""),
+    ]
+    assert sorted(InboundEvent.objects.values_list("source__name", "seen_count")) == [
+        ("ig-test", 1),
+        ("ig-two", 1),
+    ]
     assert Delivery.objects.filter(source__name="ig-test").count() == 1  # the refused share claimed no id
     assert QuarantineReceipt.objects.get().reason_code == "identity_conflict"
 
 
 # -- prepared statements and a migration on another connection -------------------------------
+
 
 @pytest.fixture(params=[True, False], ids=["recovering", "positive_control_recovery_removed"])
 def recovery(request):
@@ -323,22 +387,28 @@ def recovery(request):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_column_widened_by_a_migration_does_not_leave_the_webhook_answering_503(
-        recovery, client, two_instagram_accounts):
+    recovery, client, two_instagram_accounts
+):
     """Statements are prepared after 5 runs (CONDUIT_DB_PREPARE_THRESHOLD). A deploy's migration
     widens a column of the sources table on another connection (max_length 200 -> 300, the
     commonest migration there is): PostgreSQL refuses the held prepared statement ("cached plan
     must not change result type"). Outside a transaction the cursor forgets its prepared statements
     and runs the statement again: every request is answered as before the migration, where without
     it the connection answers 503 until it is recycled."""
-    from tests.meta.conftest import IG_ACCOUNT
+    from tests.providers.meta.integration.conftest import IG_ACCOUNT
 
     for n in range(6):  # the app's source read runs on every delivery: prepared now
-        assert _meta_post(client, [_meta_comment(IG_ACCOUNT, f"1790000000000{n:04d}", "price?")]).status_code == 200
+        assert (
+            _meta_post(client, [_meta_comment(IG_ACCOUNT, f"1790000000000{n:04d}", "price?")]).status_code
+            == 200
+        )
     try:
         with _admin() as admin:
             admin.execute("ALTER TABLE ingress_source ALTER COLUMN account_ref TYPE varchar(300)")
-        statuses = [_meta_post(client, [_meta_comment(IG_ACCOUNT, f"1790000000001{n:04d}", "price?")]).status_code
-                    for n in range(3)]
+        statuses = [
+            _meta_post(client, [_meta_comment(IG_ACCOUNT, f"1790000000001{n:04d}", "price?")]).status_code
+            for n in range(3)
+        ]
         assert statuses == ([200, 200, 200] if recovery else [503, 503, 503]), statuses
     finally:
         with _admin() as admin:
@@ -348,7 +418,8 @@ def test_a_column_widened_by_a_migration_does_not_leave_the_webhook_answering_50
 
 @pytest.mark.django_db(transaction=True)
 def test_a_column_added_to_sources_while_both_webhook_statements_are_prepared_is_met_by_a_fresh_read(
-        sandbox_source, deliver):
+    sandbox_source, deliver
+):
     """A column added on another connection: the source read lists its columns and the one statement
     returns none of the source's, so neither prepared statement changes its result; the cached row's
     text no longer matches (the new column prints too) and the body is decided on a fresh read."""
@@ -373,9 +444,11 @@ def test_a_column_added_to_sources_while_both_webhook_statements_are_prepared_is
 
 # -- a value the store refuses, under a cached source, in autocommit ---------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 def test_a_data_error_under_a_cached_source_is_one_receipt_and_leaves_the_connection_serving(
-        sandbox_source, deliver, monkeypatch):
+    sandbox_source, deliver, monkeypatch
+):
     import conduit.providers.sandbox.webhook as sandbox_social
     from conduit.providers import base
 
@@ -394,7 +467,9 @@ def test_a_data_error_under_a_cached_source_is_one_receipt_and_leaves_the_connec
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_delivery_id_sent_at_once_with_two_bodies_keeps_one_and_refuses_the_other(live_server, sandbox_source):
+def test_one_delivery_id_sent_at_once_with_two_bodies_keeps_one_and_refuses_the_other(
+    live_server, sandbox_source
+):
     """16 posts of one delivery id at once, half with each of two bodies sharing event 1 in opposite
     orders: one body holds the id (every copy 200), the other's copies are 202 delivery_conflict,
     and nothing of the refused body is written."""
@@ -414,21 +489,31 @@ def test_one_delivery_id_sent_at_once_with_two_bodies_keeps_one_and_refuses_the_
     for t in threads:
         t.join(timeout=180)
     held = Delivery.objects.get()
-    winner = first if held.event_keys == sorted(
-        InboundEvent.objects.filter(source_event_id__in=["evt_test_000001", "evt_test_000002"])
-        .values_list("event_key", flat=True)) else second
+    winner = (
+        first
+        if held.event_keys
+        == sorted(
+            InboundEvent.objects.filter(
+                source_event_id__in=["evt_test_000001", "evt_test_000002"]
+            ).values_list("event_key", flat=True)
+        )
+        else second
+    )
     for raw, (status, payload) in zip(sends, answers):
         if raw == winner:
             assert status == 200, payload
         else:
             assert status == 202 and payload["results"][0]["reason_code"] == "delivery_conflict", payload
     assert held.seen_count == 8
-    assert InboundEvent.objects.count() == 2 and set(InboundEvent.objects.values_list("seen_count", flat=True)) == {8}
+    assert InboundEvent.objects.count() == 2 and set(
+        InboundEvent.objects.values_list("seen_count", flat=True)
+    ) == {8}
 
 
 @pytest.mark.django_db(transaction=True)
 def test_after_a_column_is_widened_the_webhooks_fresh_source_read_still_answers_refusals_and_forgeries(
-        recovery, sandbox_source, deliver):
+    recovery, sandbox_source, deliver
+):
     """The sandbox webhook's own fresh read of its source (run on every forged body and every
     refusal under the cache, so prepared soon) meets the same "cached plan must not change result
     type" after a migration widens a column: a forged body must stay a 401 and a refused body a 202,
@@ -440,10 +525,12 @@ def test_after_a_column_is_widened_the_webhooks_fresh_source_read_still_answers_
     try:
         with _admin() as admin:
             admin.execute("ALTER TABLE ingress_source ALTER COLUMN account_ref TYPE varchar(300)")
-        answers = [deliver(body(item(60)), **forged).status_code,
-                   deliver(body(item(61)), **forged).status_code,
-                   deliver(body(item(62, type="comment.unknown"))).status_code,
-                   deliver(body(item(63))).status_code]
+        answers = [
+            deliver(body(item(60)), **forged).status_code,
+            deliver(body(item(61)), **forged).status_code,
+            deliver(body(item(62, type="comment.unknown"))).status_code,
+            deliver(body(item(63))).status_code,
+        ]
         assert answers == ([401, 401, 202, 200] if recovery else [503, 503, 503, 200]), answers
     finally:
         with _admin() as admin:

@@ -1,4 +1,4 @@
-"""Issue 11 item 11: a poison batch accepts nothing; reconciliation recovers its valid members once."""
+"""A poison batch accepts nothing (docs/concepts/event-contract.md#batches); reconciliation recovers its valid members once."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from tests.reconcile.conftest import body, item
 
 
 def test_poison_batch_then_reconcile_records_the_valid_members_exactly_once(source_side, deliver, scan):
-    """Seed 004: "Any invalid member rolls back the entire batch, including canonical identity
+    """docs/concepts/event-contract.md#batches: "Any invalid member rolls back the entire batch,
+    including canonical identity
     ownership." The valid members are not lost: the source still has them, and a complete scan
     recovers them as events the webhook never delivered."""
     state, source = source_side
@@ -28,7 +29,9 @@ def test_poison_batch_then_reconcile_records_the_valid_members_exactly_once(sour
     outcome = scan(source)
     assert outcome.state == "published"
     assert sorted(InboundEvent.objects.values_list("source_event_id", "seen_count")) == [
-        ("evt_test_000001", 1), ("evt_test_000002", 1)]
+        ("evt_test_000001", 1),
+        ("evt_test_000002", 1),
+    ]
     assert ReplyAction.objects.count() == 2 * len(source.purposes)
     assert set(ReplyAction.objects.values_list("delivery_state", flat=True)) == {"REVIEW_PENDING"}
     findings = Finding.objects.filter(report_id=outcome.report_id)
@@ -50,8 +53,12 @@ def test_marking_an_authenticated_receipt_corrected_asks_for_a_reconcile(sandbox
     payload = body(item(1), poison)
     client.post("/webhooks/sandbox/", data=payload, content_type="application/json", headers=sign(payload))
     receipt = QuarantineReceipt.objects.get()
-    outcome = quarantine_review(receipt_id=receipt.pk, outcome="CORRECTED", actor="reviewer_test",
-                                note="the provider fixed its field map")
+    outcome = quarantine_review(
+        receipt_id=receipt.pk,
+        outcome="CORRECTED",
+        actor="reviewer_test",
+        note="the provider fixed its field map",
+    )
     assert outcome.applied
     state = ScanState.objects.get(source=sandbox_source)
     assert state.requested_by == "reviewer_test" and state.requested_at is not None

@@ -1,4 +1,4 @@
-"""Issue 10 item 2: chunked bodies against real server processes (gunicorn and Django's runserver).
+"""Chunked bodies against real server processes (gunicorn and Django's runserver).
 
 A chunked request has no Content-Length. Django's own stream then reads nothing,
 so an authentic body was refused as a 0-byte forgery and a 2 MB one got 401.
@@ -46,7 +46,7 @@ def _post_chunked(port: int, body: bytes, headers: dict[str, str]) -> tuple[int,
         conn.endheaders()
         try:
             for start in range(0, len(body), 4096):
-                piece = body[start:start + 4096]
+                piece = body[start : start + 4096]
                 conn.send(f"{len(piece):X}\r\n".encode() + piece + b"\r\n")
             conn.send(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
@@ -59,10 +59,15 @@ def _post_chunked(port: int, body: bytes, headers: dict[str, str]) -> tuple[int,
 
 def _serve(command: list[str]):
     port = free_port()
-    server = subprocess.Popen([*command, f"127.0.0.1:{port}"] if "runserver" in command
-                              else [*command, "--bind", f"127.0.0.1:{port}"],
-                              cwd=ROOT, env=subprocess_env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [*command, f"127.0.0.1:{port}"]
+        if "runserver" in command
+        else [*command, "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _wait_for(port, server)
     return port, server
 

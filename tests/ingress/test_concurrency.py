@@ -17,8 +17,9 @@ def post(base_url: str, body: bytes, headers: dict) -> int:
     parts = urlsplit(base_url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     try:
-        conn.request("POST", "/webhooks/sandbox/", body=body,
-                     headers={**headers, "Content-Type": "application/json"})
+        conn.request(
+            "POST", "/webhooks/sandbox/", body=body, headers={**headers, "Content-Type": "application/json"}
+        )
         return conn.getresponse().status
     finally:
         conn.close()
@@ -45,9 +46,7 @@ def deliver_concurrently(base_url: str, body: bytes, delivery_ids: list[str]) ->
 
 
 @pytest.mark.django_db(transaction=True)
-def test_32_concurrent_deliveries_leave_one_event_and_one_reply_per_purpose(
-    live_server, sandbox_source
-):
+def test_32_concurrent_deliveries_leave_one_event_and_one_reply_per_purpose(live_server, sandbox_source):
     # Half are provider retries of one delivery id, half carry their own ids.
     ids = ["msg_test_shared"] * (WORKERS // 2) + [f"msg_test_{i:02d}" for i in range(WORKERS // 2)]
     statuses = deliver_concurrently(live_server.url, fixture_body("comment__northstar"), ids)

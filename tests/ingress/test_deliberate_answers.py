@@ -1,6 +1,7 @@
-"""Issue 10's webhook items: every authentic input ends accepted, duplicate or quarantined; nothing forged.
+"""The webhook's deliberate answers: every authentic input ends accepted, duplicate or quarantined;
+nothing forged.
 
-One regression test per numbered finding; each failed before its fix.
+One test per numbered promise below.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def raw_event(**leaves: str) -> bytes:
 
 # -- 1. poison deliveries ----------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "leaves, reason",
     [
@@ -58,8 +60,9 @@ def raw_event(**leaves: str) -> bytes:
 def test_poison_leaves_are_quarantined_with_a_receipt_never_a_500(deliver, leaves, reason):
     client = Client(raise_request_exception=False)
     body = raw_event(**leaves)
-    response = client.post("/webhooks/sandbox/", data=body, content_type="application/json",
-                           headers=sign(body))
+    response = client.post(
+        "/webhooks/sandbox/", data=body, content_type="application/json", headers=sign(body)
+    )
     assert response.status_code == 202, response.content
     assert [r["reason_code"] for r in response.json()["results"] if r["result"] == "quarantined"] == [reason]
     receipt = QuarantineReceipt.objects.get()
@@ -68,7 +71,7 @@ def test_poison_leaves_are_quarantined_with_a_receipt_never_a_500(deliver, leave
 
 
 def test_one_poison_member_refuses_the_whole_body_and_nothing_else_is_lost(deliver):
-    """Seed 004: "Any invalid member rolls back the entire batch"; the body is answered 2xx once."""
+    """docs/concepts/event-contract.md#batches: "Any invalid member rolls back the entire batch"; the body is answered 2xx once."""
     events = [item(n) for n in range(1, 1000)]
     document = {"account": "acct_test_01", "events": events}
     text = json.dumps(document)[:-2] + ', {"id": "evt_test_x", "score": 1e400}]}'
@@ -83,7 +86,8 @@ def test_one_poison_member_refuses_the_whole_body_and_nothing_else_is_lost(deliv
     assert InboundEvent.objects.count() == Delivery.objects.count() == ReplyAction.objects.count() == 0
 
 
-# -- 3. secrets are strictly what the README says ----------------------------
+# -- 3. secrets are strictly what docs/configuration.md says ----------------------------
+
 
 @pytest.mark.parametrize(
     "secret",
@@ -108,6 +112,7 @@ def test_a_secret_that_is_not_strict_whsec_base64_is_503(deliver, monkeypatch, s
 
 # -- 4. key rotation ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("junk", ["v1,not*base64", "v1", "", "v1,", ",abc", "v2"])
 def test_a_malformed_entry_beside_a_valid_one_is_skipped(deliver, junk):
     body = fixture_body("comment__northstar")
@@ -125,10 +130,13 @@ def test_a_rotated_list_with_a_wrong_but_well_formed_entry_still_verifies(delive
     assert deliver(body, headers=headers).status_code == 200
 
 
-@pytest.mark.parametrize("header, code", [
-    ("v1,not*base64 v1 ,", "malformed_proof_headers"),
-    ("v1," + base64.b64encode(b"\x00" * 32).decode(), "invalid_signature"),
-])
+@pytest.mark.parametrize(
+    "header, code",
+    [
+        ("v1,not*base64 v1 ,", "malformed_proof_headers"),
+        ("v1," + base64.b64encode(b"\x00" * 32).decode(), "invalid_signature"),
+    ],
+)
 def test_an_entirely_malformed_or_unmatched_list_is_refused(deliver, header, code):
     body = fixture_body("comment__northstar")
     headers = {**sign(body), "webhook-signature": header}
@@ -153,14 +161,25 @@ def test_our_verification_agrees_with_the_standardwebhooks_package():
 
 # -- 5. source names ------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["%00sandbox", "sand%0Abox", "sand%0D%0AINFO%20conduit.ingress%20x",
-                                  "sandbox%C2%85", "s" * 65, "%F0%9F%92%A5"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "%00sandbox",
+        "sand%0Abox",
+        "sand%0D%0AINFO%20conduit.ingress%20x",
+        "sandbox%C2%85",
+        "s" * 65,
+        "%F0%9F%92%A5",
+    ],
+)
 def test_an_invalid_source_name_is_404_without_touching_the_database(name, caplog):
     client = Client(raise_request_exception=False)
     body = fixture_body("comment__northstar")
     with CaptureQueriesContext(connection) as queries, caplog.at_level(logging.INFO):
-        response = client.post(f"/webhooks/{name}/", data=body, content_type="application/json",
-                               headers=sign(body))
+        response = client.post(
+            f"/webhooks/{name}/", data=body, content_type="application/json", headers=sign(body)
+        )
     assert (response.status_code, response.json()["code"]) == (404, "unknown_source")
     assert len(queries) == 0
     assert all("\n" not in r.getMessage() and "\x00" not in r.getMessage() for r in caplog.records)
@@ -169,32 +188,46 @@ def test_an_invalid_source_name_is_404_without_touching_the_database(name, caplo
 def test_the_log_boundary_escapes_control_characters_so_no_line_is_forged():
     from conduit.logging import BoundaryFilter
 
-    record = logging.LogRecord("conduit.ingress", logging.INFO, __file__, 1, "source=%s delivery=%s",
-                               ("x\r\n2026-01-01 INFO conduit.ingress forged", "d\x00\x1b[31m\u2028"), None)
+    record = logging.LogRecord(
+        "conduit.ingress",
+        logging.INFO,
+        __file__,
+        1,
+        "source=%s delivery=%s",
+        ("x\r\n2026-01-01 INFO conduit.ingress forged", "d\x00\x1b[31m\u2028"),
+        None,
+    )
     BoundaryFilter().filter(record)
     message = record.getMessage()
-    assert message == ("source=x\\r\\n2026-01-01 INFO conduit.ingress forged "
-                       "delivery=d\\x00\\x1b[31m\\u2028")
+    assert message == ("source=x\\r\\n2026-01-01 INFO conduit.ingress forged delivery=d\\x00\\x1b[31m\\u2028")
 
 
 # -- 6. encoding -----------------------------------------------------------------
+
 
 def _sign_bytes(body: bytes) -> dict[str, str]:
     """Sign raw bytes the way a provider does, whatever their encoding."""
     key = base64.b64decode(TEST_SECRET.removeprefix("whsec_"))
     timestamp = str(int(time.time()))
     digest = hmac.new(key, f"msg_test_raw.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return {"webhook-id": "msg_test_raw", "webhook-timestamp": timestamp,
-            "webhook-signature": "v1," + base64.b64encode(digest).decode()}
+    return {
+        "webhook-id": "msg_test_raw",
+        "webhook-timestamp": timestamp,
+        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
+    }
 
 
-@pytest.mark.parametrize("encode", [
-    lambda text: text.encode("latin-1"),
-    lambda text: text.encode("utf-16-le"),
-    lambda text: text.encode("utf-16"),
-    lambda text: text.encode("utf-32"),
-    lambda text: b"\xef\xbb\xbf" + text.encode("utf-8"),
-], ids=["latin-1", "utf-16-no-bom", "utf-16-bom", "utf-32", "utf-8-bom"])
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: text.encode("latin-1"),
+        lambda text: text.encode("utf-16-le"),
+        lambda text: text.encode("utf-16"),
+        lambda text: text.encode("utf-32"),
+        lambda text: b"\xef\xbb\xbf" + text.encode("utf-8"),
+    ],
+    ids=["latin-1", "utf-16-no-bom", "utf-16-bom", "utf-32", "utf-8-bom"],
+)
 def test_an_authentic_body_that_is_not_plain_utf8_is_quarantined_as_authentic(deliver, encode):
     text = fixture_body("comment__northstar").decode().replace("CHECKLIST", "CHECKLIST s\u00e9ance")
     body = encode(text)
@@ -214,6 +247,7 @@ def test_duplicate_json_keys_have_no_single_meaning_and_are_refused(deliver):
 
 # -- 7. one receipt is one sighting ------------------------------------------------
 
+
 def test_the_same_event_twice_in_one_body_counts_one_receipt(deliver):
     response = deliver(batch_body(item(1), item(1)))
     assert response.status_code == 200
@@ -226,7 +260,9 @@ def test_the_same_event_twice_in_one_body_counts_one_receipt(deliver):
 def test_the_same_event_twice_with_different_payloads_refuses_the_body(deliver):
     response = deliver(batch_body(item(1), item(1, text="CHECKLIST edited")))
     assert response.status_code == 202
-    assert QuarantineReceipt.objects.get().invalid_members == [{"index": 1, "reason_code": "identity_conflict"}]
+    assert QuarantineReceipt.objects.get().invalid_members == [
+        {"index": 1, "reason_code": "identity_conflict"}
+    ]
     assert InboundEvent.objects.count() == 0
 
 
@@ -240,6 +276,7 @@ def test_an_identity_conflict_refuses_the_whole_batch_and_claims_nothing(deliver
 
 
 # -- 8. quarantine flooding is bounded ----------------------------------------------
+
 
 def _forge(client, code: str):
     body = fixture_body("comment__northstar")
@@ -256,7 +293,10 @@ def test_forged_requests_write_one_receipt_per_code_and_minute(client):
     answers += [_forge(client, "missing_proof_headers") for _ in range(5)]
     assert {a.status_code for a in answers} == {401}
     receipts = QuarantineReceipt.objects.all()
-    assert sorted(receipts.values_list("reason_code", flat=True)) == ["invalid_signature", "missing_proof_headers"]
+    assert sorted(receipts.values_list("reason_code", flat=True)) == [
+        "invalid_signature",
+        "missing_proof_headers",
+    ]
     first = {a.json()["receipt_id"] for a in answers[:30]}
     assert len(first) == 1 and answers[1].json()["coalesced"] is True
     windows = dict(ProofFailureWindow.objects.values_list("reason_code", "failures"))
@@ -269,7 +309,7 @@ def test_the_next_minute_opens_a_new_window(client, monkeypatch):
     _forge(client, "invalid_signature")
     _forge(client, "invalid_signature")
     later = dj_timezone.now().replace(second=0, microsecond=0) + dj_timezone.timedelta(minutes=1)
-    monkeypatch.setattr("ingress.services.timezone.now", lambda: later)
+    monkeypatch.setattr("ingress.services.ingest.timezone.now", lambda: later)
     _forge(client, "invalid_signature")
     assert QuarantineReceipt.objects.count() == 2
 
@@ -296,8 +336,11 @@ def test_concurrent_forgers_are_coalesced_and_an_authentic_delivery_still_lands(
     accepted = []
     for n in range(1, 6):
         body = batch_body(item(n))
-        accepted.append(authentic.post("/webhooks/sandbox/", data=body, content_type="application/json",
-                                       headers=sign(body)).status_code)
+        accepted.append(
+            authentic.post(
+                "/webhooks/sandbox/", data=body, content_type="application/json", headers=sign(body)
+            ).status_code
+        )
     for thread in threads:
         thread.join()
     assert not errors
@@ -308,6 +351,7 @@ def test_concurrent_forgers_are_coalesced_and_an_authentic_delivery_still_lands(
 
 
 # -- the store refuses a value: a refusal, not an outage ------------------------------
+
 
 def test_identifiers_are_bounded_at_the_boundary_not_by_the_database(deliver):
     """200 characters fit (the key stays within 512); 201 is refused as invalid_identity, a 202
@@ -333,8 +377,9 @@ def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_sou
     import conduit.providers.sandbox.webhook as sandbox_social
 
     monkeypatch.setattr(sandbox_social, "MAX_REF_LENGTH", 400)
-    response = deliver(batch_body(*(item(n + 1, id=chr(ord("e") + n) * 400, type="t" * 64)
-                                    for n in range(members))))
+    response = deliver(
+        batch_body(*(item(n + 1, id=chr(ord("e") + n) * 400, type="t" * 64) for n in range(members)))
+    )
     assert response.status_code == 202, response.json()
     assert response.json()["results"][0]["reason_code"] == "unstorable_value"
     assert InboundEvent.objects.count() == 0
@@ -342,16 +387,22 @@ def test_a_data_error_is_quarantined_not_a_503(deliver, monkeypatch, sandbox_sou
 
 # -- found by the adversarial pass ---------------------------------------------------
 
+
 def test_a_refused_batch_names_its_stored_conflicts_too(deliver):
     """The one receipt lists each invalid member: a member that conflicts with a stored event
     is named even when another member already refused the body."""
     deliver(batch_body(item(1)))
     response = deliver(batch_body(item(2, type="nope"), item(1, text="CHECKLIST edited"), item(3)))
     assert [(r["index"], r["result"]) for r in response.json()["results"]] == [
-        (0, "quarantined"), (1, "quarantined"), (2, "rolled_back")]
+        (0, "quarantined"),
+        (1, "quarantined"),
+        (2, "rolled_back"),
+    ]
     receipt = QuarantineReceipt.objects.get()
-    assert receipt.invalid_members == [{"index": 0, "reason_code": "event_type_not_allowed"},
-                                       {"index": 1, "reason_code": "identity_conflict"}]
+    assert receipt.invalid_members == [
+        {"index": 0, "reason_code": "event_type_not_allowed"},
+        {"index": 1, "reason_code": "identity_conflict"},
+    ]
 
 
 def test_a_refused_body_with_a_reused_delivery_id_records_the_delivery_conflict(deliver):
@@ -368,8 +419,10 @@ def test_redeliveries_of_a_refused_body_meet_its_first_receipt(client):
     signature window) must not write a receipt per copy."""
     payload = batch_body(item(1), item(2, type="nope"))
     headers = sign(payload, delivery_id="msg_test_refused")
-    answers = [client.post("/webhooks/sandbox/", data=payload, content_type="application/json",
-                           headers=headers) for _ in range(5)]
+    answers = [
+        client.post("/webhooks/sandbox/", data=payload, content_type="application/json", headers=headers)
+        for _ in range(5)
+    ]
     assert {a.status_code for a in answers} == {202}
     assert len({a.json()["receipt_ids"][0] for a in answers}) == 1
     assert QuarantineReceipt.objects.count() == 1
@@ -383,8 +436,9 @@ def test_only_post_is_answered(client, method):
 
 def test_a_sender_configured_without_the_trailing_slash_is_not_redirected(client):
     payload = fixture_body("comment__northstar")
-    response = client.post("/webhooks/sandbox", data=payload, content_type="application/json",
-                           headers=sign(payload))
+    response = client.post(
+        "/webhooks/sandbox", data=payload, content_type="application/json", headers=sign(payload)
+    )
     assert response.status_code == 200
 
 
@@ -393,7 +447,8 @@ def test_a_non_ascii_delivery_id_is_verified_as_its_sender_signed_it(client):
     payload = fixture_body("comment__northstar")
     headers = sign(payload, delivery_id="msg_test_caf\u00e9")
     on_the_wire = {**headers, "webhook-id": "msg_test_caf\u00e9".encode("utf-8").decode("latin-1")}
-    response = client.post("/webhooks/sandbox/", data=payload, content_type="application/json",
-                           headers=on_the_wire)
+    response = client.post(
+        "/webhooks/sandbox/", data=payload, content_type="application/json", headers=on_the_wire
+    )
     assert response.status_code == 200, response.json()
     assert Delivery.objects.get().delivery_id == "msg_test_caf\u00e9"

@@ -1,4 +1,4 @@
-"""Seed 004's lost-response proof: a real server process killed after commit, before the ack."""
+"""The lost-response proof (docs/concepts/event-contract.md#delivery-identity): a real server process killed after commit, before the ack."""
 
 import http.client
 import signal
@@ -23,8 +23,10 @@ def test_kill_after_commit_before_ack_then_redelivery_converges(live_server, san
     port = free_port()
     env = subprocess_env()
     server = subprocess.Popen(
-        [sys.executable, str(CRASH_SERVER), str(port)], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, str(CRASH_SERVER), str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 30

@@ -54,8 +54,9 @@ def test_random_mutations_never_produce_a_server_error():
         headers = sign(body)
         if rng.random() < 0.5:
             headers = mutate_headers(rng, headers)
-        response = client.post("/webhooks/sandbox/", data=body, content_type="application/json",
-                               headers=headers)
+        response = client.post(
+            "/webhooks/sandbox/", data=body, content_type="application/json", headers=headers
+        )
         assert response.status_code in DOCUMENTED, (round_, response.status_code, response.content[:300])
         assert "code" in response.json() or "results" in response.json()
         seen.add(response.status_code)

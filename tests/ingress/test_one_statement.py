@@ -1,4 +1,4 @@
-"""A body's writes as one PostgreSQL statement (ingress.writes, issue 17): the same rows as the
+"""A body's writes as one PostgreSQL statement (ingress.writes, docs/internals.md#set-based-writes): the same rows as the
 statement-by-statement path SQLite takes, and a cached source never acted on once changed."""
 
 import base64
@@ -8,23 +8,37 @@ import pytest
 from django.db import connection
 
 from conduit.providers.registry import get_adapter
-from ingress import selectors, services, views, writes
+from ingress import selectors, views, writes
+from ingress.hooks import reply_planner
 from ingress.models import Delivery, EventState, EventTransition, InboundEvent, QuarantineReceipt
 from ingress.selectors import source_config
-from ingress.services import EVENT_COLUMNS, observations_accept, source_update
+from ingress.services import EVENT_COLUMNS, ingest, observations_accept, source_update
 from replies.models import ReplyAction, ReplyTransition
 from tests.reconcile.conftest import body, item
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 NEXT_SECRET = "whsec_" + base64.b64encode(b"synthetic-next-secret-for-tests!").decode()
-LEDGER_TABLES = ("reply_action_transitions", "reply_actions", "inbound_event_transitions", "inbound_events",
-                 "ingress_deliveries", "quarantine_transitions", "quarantine_receipts")
+LEDGER_TABLES = (
+    "reply_action_transitions",
+    "reply_actions",
+    "inbound_event_transitions",
+    "inbound_events",
+    "ingress_deliveries",
+    "quarantine_transitions",
+    "quarantine_receipts",
+)
 
 
 def _accept(source, raw: bytes, delivery_id: str):
     parsed = get_adapter("sandbox-social").parse_delivery(body=raw, config=source_config(source))
-    result = observations_accept(source=source, parsed=parsed, delivery_id=delivery_id,
-                                 body_hash=f"{hash(raw) & 0xFFFFFFFF:064x}", body_bytes=len(raw), now=NOW)
+    result = observations_accept(
+        source=source,
+        parsed=parsed,
+        delivery_id=delivery_id,
+        body_hash=f"{hash(raw) & 0xFFFFFFFF:064x}",
+        body_bytes=len(raw),
+        now=NOW,
+    )
     return [(r.index, r.result, r.event_key, r.reason_code, bool(r.receipt_id)) for r in result.results]
 
 
@@ -41,21 +55,64 @@ def _scenario(source) -> dict:
     ]
     return {
         "answers": answers,
-        "deliveries": sorted(Delivery.objects.values_list(
-            "source_id", "delivery_id", "body_hash", "event_keys", "seen_count", "first_received_at",
-            "last_received_at"), key=repr),
+        "deliveries": sorted(
+            Delivery.objects.values_list(
+                "source_id",
+                "delivery_id",
+                "body_hash",
+                "event_keys",
+                "seen_count",
+                "first_received_at",
+                "last_received_at",
+            ),
+            key=repr,
+        ),
         "events": sorted(InboundEvent.objects.values_list(*EVENT_COLUMNS), key=repr),
-        "event_history": sorted(EventTransition.objects.values_list(
-            "event__event_key", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"),
-            key=repr),
-        "actions": sorted(ReplyAction.objects.values_list(
-            "reply_key", "event_id", "purpose", "delivery_state", "approval_state", "canary", "created_at",
-            "reply_deadline"), key=repr),
-        "action_history": sorted(ReplyTransition.objects.values_list(
-            "action__reply_key", "ledger", "prior_state", "next_state", "at", "actor", "reason_code", "refused"),
-            key=repr),
-        "receipts": sorted(QuarantineReceipt.objects.values_list(
-            "reason_code", "event_index", "event_key", "invalid_members", "delivery_id"), key=repr),
+        "event_history": sorted(
+            EventTransition.objects.values_list(
+                "event__event_key",
+                "ledger",
+                "prior_state",
+                "next_state",
+                "at",
+                "actor",
+                "reason_code",
+                "refused",
+            ),
+            key=repr,
+        ),
+        "actions": sorted(
+            ReplyAction.objects.values_list(
+                "reply_key",
+                "event_id",
+                "purpose",
+                "delivery_state",
+                "approval_state",
+                "canary",
+                "created_at",
+                "reply_deadline",
+            ),
+            key=repr,
+        ),
+        "action_history": sorted(
+            ReplyTransition.objects.values_list(
+                "action__reply_key",
+                "ledger",
+                "prior_state",
+                "next_state",
+                "at",
+                "actor",
+                "reason_code",
+                "refused",
+            ),
+            key=repr,
+        ),
+        "receipts": sorted(
+            QuarantineReceipt.objects.values_list(
+                "reason_code", "event_index", "event_key", "invalid_members", "delivery_id"
+            ),
+            key=repr,
+        ),
     }
 
 
@@ -64,7 +121,7 @@ def _both_paths(source, monkeypatch) -> tuple[dict, dict]:
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {', '.join(LEDGER_TABLES)} CASCADE")
     with monkeypatch.context() as patched:
-        patched.setattr(services, "_events_write_at_once", lambda **kwargs: None)  # statement by statement
+        patched.setattr(ingest, "_events_write_at_once", lambda **kwargs: None)  # statement by statement
         several = _scenario(source)
     return one, several
 
@@ -74,9 +131,11 @@ def test_one_statement_writes_what_the_statement_by_statement_path_writes(sandbo
     """Outside a transaction (the webhook's way on PostgreSQL) each body is one statement; the same
     bodies statement by statement leave the very same rows and answers."""
     one, several = _both_paths(sandbox_source, monkeypatch)
-    assert one["answers"][0] == [(0, "accepted", one["answers"][0][0][2], "", False),
-                                 (1, "accepted", one["answers"][0][1][2], "", False),
-                                 (2, "accepted", one["answers"][0][2][2], "", False)]
+    assert one["answers"][0] == [
+        (0, "accepted", one["answers"][0][0][2], "", False),
+        (1, "accepted", one["answers"][0][1][2], "", False),
+        (2, "accepted", one["answers"][0][2][2], "", False),
+    ]
     assert [a[1] for a in one["answers"][3]] == ["rolled_back", "quarantined"]  # the identity conflict
     assert one["answers"][4][0][3] == "delivery_conflict"
     assert len(one["events"]) == 4 and len(one["actions"]) == 6 and len(one["receipts"]) == 2
@@ -84,16 +143,20 @@ def test_one_statement_writes_what_the_statement_by_statement_path_writes(sandbo
 
 
 @pytest.mark.django_db(transaction=True)
-def test_positive_control_parity_sees_a_statement_that_writes_history_for_a_duplicate(sandbox_source, monkeypatch):
+def test_positive_control_parity_sees_a_statement_that_writes_history_for_a_duplicate(
+    sandbox_source, monkeypatch
+):
     """Break the statement on purpose (it writes history for events seen before too): parity fails."""
     real = writes._statement
 
     def broken(*args):
         sql, fields = real(*args)
-        return sql.replace('JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count = 1',
-                           'JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count >= 1'), fields
+        return sql.replace(
+            'JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count = 1',
+            'JOIN e ON e."event_key" = r.e->>0\n  WHERE e.seen_count >= 1',
+        ), fields
 
-    assert "WHERE e.seen_count >= 1" in broken(tuple(EVENT_COLUMNS), services.PLANNED)[0]
+    assert "WHERE e.seen_count >= 1" in broken(tuple(EVENT_COLUMNS), reply_planner())[0]
     monkeypatch.setattr(writes, "_statement", broken)
     one, several = _both_paths(sandbox_source, monkeypatch)
     assert one["event_history"] != several["event_history"]
@@ -121,7 +184,8 @@ def _trust_the_cache_blindly(monkeypatch):
 @pytest.mark.parametrize("guard", [True, False], ids=["guarded", "positive_control_guard_removed"])
 @pytest.mark.django_db(transaction=True)
 def test_a_cached_source_changed_since_is_read_afresh_before_anything_is_written(
-        sandbox_source, deliver, monkeypatch, guard):
+    sandbox_source, deliver, monkeypatch, guard
+):
     """The trigger keywords change after this process cached the source: the next delivery is
     decided under the new rule (its statement saw the source's row had changed and wrote nothing)."""
     if not guard:
@@ -140,14 +204,17 @@ def test_a_cached_source_changed_since_is_read_afresh_before_anything_is_written
 @pytest.mark.parametrize("guard", [True, False], ids=["guarded", "positive_control_guard_removed"])
 @pytest.mark.django_db(transaction=True)
 def test_a_proof_failure_under_a_cached_source_is_decided_on_the_source_read_afresh(
-        sandbox_source, deliver, monkeypatch, guard):
+    sandbox_source, deliver, monkeypatch, guard
+):
     """The source moved to another secret after this process cached it: a delivery signed with the
     new secret is accepted, not quarantined as forged."""
     if not guard:
         _trust_the_cache_blindly(monkeypatch)
     assert deliver(body(item(1))).status_code == 200  # caches the source
     monkeypatch.setenv("CONDUIT_SOURCE_TEST_SANDBOX_SECRET_NEXT", NEXT_SECRET)
-    source_update(source_id=sandbox_source.pk, changes={"secret_env": "CONDUIT_SOURCE_TEST_SANDBOX_SECRET_NEXT"})
+    source_update(
+        source_id=sandbox_source.pk, changes={"secret_env": "CONDUIT_SOURCE_TEST_SANDBOX_SECRET_NEXT"}
+    )
     response = deliver(body(item(2)), secret=NEXT_SECRET)
     if guard:
         assert (response.status_code, QuarantineReceipt.objects.count()) == (200, 0)
@@ -158,7 +225,8 @@ def test_a_proof_failure_under_a_cached_source_is_decided_on_the_source_read_afr
 @pytest.mark.parametrize("guard", [True, False], ids=["guarded", "positive_control_guard_removed"])
 @pytest.mark.django_db(transaction=True)
 def test_a_member_refused_under_a_cached_source_is_decided_on_the_source_read_afresh(
-        sandbox_source, deliver, monkeypatch, guard):
+    sandbox_source, deliver, monkeypatch, guard
+):
     """An event type allowlisted after this process cached the source: its event is accepted, not
     quarantined under the allowlist as the cache had it."""
     if not guard:

@@ -22,13 +22,24 @@ def test_event_by_key_with_its_reply_actions(api, deliver):
     assert response.status_code == 200
     (event,) = response.json()["results"]
     assert set(event) == {
-        "event_key", "source", "event_state", "reconcile_status", "seen_count", "first_received_at",
-        "last_received_at", "trigger_match", "canary", "reply_actions",
+        "event_key",
+        "source",
+        "event_state",
+        "reconcile_status",
+        "seen_count",
+        "first_received_at",
+        "last_received_at",
+        "trigger_match",
+        "canary",
+        "reply_actions",
     }
     assert (event["event_key"], event["event_state"], event["seen_count"], event["source"]) == (
-        NORTHSTAR_KEY, "RECORD_READY", 2, "sandbox",
+        NORTHSTAR_KEY,
+        "RECORD_READY",
+        2,
+        "sandbox",
     )
-    # Issue 24: each event's reconcile_status is served (no scan yet: UNRECONCILED).
+    # Each event's reconcile_status is served (no scan yet: UNRECONCILED).
     assert event["reconcile_status"] == "UNRECONCILED"
     from ingress.models import InboundEvent
 

@@ -21,8 +21,11 @@ def test_purge_blanks_old_content_only_and_dry_run_changes_nothing(sandbox_sourc
     deliver(fixture_body("comment__no_trigger"))
     old = InboundEvent.objects.get(source_event_id="evt_test_0042")
     InboundEvent.objects.filter(pk=old.pk).update(
-        first_received_at=timezone.now() - timedelta(days=sandbox_source.retention_days, minutes=1))
-    before = InboundEvent.objects.values("event_key", "payload_hash", "event_state", "seen_count").get(pk=old.pk)
+        first_received_at=timezone.now() - timedelta(days=sandbox_source.retention_days, minutes=1)
+    )
+    before = InboundEvent.objects.values("event_key", "payload_hash", "event_state", "seen_count").get(
+        pk=old.pk
+    )
     actions = list(ReplyAction.objects.values_list("reply_key", "delivery_state"))
 
     out = io.StringIO()
@@ -35,9 +38,14 @@ def test_purge_blanks_old_content_only_and_dry_run_changes_nothing(sandbox_sourc
     assert "sandbox: purged the message text of 1 event(s)" in out.getvalue()
     old.refresh_from_db()
     assert old.message_text == "" and old.content_purged_at is not None
-    assert InboundEvent.objects.values("event_key", "payload_hash", "event_state", "seen_count").get(pk=old.pk) == before
+    assert (
+        InboundEvent.objects.values("event_key", "payload_hash", "event_state", "seen_count").get(pk=old.pk)
+        == before
+    )
     assert list(ReplyAction.objects.values_list("reply_key", "delivery_state")) == actions
-    assert InboundEvent.objects.get(source_event_id="evt_test_0043").message_text != ""  # still within its period
+    assert (
+        InboundEvent.objects.get(source_event_id="evt_test_0043").message_text != ""
+    )  # still within its period
 
 
 def test_stalled_scan_staging_is_purged_too(source_side, settings):

@@ -8,9 +8,21 @@ from ingress.services import SourceConflict, source_register, source_update
 from tests.conftest import SECRET_ENV, fixture_body
 
 ARGS = [
-    "sandbox", "--adapter", "sandbox-social", "--account-ref", "acct_test_01",
-    "--event-type", "comment.created", "--purpose", "public_ack", "--purpose", "private_delivery",
-    "--trigger-keyword", "CHECKLIST", "--secret-env", SECRET_ENV,
+    "sandbox",
+    "--adapter",
+    "sandbox-social",
+    "--account-ref",
+    "acct_test_01",
+    "--event-type",
+    "comment.created",
+    "--purpose",
+    "public_ack",
+    "--purpose",
+    "private_delivery",
+    "--trigger-keyword",
+    "CHECKLIST",
+    "--secret-env",
+    SECRET_ENV,
 ]
 
 
@@ -24,7 +36,9 @@ def test_register_source_command_is_idempotent(capsys):
     again = Source.objects.get()
     assert (again.pk, again.updated_at) == (first.pk, first.updated_at)
     assert (again.source_system, again.purposes, again.trigger_keywords) == (
-        "sandbox-social", ["public_ack", "private_delivery"], ["CHECKLIST"],
+        "sandbox-social",
+        ["public_ack", "private_delivery"],
+        ["CHECKLIST"],
     )
 
 
@@ -39,7 +53,7 @@ def test_conflicting_values_are_refused_with_each_difference_named():
 
 @pytest.mark.django_db
 def test_one_account_cannot_be_registered_twice_under_two_names():
-    """Seed 004: the same values under a new name rename the one source
+    """docs/platforms/sources.md#rename: the same values under a new name rename the one source
     (tests/ingress/test_source_rename.py); other values under a new name are refused."""
     call_command("register_source", *ARGS)
     with pytest.raises(CommandError, match="already registered as source 'sandbox' with other values"):
@@ -55,8 +69,12 @@ def test_the_database_enforces_source_identity():
     call_command("register_source", *ARGS)
     with pytest.raises(IntegrityError), transaction.atomic():
         Source.objects.create(
-            name="other", adapter="sandbox-social", source_system="sandbox-social",
-            account_ref="acct_test_01", event_types=["comment.created"], secret_env=SECRET_ENV,
+            name="other",
+            adapter="sandbox-social",
+            source_system="sandbox-social",
+            account_ref="acct_test_01",
+            event_types=["comment.created"],
+            secret_env=SECRET_ENV,
         )
 
 
@@ -77,12 +95,23 @@ def test_invalid_registrations_are_refused_clearly(args, message):
 
 def test_unknown_adapter_is_refused_by_the_command():
     with pytest.raises(CommandError, match="invalid choice"):
-        call_command("register_source", "x", "--adapter", "nope", "--account-ref", "a",
-                     "--event-type", "t", "--secret-env", "X")
+        call_command(
+            "register_source",
+            "x",
+            "--adapter",
+            "nope",
+            "--account-ref",
+            "a",
+            "--event-type",
+            "t",
+            "--secret-env",
+            "X",
+        )
 
 
 def test_account_ref_cannot_change_after_registration(sandbox_source, deliver):
-    """Seed 004: "Registrations are immutable for one runtime instance", events or not."""
+    """docs/platforms/sources.md#immutable: "Registrations are immutable for one runtime instance",
+    events or not."""
     with pytest.raises(SourceConflict, match="cannot change after registration"):
         source_update(source_id=sandbox_source.pk, changes={"account_ref": "acct_test_03"})
     deliver(fixture_body("comment__northstar"))
@@ -114,9 +143,14 @@ def test_new_trigger_keywords_are_a_new_rule_version_recorded_on_events(sandbox_
 
 def test_register_source_accepts_a_canary_flag_from_trusted_configuration(db):
     source, created = source_register(
-        name="canary", adapter="sandbox-social", account_ref="acct_test_09",
-        event_types=["comment.created"], purposes=[], trigger_keywords=[],
-        secret_env=SECRET_ENV, canary=True,
+        name="canary",
+        adapter="sandbox-social",
+        account_ref="acct_test_09",
+        event_types=["comment.created"],
+        purposes=[],
+        trigger_keywords=[],
+        secret_env=SECRET_ENV,
+        canary=True,
     )
     assert created and source.canary
 
@@ -136,8 +170,12 @@ def test_post_fixture_signs_and_delivers_over_http(live_server, sandbox_source, 
     from tests.conftest import FIXTURES
 
     call_command(
-        "post_fixture", str(FIXTURES / "sandbox_social" / "comment__northstar.json"),
-        "--source", "sandbox", "--url", live_server.url,
+        "post_fixture",
+        str(FIXTURES / "sandbox_social" / "comment__northstar.json"),
+        "--source",
+        "sandbox",
+        "--url",
+        live_server.url,
     )
     assert "HTTP 200" in capsys.readouterr().out
     assert InboundEvent.objects.get().seen_count == 1
@@ -149,9 +187,19 @@ def test_post_fixture_signs_and_delivers_over_http(live_server, sandbox_source, 
 def test_register_source_sets_up_copy_and_transport_in_one_idempotent_command(capsys):
     from replies.models import ReplyCopy
 
-    args = [*ARGS, "--copy", "public_ack=Thanks, the checklist is on its way.",
-            "--copy", "private_delivery=Here is the checklist.", "--channel", "private_delivery=dm",
-            "--transport", "sandbox", "--transport-url", "http://127.0.0.1:8765"]
+    args = [
+        *ARGS,
+        "--copy",
+        "public_ack=Thanks, the checklist is on its way.",
+        "--copy",
+        "private_delivery=Here is the checklist.",
+        "--channel",
+        "private_delivery=dm",
+        "--transport",
+        "sandbox",
+        "--transport-url",
+        "http://127.0.0.1:8765",
+    ]
     call_command("register_source", *args)
     call_command("register_source", *args)
     out = capsys.readouterr().out
@@ -171,19 +219,33 @@ def test_register_source_sets_up_copy_and_transport_in_one_idempotent_command(ca
     with pytest.raises(CommandError, match="takes PURPOSE=VALUE"):
         call_command("register_source", *ARGS, "--copy", "public_ack")
     with pytest.raises(CommandError, match="unknown transport"):
-        call_command("register_source", "sandbox-3", *ARGS[1:4], "acct_test_33", *ARGS[5:],
-                     "--transport", "carrier-pigeon")
+        call_command(
+            "register_source",
+            "sandbox-3",
+            *ARGS[1:4],
+            "acct_test_33",
+            *ARGS[5:],
+            "--transport",
+            "carrier-pigeon",
+        )
     assert ReplyCopy.objects.count() == 2
 
 
 @pytest.mark.django_db
 def test_register_source_routes_each_purpose_on_its_own(capsys):
-    """Issue 12: one source sends its public acknowledgement through one transport and its
+    """docs/platforms/sources.md#routes: one source sends its public acknowledgement through one transport and its
     private delivery through another; --route names a purpose's transport and URL."""
     from replies.models import ReplyRoute
 
-    args = [*ARGS, "--transport-url", "http://127.0.0.1:8001",
-            "--route", "private_delivery=sandbox,http://127.0.0.1:8002", "--source-url", "http://127.0.0.1:8003"]
+    args = [
+        *ARGS,
+        "--transport-url",
+        "http://127.0.0.1:8001",
+        "--route",
+        "private_delivery=sandbox,http://127.0.0.1:8002",
+        "--source-url",
+        "http://127.0.0.1:8003",
+    ]
     call_command("register_source", *args)
     call_command("register_source", *args)  # idempotent
     routes = dict(ReplyRoute.objects.values_list("purpose", "target_url"))
@@ -198,42 +260,59 @@ def test_register_source_routes_each_purpose_on_its_own(capsys):
     with pytest.raises(CommandError, match=r"takes PURPOSE=TRANSPORT\[,URL\]"):
         call_command("register_source", *ARGS, "--route", "public_ack=,http://x")
     with pytest.raises(CommandError, match="unknown transport"):
-        call_command("register_source", "sandbox-4", *ARGS[1:4], "acct_test_44", *ARGS[5:],
-                     "--route", "public_ack=carrier-pigeon")
+        call_command(
+            "register_source",
+            "sandbox-4",
+            *ARGS[1:4],
+            "acct_test_44",
+            *ARGS[5:],
+            "--route",
+            "public_ack=carrier-pigeon",
+        )
     assert not Source.objects.filter(name="sandbox-4").exists()  # all or nothing
     assert dict(ReplyRoute.objects.values_list("purpose", "target_url")) == routes
 
 
 def test_the_source_identity_rule_is_one_function_every_path_asks(sandbox_source, monkeypatch):
-    """Issue 12 item 6: one source-identity rule (platform + account), asked by registration,
+    """docs/concepts/keys.md#source-identity: one source-identity rule (platform + account), asked by registration,
     edit and the admin form. Positive control: with the rule patched away, registration no
     longer refuses politely and only the database constraint stops the duplicate."""
     from django.db import IntegrityError
 
-    from ingress import services
     from ingress.selectors import source_identity_holder
+    from ingress.services import sources
 
     assert source_identity_holder(adapter="sandbox-social", account_ref="acct_test_01") == sandbox_source
-    assert source_identity_holder(adapter="sandbox-social", account_ref="acct_test_01",
-                                  other_than=sandbox_source.pk) is None
-    kwargs = dict(adapter="sandbox-social", account_ref="acct_test_01", event_types=["comment.created"],
-                  purposes=[], trigger_keywords=[], secret_env=SECRET_ENV)
+    assert (
+        source_identity_holder(
+            adapter="sandbox-social", account_ref="acct_test_01", other_than=sandbox_source.pk
+        )
+        is None
+    )
+    kwargs = dict(
+        adapter="sandbox-social",
+        account_ref="acct_test_01",
+        event_types=["comment.created"],
+        purposes=[],
+        trigger_keywords=[],
+        secret_env=SECRET_ENV,
+    )
     with pytest.raises(SourceConflict, match="already registered as source 'sandbox'"):
         source_register(name="second", **kwargs)
-    monkeypatch.setattr(services, "source_identity_holder", lambda **kw: None)
+    monkeypatch.setattr(sources, "source_identity_holder", lambda **kw: None)
     with pytest.raises(IntegrityError):
         source_register(name="second", **kwargs)
 
 
 @pytest.mark.django_db
-def test_the_readme_register_source_example_works_as_written(capsys):
-    """Issue 15: the README's example runs as printed (beside the demo's and the canary's accounts)."""
+def test_the_docs_register_source_example_works_as_written(capsys):
+    """docs/platforms/sources.md's example runs as printed (beside the demo's and the canary's accounts)."""
     import re
     import shlex
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme[readme.index("## Sources"):]
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "platforms" / "sources.md").read_text()
+    block = readme[readme.index("## Registering a source") :]
     (example,) = re.findall(r"```sh\n(python manage\.py register_source shop .*?)\n```", block, flags=re.S)
     argv = shlex.split(example.replace("\\\n", " "))
     assert argv[:3] == ["python", "manage.py", "register_source"]

@@ -14,11 +14,17 @@ from tests.conftest import fixture_body
 pytestmark = pytest.mark.usefixtures("sandbox_source")
 
 
-def test_every_state_of_seed_000_is_in_its_ledgers_table():
+def test_every_documented_state_is_in_its_ledgers_table():
     assert {n for _, n in EVENT_TABLE.moves} == {"RECEIVED", "RECORD_READY", "CLOSED_NO_REPLY"}
     assert {n for _, n in REPLY_TABLE.moves} == {
-        "REVIEW_PENDING", "APPROVED", "SENDING", "SENT", "FAILED_BEFORE_SEND",
-        "SEND_STATUS_UNKNOWN", "SUPPRESSED_TEST", "CLOSED_NO_REPLY",
+        "REVIEW_PENDING",
+        "APPROVED",
+        "SENDING",
+        "SENT",
+        "FAILED_BEFORE_SEND",
+        "SEND_STATUS_UNKNOWN",
+        "SUPPRESSED_TEST",
+        "CLOSED_NO_REPLY",
     }
     assert {n for _, n in QUARANTINE_TABLE.moves} == {"QUARANTINED", "DISMISSED", "CORRECTED"}
     # Nothing may be claimed twice: no move leaves SENDING, SENT or SUPPRESSED_TEST for SENDING.
@@ -39,7 +45,11 @@ def test_undeclared_event_move_is_refused_and_recorded_in_the_event_ledger(deliv
     assert event.event_state == "CLOSED_NO_REPLY"
     refusal = EventTransition.objects.get(refused=True)
     assert (refusal.ledger, refusal.prior_state, refusal.next_state, refusal.actor, refusal.reason_code) == (
-        "event", "CLOSED_NO_REPLY", "RECORD_READY", "tester", "manual_reopen",
+        "event",
+        "CLOSED_NO_REPLY",
+        "RECORD_READY",
+        "tester",
+        "manual_reopen",
     )
     with pytest.raises(TransitionRefused, match="not in the declared transition table"):
         outcome.raise_if_refused()
@@ -50,15 +60,16 @@ def test_undeclared_event_move_is_refused_and_recorded_in_the_event_ledger(deliv
 def test_undeclared_reply_move_is_refused_and_recorded_in_the_reply_ledger(deliver):
     deliver(fixture_body("comment__northstar"))
     action = ReplyAction.objects.order_by("id").first()
-    outcome = reply_action_transition(
-        action_id=action.pk, to="SENDING", actor="worker", reason_code="claim"
-    )
+    outcome = reply_action_transition(action_id=action.pk, to="SENDING", actor="worker", reason_code="claim")
     assert not outcome.applied
     action.refresh_from_db()
     assert action.delivery_state == "REVIEW_PENDING"
     refusal = ReplyTransition.objects.get(refused=True)
     assert (refusal.ledger, refusal.action_id, refusal.prior_state, refusal.next_state) == (
-        "reply", action.pk, "REVIEW_PENDING", "SENDING",
+        "reply",
+        action.pk,
+        "REVIEW_PENDING",
+        "SENDING",
     )
     assert not EventTransition.objects.filter(refused=True).exists()
 
@@ -105,9 +116,17 @@ def test_a_condition_the_thin_update_does_not_take_goes_through_the_orm(deliver)
     deliver(fixture_body("comment__northstar"))
     event = InboundEvent.objects.get()
     outcome = transition(
-        table=EVENT_TABLE, model=InboundEvent, history=EventTransition, owner_field="event",
-        pk=event.pk, to="CLOSED_NO_REPLY", actor="t", reason_code="r", state_field="event_state",
-        expected="RECORD_READY", where={"seen_count__in": [1]},
+        table=EVENT_TABLE,
+        model=InboundEvent,
+        history=EventTransition,
+        owner_field="event",
+        pk=event.pk,
+        to="CLOSED_NO_REPLY",
+        actor="t",
+        reason_code="r",
+        state_field="event_state",
+        expected="RECORD_READY",
+        where={"seen_count__in": [1]},
     )
     assert outcome.applied
     event.refresh_from_db()

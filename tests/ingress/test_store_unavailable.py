@@ -46,12 +46,19 @@ def test_database_killed_mid_statement_is_503_and_zero_rows(sandbox_source, deli
     holding, release, blocker_pid, killed = threading.Event(), threading.Event(), [], []
 
     def hold_the_key():  # its own connection: a concurrent first sighting of the same event
-        from django.db import connection as own, transaction
+        from django.db import connection as own
+        from django.db import transaction
 
         try:
             with transaction.atomic():
-                observations_accept(source=sandbox_source, parsed=parsed, delivery_id="msg_test_other",
-                                    body_hash="0" * 64, body_bytes=len(body), now=timezone.now())
+                observations_accept(
+                    source=sandbox_source,
+                    parsed=parsed,
+                    delivery_id="msg_test_other",
+                    body_hash="0" * 64,
+                    body_bytes=len(body),
+                    now=timezone.now(),
+                )
                 blocker_pid.append(own.connection.info.backend_pid)
                 holding.set()
                 release.wait(30)
@@ -68,9 +75,13 @@ def test_database_killed_mid_statement_is_503_and_zero_rows(sandbox_source, deli
             while time.monotonic() < deadline:
                 waiting = admin.execute(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> %s "
-                    "AND datname = current_database()", [blocker_pid[0]]).fetchall()
+                    "AND datname = current_database()",
+                    [blocker_pid[0]],
+                ).fetchall()
                 if waiting:
-                    killed.append(admin.execute("SELECT pg_terminate_backend(%s)", [waiting[0][0]]).fetchone()[0])
+                    killed.append(
+                        admin.execute("SELECT pg_terminate_backend(%s)", [waiting[0][0]]).fetchone()[0]
+                    )
                     break
                 time.sleep(0.05)
         release.set()

@@ -21,14 +21,19 @@ def test_accepted_creates_one_record_two_replies_and_their_transitions(deliver):
     }
     event = InboundEvent.objects.get()
     assert (event.event_state, event.seen_count, event.trigger_match, event.canary) == (
-        "RECORD_READY", 1, True, False,
+        "RECORD_READY",
+        1,
+        True,
+        False,
     )
     assert event.trigger_rule_version == 1
     assert sorted(ReplyAction.objects.values_list("purpose", "delivery_state")) == [
-        ("private_delivery", "REVIEW_PENDING"), ("public_ack", "REVIEW_PENDING"),
+        ("private_delivery", "REVIEW_PENDING"),
+        ("public_ack", "REVIEW_PENDING"),
     ]
     assert list(EventTransition.objects.values_list("prior_state", "next_state", "actor")) == [
-        (None, "RECEIVED", "system:ingest"), ("RECEIVED", "RECORD_READY", "system:ingest"),
+        (None, "RECEIVED", "system:ingest"),
+        ("RECEIVED", "RECORD_READY", "system:ingest"),
     ]
     assert ReplyTransition.objects.filter(prior_state=None, next_state="REVIEW_PENDING").count() == 2
     assert Delivery.objects.get().event_keys == [NORTHSTAR_KEY]
@@ -39,9 +44,7 @@ def test_redelivery_of_the_same_delivery_id_counts_as_seen_and_answers_duplicate
     deliver(body, delivery_id="msg_test_same")
     response = deliver(body, delivery_id="msg_test_same")
     assert response.status_code == 200
-    assert response.json()["results"] == [
-        {"index": 0, "result": "duplicate", "event_key": NORTHSTAR_KEY}
-    ]
+    assert response.json()["results"] == [{"index": 0, "result": "duplicate", "event_key": NORTHSTAR_KEY}]
     assert InboundEvent.objects.get().seen_count == 2
     assert Delivery.objects.get().seen_count == 2
     assert ReplyAction.objects.count() == 2
@@ -55,7 +58,9 @@ def test_same_delivery_id_with_another_body_is_quarantined(deliver):
     assert body["results"][0]["reason_code"] == "delivery_conflict"
     receipt = QuarantineReceipt.objects.get(receipt_id=body["receipt_ids"][0])
     assert (receipt.reason_code, receipt.authenticated, receipt.state) == (
-        "delivery_conflict", True, "QUARANTINED",
+        "delivery_conflict",
+        True,
+        "QUARANTINED",
     )
     assert InboundEvent.objects.count() == 1
     assert InboundEvent.objects.get().seen_count == 1
@@ -68,11 +73,15 @@ def test_same_event_key_with_a_different_payload_keeps_the_first_envelope(delive
     assert response.status_code == 202
     result = response.json()["results"][0]
     assert (result["result"], result["reason_code"], result["event_key"]) == (
-        "quarantined", "identity_conflict", NORTHSTAR_KEY,
+        "quarantined",
+        "identity_conflict",
+        NORTHSTAR_KEY,
     )
     after = InboundEvent.objects.get()
     assert (after.payload_hash, after.seen_count, after.last_received_at) == (
-        first.payload_hash, 1, first.last_received_at,
+        first.payload_hash,
+        1,
+        first.last_received_at,
     )
     receipt = QuarantineReceipt.objects.get()
     assert (receipt.event_key, receipt.event_index) == (NORTHSTAR_KEY, 0)
@@ -95,7 +104,7 @@ def test_trigger_is_a_whole_word_ignoring_case(deliver):
 
 
 def test_a_batch_with_an_invalid_member_is_refused_whole_with_one_receipt(deliver):
-    """Seed 004: "validates the whole batch ... Any invalid member rolls back the entire batch,
+    """docs/concepts/event-contract.md#batches: "validates the whole batch ... Any invalid member rolls back the entire batch,
     including canonical identity ownership." """
     response = deliver(fixture_body("comment__batch_with_bad_member"))
     assert response.status_code == 202
@@ -232,12 +241,12 @@ def test_deeply_nested_event_fields_are_quarantined_not_a_server_error(deliver):
         assert response.status_code in (200, 202), depth  # accepted or quarantined, never a 500
 
 
-def test_every_reason_code_is_documented_in_the_readme():
+def test_every_reason_code_is_documented_in_the_http_reference():
     from pathlib import Path
 
     from ingress.contract import QUARANTINE_CODES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "http.md").read_text()
     missing = [code for code in QUARANTINE_CODES if f"`{code}`" not in readme]
     assert missing == []
     for code in ("unknown_source", "payload_too_large", "store_unavailable", "source_secret_unavailable"):

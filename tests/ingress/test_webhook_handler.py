@@ -1,4 +1,4 @@
-"""The WSGI application serves /webhooks/ through the lean webhook handler (issue 17) and every
+"""The WSGI application serves /webhooks/ through the lean webhook handler and every
 other path through Django's full middleware; the webhook keeps its metrics and host checks."""
 
 from __future__ import annotations
@@ -17,11 +17,16 @@ from tests.conftest import fixture_body, sign
 pytestmark = pytest.mark.usefixtures("sandbox_source")
 
 
-def call(app, method: str, path: str, body: bytes = b"", headers: dict | None = None,
-         host: str = "127.0.0.1") -> tuple[int, dict[str, str], bytes]:
+def call(
+    app, method: str, path: str, body: bytes = b"", headers: dict | None = None, host: str = "127.0.0.1"
+) -> tuple[int, dict[str, str], bytes]:
     environ = {
-        "REQUEST_METHOD": method, "PATH_INFO": path, "HTTP_HOST": host, "wsgi.input": io.BytesIO(body),
-        "CONTENT_LENGTH": str(len(body)), "CONTENT_TYPE": "application/json",
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "HTTP_HOST": host,
+        "wsgi.input": io.BytesIO(body),
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
         **{"HTTP_" + name.upper().replace("-", "_"): value for name, value in (headers or {}).items()},
     }
     wsgiref.util.setup_testing_defaults(environ)
@@ -94,8 +99,9 @@ def test_a_webhook_answers_json_whatever_its_sender_accepts(application):
     """A provider reads the status: an Accept header that excludes JSON must not earn a 406 (and a
     retry); the answer is the usual JSON."""
     body = fixture_body("comment__northstar")
-    status, headers, content = call(application, "POST", "/webhooks/sandbox/", body,
-                                    {**sign(body), "Accept": "text/html"})
+    status, headers, content = call(
+        application, "POST", "/webhooks/sandbox/", body, {**sign(body), "Accept": "text/html"}
+    )
     assert (status, headers["Content-Type"]) == (200, "application/json")
     assert b'"result":"accepted"' in content
 

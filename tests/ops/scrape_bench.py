@@ -42,11 +42,17 @@ def fill(events: int) -> None:
     from ingress.services import source_register
 
     source, _ = source_register(
-        name="bench", adapter="sandbox-social", account_ref="acct_test_bench", event_types=["comment.created"],
-        purposes=["public_ack", "private_delivery"], trigger_keywords=["CHECKLIST"], secret_env="CONDUIT_SOURCE_BENCH_SECRET",
+        name="bench",
+        adapter="sandbox-social",
+        account_ref="acct_test_bench",
+        event_types=["comment.created"],
+        purposes=["public_ack", "private_delivery"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env="CONDUIT_SOURCE_BENCH_SECRET",
     )
     with connection.cursor() as c:
-        c.execute("""
+        c.execute(
+            """
             INSERT INTO inbound_events (event_key, source_id, source_system, source_account_ref, source_event_id,
               event_type, conversation_ref, message_ref, sender_ref, occurred_at, occurred_at_original, payload_hash,
               contract_version, canary, trigger_rule_version, trigger_match, event_state, reconcile_status,
@@ -54,7 +60,9 @@ def fill(events: int) -> None:
             SELECT 'bench:' || g, %s, 'sandbox-social', 'acct_test_bench', 'evt_test_' || g, 'comment.created',
               'c' || g, 'm' || g, 's' || g, now(), '', md5(g::text), 'event-v1', false, 1, true, 'RECORD_READY',
               'UNRECONCILED', now(), now(), 1 + g %% 3, ''
-            FROM generate_series(1, %s) g""", [source.pk, events])
+            FROM generate_series(1, %s) g""",
+            [source.pk, events],
+        )
         c.execute("""
             INSERT INTO reply_actions (reply_key, event_key, purpose, approval_state, delivery_state, created_at,
               channel, copy_version, approved_by, provider_reply_id, attempt_count, last_error_code, canary,
@@ -67,19 +75,24 @@ def fill(events: int) -> None:
             INSERT INTO reply_action_transitions (action_id, ledger, prior_state, next_state, at, actor, reason_code, refused)
             SELECT a.id, 'reply_action', 'SENDING', a.delivery_state, now() - interval '1 hour', 'bench', 'bench', false
             FROM reply_actions a""")
-        c.execute("""
+        c.execute(
+            """
             INSERT INTO quarantine_receipts (receipt_id, source_id, reason_code, detail, state, authenticated,
               received_at, delivery_id, event_key, body_sha256, body_bytes, invalid_members, reviewed_by, review_note)
             SELECT gen_random_uuid(), %s, 'signature_mismatch', '',
               CASE WHEN g %% 10 = 0 THEN 'QUARANTINED' ELSE 'DISMISSED' END, false, now(), '', '', md5(g::text), 10,
-              '[]', '', '' FROM generate_series(1, %s) g""", [source.pk, events // 50])
+              '[]', '', '' FROM generate_series(1, %s) g""",
+            [source.pk, events // 50],
+        )
         c.execute("ANALYZE")
 
 
 def report(label: str, spent: list[float]) -> None:
     spent = sorted(spent)
-    print(f"{label:>18}: median {statistics.median(spent) * 1000:7.1f} ms   "
-          f"p95 {spent[int(len(spent) * 0.95) - 1] * 1000:7.1f} ms   ({len(spent)} scrapes)")
+    print(
+        f"{label:>18}: median {statistics.median(spent) * 1000:7.1f} ms   "
+        f"p95 {spent[int(len(spent) * 0.95) - 1] * 1000:7.1f} ms   ({len(spent)} scrapes)"
+    )
 
 
 def main() -> None:

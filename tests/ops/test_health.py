@@ -9,7 +9,10 @@ from django.db import connection
 from django.db.utils import OperationalError
 from django.utils import timezone
 
-READY = {"status": "ok", "checks": {"database": "ok", "migrations": "ok", "workers": "ok", "worker_stall": "ok"}}
+READY = {
+    "status": "ok",
+    "checks": {"database": "ok", "migrations": "ok", "workers": "ok", "worker_stall": "ok"},
+}
 
 
 def finished_task(seconds_ago: float) -> None:
@@ -18,13 +21,17 @@ def finished_task(seconds_ago: float) -> None:
 
     stopped = timezone.now() - timedelta(seconds=seconds_ago)
     Task.objects.create(
-        id=f"test{seconds_ago:.0f}".ljust(32, "0"), name="test-heartbeat", func="replies.tasks.send_due",
-        started=stopped - timedelta(seconds=1), stopped=stopped, success=True,
+        id=f"test{seconds_ago:.0f}".ljust(32, "0"),
+        name="test-heartbeat",
+        func="replies.tasks.send_due",
+        started=stopped - timedelta(seconds=1),
+        stopped=stopped,
+        success=True,
     )
 
 
 def test_healthz_answers_ok_without_a_database_query(client, db, django_assert_num_queries):
-    """Issue 16: "GET /healthz answers 200 {"status": "ok"} without touching the database"."""
+    """docs/reference/http.md#health: "GET /healthz answers 200 {"status": "ok"} without touching the database"."""
     with django_assert_num_queries(0):
         response = client.get("/healthz")
     assert response.status_code == 200
@@ -53,7 +60,7 @@ def test_readyz_is_ready_with_a_recent_worker_heartbeat(client):
 
 @pytest.mark.django_db
 def test_readyz_names_workers_when_no_task_finished_within_the_window(client, settings):
-    """Issue 16: "a django-q2 cluster has shown a heartbeat within CONDUIT_READY_WORKER_SECONDS"."""
+    """docs/operations.md#readiness: "a django-q2 cluster has shown a heartbeat within CONDUIT_READY_WORKER_SECONDS"."""
     settings.CONDUIT_READY_WORKER_SECONDS = 120
     finished_task(seconds_ago=150)
     response = client.get("/readyz")
@@ -85,7 +92,12 @@ def test_readyz_names_migrations_when_one_is_not_applied(client):
         )
     response = client.get("/readyz")
     assert response.status_code == 503
-    assert response.json()["checks"] == {"database": "ok", "migrations": "failed", "workers": "ok", "worker_stall": "ok"}
+    assert response.json()["checks"] == {
+        "database": "ok",
+        "migrations": "failed",
+        "workers": "ok",
+        "worker_stall": "ok",
+    }
 
 
 @pytest.mark.django_db
@@ -100,14 +112,19 @@ def test_readyz_names_the_database_and_leaks_nothing_when_it_does_not_answer(cli
     assert response.status_code == 503
     assert response.json() == {
         "status": "unavailable",
-        "checks": {"database": "failed", "migrations": "skipped", "workers": "skipped", "worker_stall": "skipped"},
+        "checks": {
+            "database": "failed",
+            "migrations": "skipped",
+            "workers": "skipped",
+            "worker_stall": "skipped",
+        },
     }
     body = response.content.decode()
     for word in ("db-primary", "conduit_owner", "hunter2", "postgres", "SECRET"):
         assert word not in body
 
 
-# -- worker_stall: work due that no worker takes (issue 25 item 6) --------------------------------
+# -- worker_stall: work due that no worker takes (docs/operations.md#watchdog) --------------------
 
 
 @pytest.fixture
@@ -121,15 +138,19 @@ def queued_task():
 
     def plant(seconds_ago: float) -> None:
         started = timezone.now() - timedelta(seconds=seconds_ago)
-        OrmQ.objects.create(key=Conf.CLUSTER_NAME, lock=timezone.now() + timedelta(seconds=60),
-                            payload=SignedPackage.dumps({"func": "replies.tasks.send_reply", "started": started}))
+        OrmQ.objects.create(
+            key=Conf.CLUSTER_NAME,
+            lock=timezone.now() + timedelta(seconds=60),
+            payload=SignedPackage.dumps({"func": "replies.tasks.send_reply", "started": started}),
+        )
 
     return plant
 
 
 @pytest.mark.django_db
-def test_readyz_names_worker_stall_when_work_waited_the_watchdog_window_with_nothing_finished(client, settings,
-                                                                                             queued_task):
+def test_readyz_names_worker_stall_when_work_waited_the_watchdog_window_with_nothing_finished(
+    client, settings, queued_task
+):
     from django_q.models import OrmQ
 
     settings.CONDUIT_READY_WORKER_SECONDS = 900  # the heartbeat's window is wide: only the stall shows
@@ -141,7 +162,12 @@ def test_readyz_names_worker_stall_when_work_waited_the_watchdog_window_with_not
     queued_task(seconds_ago=190)
     response = client.get("/readyz")
     assert response.status_code == 503
-    assert response.json()["checks"] == {"database": "ok", "migrations": "ok", "workers": "ok", "worker_stall": "failed"}
+    assert response.json()["checks"] == {
+        "database": "ok",
+        "migrations": "ok",
+        "workers": "ok",
+        "worker_stall": "failed",
+    }
     # With the watchdog off, readiness judges the stall by its own window.
     settings.CONDUIT_WORKER_WATCHDOG_SECONDS = 0
     assert client.get("/readyz").status_code == 200

@@ -28,7 +28,8 @@ def scrape(client, **extra) -> dict[tuple[str, tuple], float]:
 def samples(text: str) -> dict[tuple[str, tuple], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
     }
 
 
@@ -69,7 +70,8 @@ def refusal_code(response) -> str:
 @pytest.mark.django_db
 @pytest.mark.usefixtures("no_token")
 def test_without_a_token_only_loopback_connections_may_read(client):
-    """Issue 16: "loopback-only when unset"; issue 25: loopback is the connection's, not the headers'."""
+    """docs/reference/http.md#metrics-access: no token, CONDUIT_METRICS_LOOPBACK=on: connections from
+    this host only; loopback is the connection's, not the headers'."""
     assert status_from(client, "127.0.0.1") == 200
     assert status_from(client, "::1") == 200
     refused = client.get("/metrics", REMOTE_ADDR="10.0.0.5")
@@ -83,7 +85,7 @@ def test_without_a_token_only_loopback_connections_may_read(client):
 @pytest.mark.django_db
 @pytest.mark.usefixtures("no_token_no_word")
 def test_without_a_token_or_the_loopback_word_nothing_is_served_and_the_body_says_why(client):
-    """Issue 25 item 4: no token and no CONDUIT_METRICS_LOOPBACK=on: refused, even from loopback."""
+    """docs/reference/http.md#metrics-access: no token and no CONDUIT_METRICS_LOOPBACK=on: refused, even from loopback."""
     for address in ("127.0.0.1", "::1", "10.0.0.5"):
         refused = client.get("/metrics", REMOTE_ADDR=address)
         assert (refused.status_code, refusal_code(refused)) == (403, "metrics_loopback_off"), address
@@ -102,10 +104,21 @@ def test_positive_control_the_loopback_test_catches_a_guard_taken_away(client, m
 
 def test_the_loopback_word_and_a_tls_proxy_are_refused_together():
     """CONDUIT_METRICS_LOOPBACK=on says no proxy is in front; CONDUIT_BEHIND_TLS_PROXY=on that one is."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "conduit.settings", "PYTHONPATH": str(ROOT),
-           "CONDUIT_METRICS_LOOPBACK": "on", "CONDUIT_BEHIND_TLS_PROXY": "on"}
-    started = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "conduit.settings",
+        "PYTHONPATH": str(ROOT),
+        "CONDUIT_METRICS_LOOPBACK": "on",
+        "CONDUIT_BEHIND_TLS_PROXY": "on",
+    }
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert started.returncode != 0
     assert "CONDUIT_METRICS_LOOPBACK=on" in started.stderr and "CONDUIT_METRICS_TOKEN" in started.stderr
 
@@ -141,25 +154,37 @@ def test_positive_control_the_token_test_catches_a_comparison_taken_away(client,
 def rows(sandbox_source, client):
     """Real rows: webhook deliveries (accepted, duplicate, quarantined) and ledger states set up."""
     from django_q.models import OrmQ, Task
+
     from reconcile.lease import scan_state_for
     from replies.models import ReplyAction, ReplyTransition
 
     def post(body: bytes, **sign_kw):
-        return client.post("/webhooks/sandbox/", data=body, content_type="application/json",
-                           headers=sign(body, **sign_kw))
+        return client.post(
+            "/webhooks/sandbox/", data=body, content_type="application/json", headers=sign(body, **sign_kw)
+        )
 
     assert post(fixture_body("comment__northstar"), delivery_id="msg_test_m1").status_code == 200
     assert post(fixture_body("comment__northstar"), delivery_id="msg_test_m1").status_code == 200
     assert post(fixture_body("comment__northstar"), secret="whsec_" + "A" * 44).status_code == 401
-    assert client.post("/webhooks/made-up-name/", data=b"{}", content_type="application/json").status_code == 404
+    assert (
+        client.post("/webhooks/made-up-name/", data=b"{}", content_type="application/json").status_code == 404
+    )
 
     now = timezone.now()
     first, second = ReplyAction.objects.order_by("id")
     ReplyAction.objects.filter(pk=first.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
     ReplyTransition.objects.create(
-        action=first, ledger="reply_action", prior_state="SENDING", next_state="SEND_STATUS_UNKNOWN",
-        at=now - timedelta(hours=2), actor="test", reason_code="test")
-    ReplyAction.objects.filter(pk=second.pk).update(delivery_state="APPROVED", approved_at=now - timedelta(minutes=20))
+        action=first,
+        ledger="reply_action",
+        prior_state="SENDING",
+        next_state="SEND_STATUS_UNKNOWN",
+        at=now - timedelta(hours=2),
+        actor="test",
+        reason_code="test",
+    )
+    ReplyAction.objects.filter(pk=second.pk).update(
+        delivery_state="APPROVED", approved_at=now - timedelta(minutes=20)
+    )
 
     state = scan_state_for(sandbox_source)
     state.last_completed_at = now - timedelta(hours=3)
@@ -168,7 +193,9 @@ def rows(sandbox_source, client):
     state.last_error_class = "credentials"
     state.save()
     OrmQ.objects.create(key="conduit", payload="x", lock=now - timedelta(seconds=5))
-    Task.objects.create(id="t" * 32, name="hb", func="replies.tasks.send_due", started=now, stopped=now, success=True)
+    Task.objects.create(
+        id="t" * 32, name="hb", func="replies.tasks.send_due", started=now, stopped=now, success=True
+    )
     return {"now": now, "completed": state.last_completed_at}
 
 
@@ -199,7 +226,9 @@ def test_scrape_with_real_rows_shows_the_right_values(client, before, rows):
     assert 7200 <= value(found, "conduit_unknown_send_oldest_age_seconds") < 7260
     assert 1200 <= value(found, "conduit_send_due_oldest_age_seconds") < 1260
     completed = rows["completed"].timestamp()
-    assert value(found, "conduit_reconcile_last_complete_timestamp_seconds", source="sandbox") == pytest.approx(completed)
+    assert value(
+        found, "conduit_reconcile_last_complete_timestamp_seconds", source="sandbox"
+    ) == pytest.approx(completed)
     assert 10800 <= value(found, "conduit_reconcile_lag_seconds", source="sandbox") < 10860
     assert value(found, "conduit_reconcile_interval_seconds", source="sandbox") == 3600
     assert value(found, "conduit_reconcile_failure_streak", source="sandbox") == 4
@@ -215,23 +244,34 @@ def test_scrape_with_real_rows_shows_the_right_values(client, before, rows):
 
 @pytest.mark.usefixtures("no_token")
 def test_the_stall_gauge_counts_work_due_with_no_task_finished(client, db):
-    """Issue 25 item 6: seconds since work became due, while no task finished since."""
+    """docs/operations.md#watchdog: seconds since work became due, while no task finished since."""
     from django_q.conf import Conf
     from django_q.models import OrmQ, Schedule, Task
     from django_q.signing import SignedPackage
 
     Schedule.objects.all().delete()
     now = timezone.now()
-    Task.objects.create(id="s" * 32, name="old", func="replies.tasks.send_due", started=now - timedelta(seconds=400),
-                        stopped=now - timedelta(seconds=400), success=True)
-    OrmQ.objects.create(key=Conf.CLUSTER_NAME, lock=now + timedelta(seconds=60), payload=SignedPackage.dumps(
-        {"func": "replies.tasks.send_reply", "started": now - timedelta(seconds=300)}))
+    Task.objects.create(
+        id="s" * 32,
+        name="old",
+        func="replies.tasks.send_due",
+        started=now - timedelta(seconds=400),
+        stopped=now - timedelta(seconds=400),
+        success=True,
+    )
+    OrmQ.objects.create(
+        key=Conf.CLUSTER_NAME,
+        lock=now + timedelta(seconds=60),
+        payload=SignedPackage.dumps(
+            {"func": "replies.tasks.send_reply", "started": now - timedelta(seconds=300)}
+        ),
+    )
     assert 300 <= value(scrape(client), "conduit_worker_stall_seconds") < 360
 
 
 @pytest.mark.usefixtures("no_token")
 def test_scrape_cost_does_not_grow_with_the_ledgers(client, before, rows, django_assert_max_num_queries):
-    """Issue 16: "Scrape cost stays flat as tables grow": the same statements whatever the rows."""
+    """docs/benchmarks.md#scrape: "Scrape cost stays flat as tables grow": the same statements whatever the rows."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -255,8 +295,12 @@ def test_the_sender_hook_observes_seconds_by_transport_and_outcome():
     from conduit.metrics import LOCAL_REGISTRY, observe_send
 
     def count() -> float:
-        return LOCAL_REGISTRY.get_sample_value(
-            "conduit_send_seconds_count", {"transport": "sandbox", "outcome": "SENT"}) or 0.0
+        return (
+            LOCAL_REGISTRY.get_sample_value(
+                "conduit_send_seconds_count", {"transport": "sandbox", "outcome": "SENT"}
+            )
+            or 0.0
+        )
 
     class Action:
         route = "sandbox"
@@ -274,8 +318,12 @@ def test_the_reconcile_hook_counts_page_failures_by_source_and_class():
     from conduit.metrics import LOCAL_REGISTRY, page_failure_counted
 
     def count() -> float:
-        return LOCAL_REGISTRY.get_sample_value(
-            "conduit_reconcile_page_failures_total", {"source": "graph", "class": "credentials"}) or 0.0
+        return (
+            LOCAL_REGISTRY.get_sample_value(
+                "conduit_reconcile_page_failures_total", {"source": "graph", "class": "credentials"}
+            )
+            or 0.0
+        )
 
     start = count()
     page_failure_counted(source="graph", error_class="credentials")
@@ -305,18 +353,30 @@ print(sys_out)
 
 
 def test_multiprocess_mode_sums_every_process(tmp_path):
-    """Issue 16: "correct across gunicorn workers": three processes count, a fourth scrapes the sum."""
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(ROOT),
-           "DJANGO_SETTINGS_MODULE": "conduit.settings", "CONDUIT_METRICS_TOKEN": "",
-           # The scraping process reads no ledger here: a database nobody listens on.
-           "DATABASE_URL": "postgres://nobody@127.0.0.1:9/none"}
+    """docs/operations.md#metrics: "correct across gunicorn workers": three processes count, a fourth scrapes the sum."""
+    env = {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "conduit.settings",
+        "CONDUIT_METRICS_TOKEN": "",
+        # The scraping process reads no ledger here: a database nobody listens on.
+        "DATABASE_URL": "postgres://nobody@127.0.0.1:9/none",
+    }
     for n in (1, 2, 4):
         subprocess.run([sys.executable, "-c", WORKER, str(n)], env=env, check=True, cwd=ROOT, timeout=60)
     # The worker node's supervisor counts its restarts in the same directory.
     subprocess.run([sys.executable, "-c", SUPERVISOR], env=env, check=True, cwd=ROOT, timeout=60)
     assert len(list(tmp_path.glob("*.db"))) >= 3  # one file per process and kind
-    out = subprocess.run([sys.executable, "-c", SCRAPER], env=env, check=True, cwd=ROOT, timeout=60,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", SCRAPER],
+        env=env,
+        check=True,
+        cwd=ROOT,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    ).stdout
     found = samples(out)
     assert value(found, "conduit_webhook_requests_total", source="sandbox", status="200") == 7
     assert value(found, "conduit_events_total", source="sandbox", result="accepted") == 3
@@ -334,15 +394,28 @@ def test_multiprocess_mode_sums_every_process(tmp_path):
 def run_demo_setup(env_file: Path) -> subprocess.CompletedProcess:
     """scripts/demo up to its first step, migrate, which fails on a database nobody listens on:
     the env file is written (or completed) by then, and nothing was started."""
-    env = {**os.environ, "DEMO_ENV_FILE": str(env_file), "DEMO_DATABASE_URL": "postgres://nobody@127.0.0.1:9/none"}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo")], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "DEMO_ENV_FILE": str(env_file),
+        "DEMO_DATABASE_URL": "postgres://nobody@127.0.0.1:9/none",
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "demo")],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0 and "FAILED: migrate the database" in done.stderr, done.stdout + done.stderr
     return done
 
 
 def loopback_lines(env_file: Path) -> list[str]:
-    return [line for line in env_file.read_text().splitlines() if line.startswith("CONDUIT_METRICS_LOOPBACK=")]
+    return [
+        line for line in env_file.read_text().splitlines() if line.startswith("CONDUIT_METRICS_LOOPBACK=")
+    ]
 
 
 def test_the_demo_says_no_proxy_stands_in_front_in_the_env_it_writes_and_in_an_older_one(tmp_path):

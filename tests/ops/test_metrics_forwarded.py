@@ -1,8 +1,9 @@
 """GET /metrics over real HTTP from loopback with no token: forwarding headers never make a scrape local.
 
-Issue 25 item 4. The old rule called a request local when it came from loopback and carried none of
-X-Forwarded-For, Forwarded and X-Real-IP, so a proxy on this host that set any other header (each
-one below) passed its clients through without the token. The rule now is the deployment's word:
+A header-list rule (a request is local when it comes from loopback and carries none of
+X-Forwarded-For, Forwarded and X-Real-IP) lets a proxy on this host that sets any other header (each
+one below) pass its clients through without the token. The rule is the deployment's word
+(docs/reference/http.md#metrics-access):
 without a token, /metrics answers only while CONDUIT_METRICS_LOOPBACK=on says no proxy stands in
 front, and then only connections from this host. Served by Django's live server (a real socket, so
 REMOTE_ADDR is the connection's own address) on a free loopback port.
@@ -44,7 +45,9 @@ def tokenless(settings, transactional_db):
 
 
 @pytest.mark.parametrize("header", FORWARDING_HEADERS)
-def test_a_forwarding_header_alone_from_loopback_is_refused_without_the_loopback_word(live_server, tokenless, header):
+def test_a_forwarding_header_alone_from_loopback_is_refused_without_the_loopback_word(
+    live_server, tokenless, header
+):
     tokenless.CONDUIT_METRICS_LOOPBACK = False
     status, body = scrape(live_server, {header: FORWARDING_HEADERS[header]})
     # The reason, not only the status: a longer header list would refuse this request too, but as
@@ -54,7 +57,9 @@ def test_a_forwarding_header_alone_from_loopback_is_refused_without_the_loopback
 
 
 @pytest.mark.parametrize("header", FORWARDING_HEADERS)
-def test_a_forwarding_header_changes_nothing_once_the_deployment_says_no_proxy(live_server, tokenless, header):
+def test_a_forwarding_header_changes_nothing_once_the_deployment_says_no_proxy(
+    live_server, tokenless, header
+):
     tokenless.CONDUIT_METRICS_LOOPBACK = True
     status, body = scrape(live_server, {header: FORWARDING_HEADERS[header]})
     assert status == 200, body
@@ -68,7 +73,7 @@ def test_without_any_header_loopback_is_refused_too_without_the_loopback_word(li
 
 
 def _old_header_list_rule(request) -> bool:
-    """conduit/metrics.py's `_loopback` before issue 25, kept here to show the hole it left."""
+    """The header-list rule, kept here as a control to show the hole it leaves."""
     if any(h in request.META for h in ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")):
         return False
     try:
@@ -78,7 +83,9 @@ def _old_header_list_rule(request) -> bool:
 
 
 def test_positive_control_the_old_header_list_rule_serves_the_x_forwarded_proto_request(
-    live_server, tokenless, monkeypatch,
+    live_server,
+    tokenless,
+    monkeypatch,
 ):
     """The requests above reach the server with their header and from loopback: under the old rule
     the X-Forwarded-Proto one is served without a token, so the refusal above is the new rule's."""

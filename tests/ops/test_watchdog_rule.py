@@ -66,18 +66,31 @@ def tables(db):
     class Tables:
         def finished(self, seconds_ago: float) -> None:
             stopped = now - timedelta(seconds=seconds_ago)
-            Task.objects.create(id=f"t{seconds_ago:.0f}".ljust(32, "0"), name="test", func="replies.tasks.send_due",
-                                started=stopped, stopped=stopped, success=True)
+            Task.objects.create(
+                id=f"t{seconds_ago:.0f}".ljust(32, "0"),
+                name="test",
+                func="replies.tasks.send_due",
+                started=stopped,
+                stopped=stopped,
+                success=True,
+            )
 
         def queued(self, seconds_ago: float, *, payload: str | None = None) -> None:
             started = now - timedelta(seconds=seconds_ago)
             package = SignedPackage.dumps({"id": "x", "func": "replies.tasks.send_reply", "started": started})
             # A pusher took it and re-locked it: the lock is later than the enqueue time.
-            OrmQ.objects.create(key=Conf.CLUSTER_NAME, payload=payload or package, lock=now + timedelta(seconds=60))
+            OrmQ.objects.create(
+                key=Conf.CLUSTER_NAME, payload=payload or package, lock=now + timedelta(seconds=60)
+            )
 
         def schedule(self, *, next_in: float, minutes: int | None = 1, kind: str = Schedule.MINUTES) -> None:
-            Schedule.objects.create(func="replies.tasks.send_due", schedule_type=kind, minutes=minutes, repeats=-1,
-                                    next_run=now + timedelta(seconds=next_in))
+            Schedule.objects.create(
+                func="replies.tasks.send_due",
+                schedule_type=kind,
+                minutes=minutes,
+                repeats=-1,
+                next_run=now + timedelta(seconds=next_in),
+            )
 
     return now, Tables()
 
@@ -152,7 +165,15 @@ def test_paused_schedules_and_other_clusters_schedules_are_not_due(tables):
 
     now, t = tables
     t.finished(500)
-    Schedule.objects.create(func="x.y", schedule_type="I", minutes=1, repeats=0, next_run=now - timedelta(hours=1))
-    Schedule.objects.create(func="x.y", schedule_type="I", minutes=1, repeats=-1, cluster="another",
-                            next_run=now - timedelta(hours=1))
+    Schedule.objects.create(
+        func="x.y", schedule_type="I", minutes=1, repeats=0, next_run=now - timedelta(hours=1)
+    )
+    Schedule.objects.create(
+        func="x.y",
+        schedule_type="I",
+        minutes=1,
+        repeats=-1,
+        cluster="another",
+        next_run=now - timedelta(hours=1),
+    )
     assert read(now).due_since is None

@@ -1,6 +1,6 @@
 """The worker watchdog on real processes (PostgreSQL, `manage.py worker`, django-q2's qcluster).
 
-Issue 25 item 6: SIGKILL of an idle worker could wedge the cluster. The cause, reproduced here on
+SIGKILL of an idle worker can wedge a django-q2 cluster (docs/operations.md#watchdog). The cause, reproduced here on
 purpose rather than planted: an idle cluster has one worker blocked reading the task queue's pipe
 while it holds the queue's read lock (multiprocessing's Queue.get), the others waiting on that
 lock. That worker is killed; the Sentinel starts another, which waits on the lock for ever too.
@@ -85,18 +85,31 @@ class Worker:
         self.log = tmp_path / "worker.log"
         self.prom = tmp_path / "prom"
         self.prom.mkdir()
-        env = {**subprocess_env(), "CONDUIT_Q_WORKERS": "2", "CONDUIT_WORKER_WATCHDOG_SECONDS": str(watchdog),
-               "PROMETHEUS_MULTIPROC_DIR": str(self.prom), "CONDUIT_Q_LOG_LEVEL": "WARNING"}
+        env = {
+            **subprocess_env(),
+            "CONDUIT_Q_WORKERS": "2",
+            "CONDUIT_WORKER_WATCHDOG_SECONDS": str(watchdog),
+            "PROMETHEUS_MULTIPROC_DIR": str(self.prom),
+            "CONDUIT_Q_LOG_LEVEL": "WARNING",
+        }
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(command or [sys.executable, "manage.py", "worker"], cwd=ROOT,
-                                         env={**env, "CONDUIT_PYTHON": sys.executable}, stdout=out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command or [sys.executable, "manage.py", "worker"],
+                cwd=ROOT,
+                env={**env, "CONDUIT_PYTHON": sys.executable},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
     def alive(self) -> None:
-        assert self.proc.poll() is None, f"manage.py worker ended ({self.proc.returncode}):\n{self.output()[-3000:]}"
+        assert self.proc.poll() is None, (
+            f"manage.py worker ended ({self.proc.returncode}):\n{self.output()[-3000:]}"
+        )
 
     def cluster(self) -> tuple[int, int, list[int]]:
         """(qcluster, sentinel, the sentinel's children) once all are up: two workers, monitor, pusher."""
@@ -117,7 +130,9 @@ class Worker:
 
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(self.prom))
-        return registry.get_sample_value("conduit_worker_watchdog_restarts_total", {"due": "queued_task"}) or 0.0
+        return (
+            registry.get_sample_value("conduit_worker_watchdog_restarts_total", {"due": "queued_task"}) or 0.0
+        )
 
     def end(self) -> None:
         try:
@@ -150,7 +165,11 @@ def wedge(worker: Worker) -> int:
 
     def idle() -> bool:
         found = workers()
-        return len(found) == 2 and not OrmQ.objects.exists() and [blocked_reading(p) for p in found].count(True) == 1
+        return (
+            len(found) == 2
+            and not OrmQ.objects.exists()
+            and [blocked_reading(p) for p in found].count(True) == 1
+        )
 
     for _ in range(3):
         wait_for("the workers idle, one reading the task pipe", idle, 30, worker)
@@ -180,10 +199,18 @@ def healthy_worker(tmp_path, provider, wire, planned, settings):
     def start(watchdog: int) -> Worker:
         worker = Worker(tmp_path, watchdog=watchdog)
         started.append(worker)
-        wait_for("the approved reply was sent", lambda: ReplyAction.objects.get(pk=first.pk).delivery_state == "SENT",
-                 60, worker)
-        wait_for("the first schedules ran", lambda: Task.objects.filter(func="replies.tasks.send_due").exists(),
-                 60, worker)
+        wait_for(
+            "the approved reply was sent",
+            lambda: ReplyAction.objects.get(pk=first.pk).delivery_state == "SENT",
+            60,
+            worker,
+        )
+        wait_for(
+            "the first schedules ran",
+            lambda: Task.objects.filter(func="replies.tasks.send_due").exists(),
+            60,
+            worker,
+        )
         time.sleep(3)  # the scheduler's batch handed out and done: the next comes 30 s later
         return worker
 
@@ -198,7 +225,11 @@ def approve_batch(deliver) -> list[int]:
     from replies.services import reply_approve
 
     assert deliver(_body(1, 2)).status_code == 200
-    ids = list(ReplyAction.objects.filter(delivery_state="REVIEW_PENDING").order_by("pk").values_list("pk", flat=True))
+    ids = list(
+        ReplyAction.objects.filter(delivery_state="REVIEW_PENDING")
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     for action_id in ids:
         assert reply_approve(action_id=action_id, actor="reviewer_test").ok  # queued on commit
     assert len(ids) == 5  # the first fixture's second purpose, and two events' two
@@ -212,7 +243,9 @@ def states(ids: list[int]) -> set[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_killed_holding_the_queue_lock_wedges_the_cluster_and_the_watchdog_heals_it(healthy_worker, deliver):
+def test_a_worker_killed_holding_the_queue_lock_wedges_the_cluster_and_the_watchdog_heals_it(
+    healthy_worker, deliver
+):
     from conduit.health import readiness_checks
     from replies.models import ReplyAction
 
@@ -221,8 +254,12 @@ def test_a_worker_killed_holding_the_queue_lock_wedges_the_cluster_and_the_watch
     qcluster = wedge(worker)
     ids = approve_batch(deliver)
     approved = time.monotonic()
-    wait_for("every approved reply reached SENT after the watchdog's restart",
-             lambda: states(ids) == {"SENT"}, BOUND, worker)
+    wait_for(
+        "every approved reply reached SENT after the watchdog's restart",
+        lambda: states(ids) == {"SENT"},
+        BOUND,
+        worker,
+    )
     took = time.monotonic() - approved
     # Not before the window: the wedged cluster sent nothing by itself.
     assert took >= WINDOW, f"sent in {took:.0f} s: the cluster was not wedged"
@@ -269,7 +306,9 @@ def test_positive_control_with_the_watchdog_off_the_wedged_cluster_sends_nothing
 @pytest.mark.django_db(transaction=True)
 def test_sigterm_stops_the_supervised_cluster_and_leaves_nothing_running(tmp_path):
     """Through deploy/entrypoint.sh's worker, as systemd and compose run it (it execs `manage.py worker`)."""
-    worker = Worker(tmp_path, watchdog=WINDOW, command=["bash", str(ROOT / "deploy" / "entrypoint.sh"), "worker"])
+    worker = Worker(
+        tmp_path, watchdog=WINDOW, command=["bash", str(ROOT / "deploy" / "entrypoint.sh"), "worker"]
+    )
     try:
         worker.cluster()
         worker.proc.send_signal(signal.SIGTERM)

@@ -12,7 +12,6 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
-
 REQUESTS = 20
 
 
@@ -41,8 +40,15 @@ if __name__ == "__main__":
     proc.join(30)
     after = backend_pid()
     connection.close()
-    print(json.dumps({
-        "conn_max_age": settings.DATABASES["default"]["CONN_MAX_AGE"],
-        "pool": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
-        "pids": pids, "child_pid": child_pid, "child_exit": proc.exitcode, "after": after,
-    }))
+    print(
+        json.dumps(
+            {
+                "conn_max_age": settings.DATABASES["default"]["CONN_MAX_AGE"],
+                "pool": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
+                "pids": pids,
+                "child_pid": child_pid,
+                "child_exit": proc.exitcode,
+                "after": after,
+            }
+        )
+    )

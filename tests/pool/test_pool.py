@@ -16,8 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def probe(**env: str) -> dict:
     run = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("pool_probe.py"))], cwd=ROOT, env={**subprocess_env(), **env},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, str(Path(__file__).with_name("pool_probe.py"))],
+        cwd=ROOT,
+        env={**subprocess_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -25,9 +29,13 @@ def probe(**env: str) -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_pool_hands_the_same_server_connection_to_each_request():
-    """Issue 16: "CONDUIT_DB_POOL=on uses Django 5.2's psycopg pool (sizes configurable)"."""
-    found = probe(CONDUIT_DB_POOL="on", CONDUIT_DB_POOL_MIN_SIZE="1", CONDUIT_DB_POOL_MAX_SIZE="3",
-                  CONDUIT_DB_POOL_TIMEOUT_SECONDS="2.5")
+    """docs/scaling.md#pooling: "CONDUIT_DB_POOL=on uses Django 5.2's psycopg pool (sizes configurable)"."""
+    found = probe(
+        CONDUIT_DB_POOL="on",
+        CONDUIT_DB_POOL_MIN_SIZE="1",
+        CONDUIT_DB_POOL_MAX_SIZE="3",
+        CONDUIT_DB_POOL_TIMEOUT_SECONDS="2.5",
+    )
     assert found["pool"] == {"min_size": 1, "max_size": 3, "timeout": 2.5}
     assert found["conn_max_age"] == 0  # Django refuses persistent connections beside a pool
     # Twenty requests, each closing its connection at its end, served by no more server

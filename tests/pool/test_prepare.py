@@ -1,4 +1,4 @@
-"""CONDUIT_DB_PREPARE_THRESHOLD: statements a connection runs often are prepared (issue 17); Django
+"""CONDUIT_DB_PREPARE_THRESHOLD: statements a connection runs often are prepared (docs/internals.md#prepared); Django
 turns psycopg's preparing off unless told."""
 
 from __future__ import annotations
@@ -21,8 +21,14 @@ def threshold(value: str | None) -> subprocess.CompletedProcess:
     env.pop("CONDUIT_DB_PREPARE_THRESHOLD", None)
     if value is not None:
         env["CONDUIT_DB_PREPARE_THRESHOLD"] = value
-    return subprocess.run([sys.executable, "manage.py", "shell", "-c", SHOW], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SHOW],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.django_db
@@ -47,5 +53,7 @@ def test_a_statement_run_five_times_is_prepared_on_the_server():
     with connection.cursor() as cursor:
         for _ in range(6):
             cursor.execute("SELECT %s::int + 40", [2])
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["SELECT $1::int + 40%"])
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["SELECT $1::int + 40%"]
+        )
         assert cursor.fetchone()[0] == 1

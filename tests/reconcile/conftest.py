@@ -11,8 +11,11 @@ BASE_TIME = datetime(2026, 1, 15, 14, 0, tzinfo=timezone.utc)
 def item(n: int, *, text: str = "CHECKLIST please", **changes) -> dict:
     """A synthetic source event, as the provider holds it and a webhook would carry it."""
     event = {
-        "id": f"evt_test_{n:06d}", "type": "comment.created", "post_id": "post_test_07",
-        "comment_id": f"msg_test_{n:06d}", "from_id": "person_test_09",
+        "id": f"evt_test_{n:06d}",
+        "type": "comment.created",
+        "post_id": "post_test_07",
+        "comment_id": f"msg_test_{n:06d}",
+        "from_id": "person_test_09",
         "created_at": (BASE_TIME + timedelta(minutes=n)).isoformat().replace("+00:00", "Z"),
         "text": text,
     }

@@ -49,8 +49,9 @@ def _with_text(source, n: int, text: str):
 
 # -- staging ------------------------------------------------------------------
 
+
 def test_an_event_repeated_with_its_payload_is_staged_once(source_side, monkeypatch, path):
-    """Seed 004 (staging): an event an earlier page (or the same page) staged with the same
+    """docs/concepts/reconciliation.md#generations (staging): an event an earlier page (or the same page) staged with the same
     payload is one event; the page counts only what was new."""
     _, source = source_side
     first = page(source, 1, 2, cursor="A")
@@ -62,13 +63,17 @@ def test_an_event_repeated_with_its_payload_is_staged_once(source_side, monkeypa
     assert ReconcileRun.objects.get().staged_events == 3
 
 
-def test_an_earlier_event_with_another_payload_fails_the_page_and_stages_none_of_it(source_side, monkeypatch, path):
-    """Seed 004: a page whose event was staged earlier with another payload fails
+def test_an_earlier_event_with_another_payload_fails_the_page_and_stages_none_of_it(
+    source_side, monkeypatch, path
+):
+    """docs/concepts/reconciliation.md#page-protocol: a page whose event was staged earlier with another payload fails
     (`page_conflicting_duplicate`); its transaction takes back everything it staged."""
     _, source = source_side
     first = page(source, 1, cursor="A")
     changed = page(source, 4, cursor="B")
-    changed = dataclasses.replace(changed, observations=[*changed.observations, _with_text(source, 1, "other")])
+    changed = dataclasses.replace(
+        changed, observations=[*changed.observations, _with_text(source, 1, "other")]
+    )
     scripted(monkeypatch, [first, changed])
     assert reconcile_page(source=source).state == "staged"
     outcome = reconcile_page(source=source)
@@ -90,16 +95,24 @@ def test_one_page_with_two_payloads_under_a_key_fails(source_side, monkeypatch, 
 def test_a_receipt_staged_again_keeps_the_first(source_side, monkeypatch, path):
     """As ON CONFLICT DO NOTHING row by row: a receipt already staged stays as first staged."""
     _, source = source_side
-    first = dataclasses.replace(page(source, 1, cursor="A"),
-                                receipts=[ProviderReceipt("a" * 64, "msg_test_1", "k1")])
-    again = dataclasses.replace(page(source, 2, cursor="B"), receipts=[
-        ProviderReceipt("a" * 64, "msg_test_2", "k1"), ProviderReceipt("b" * 64, "msg_test_3", "k2"),
-        ProviderReceipt("b" * 64, "msg_test_4", "k2")])
+    first = dataclasses.replace(
+        page(source, 1, cursor="A"), receipts=[ProviderReceipt("a" * 64, "msg_test_1", "k1")]
+    )
+    again = dataclasses.replace(
+        page(source, 2, cursor="B"),
+        receipts=[
+            ProviderReceipt("a" * 64, "msg_test_2", "k1"),
+            ProviderReceipt("b" * 64, "msg_test_3", "k2"),
+            ProviderReceipt("b" * 64, "msg_test_4", "k2"),
+        ],
+    )
     scripted(monkeypatch, [first, again])
     reconcile_page(source=source)
     reconcile_page(source=source)
     assert dict(StagedReceipt.objects.values_list("reply_key", "provider_reply_id")) == {
-        "a" * 64: "msg_test_1", "b" * 64: "msg_test_3"}
+        "a" * 64: "msg_test_1",
+        "b" * 64: "msg_test_3",
+    }
     # The repeated receipt sent page 2 down the careful path: its new event is staged all the same.
     assert (ReconcileRun.objects.get().staged_receipts, ReconcileRun.objects.get().staged_events) == (2, 2)
     assert StagedEvent.objects.count() == 2
@@ -128,14 +141,29 @@ def test_positive_control_the_portable_path_renders_the_rows(source_side, monkey
 
 # -- the evidence marks ------------------------------------------------------------
 
+
 def _event(source, n: int, status: str) -> InboundEvent:
     return InboundEvent.objects.create(
-        event_key=f"evt_test_bulk_{n}", source=source, source_system="sandbox_social",
-        source_account_ref="acct_test_01", source_event_id=f"evt_test_bulk_{n}", event_type="comment.created",
-        conversation_ref="post_test", message_ref=f"msg_test_bulk_{n}", sender_ref="person_test", occurred_at=AT,
-        occurred_at_original="2026-01-02T03:04:05Z", payload_hash="0" * 64, contract_version="1", canary=False,
-        trigger_rule_version=1, trigger_match=False, event_state="RECORD_READY", reconcile_status=status,
-        first_received_at=AT, last_received_at=AT,
+        event_key=f"evt_test_bulk_{n}",
+        source=source,
+        source_system="sandbox_social",
+        source_account_ref="acct_test_01",
+        source_event_id=f"evt_test_bulk_{n}",
+        event_type="comment.created",
+        conversation_ref="post_test",
+        message_ref=f"msg_test_bulk_{n}",
+        sender_ref="person_test",
+        occurred_at=AT,
+        occurred_at_original="2026-01-02T03:04:05Z",
+        payload_hash="0" * 64,
+        contract_version="1",
+        canary=False,
+        trigger_rule_version=1,
+        trigger_match=False,
+        event_state="RECORD_READY",
+        reconcile_status=status,
+        first_received_at=AT,
+        last_received_at=AT,
     )
 
 
@@ -144,38 +172,59 @@ def test_the_evidence_mark_moves_records_and_times_each_event(sandbox_source, pa
     """The reconcile-status transition function's contract, on either path: an event already in
     `to` only gets `reconciled_at`; every other one moves (RECONCILE_TABLE declares these priors)
     with one history row each."""
-    events = {s: _event(sandbox_source, i, s) for i, s in enumerate(["UNRECONCILED", "MATCHED",
-                                                                       "SOURCE_UNVERIFIED"])}
-    moved = repairs.events_reconcile_mark(events=InboundEvent.objects.filter(source=sandbox_source), to=to,
-                                          actor="system:reconcile", reason_code="test_reason", at=AT)
+    events = {
+        s: _event(sandbox_source, i, s)
+        for i, s in enumerate(["UNRECONCILED", "MATCHED", "SOURCE_UNVERIFIED"])
+    }
+    moved = repairs.events_reconcile_mark(
+        events=InboundEvent.objects.filter(source=sandbox_source),
+        to=to,
+        actor="system:reconcile",
+        reason_code="test_reason",
+        at=AT,
+    )
     assert moved == 2
     assert set(InboundEvent.objects.values_list("reconcile_status", flat=True)) == {to}
     assert set(InboundEvent.objects.values_list("reconciled_at", flat=True)) == {AT}
-    history = sorted(EventTransition.objects.values_list("event_id", "prior_state", "next_state", "actor",
-                                                         "reason_code", "refused"))
-    assert history == sorted((e.pk, prior, to, "system:reconcile", "test_reason", False)
-                             for prior, e in events.items() if prior != to)
+    history = sorted(
+        EventTransition.objects.values_list(
+            "event_id", "prior_state", "next_state", "actor", "reason_code", "refused"
+        )
+    )
+    assert history == sorted(
+        (e.pk, prior, to, "system:reconcile", "test_reason", False)
+        for prior, e in events.items()
+        if prior != to
+    )
 
 
 def test_an_undeclared_prior_stays_and_its_refusal_is_recorded(sandbox_source, path):
     """transition_many's rule: "a row whose prior the table does not declare stays as it is and
     its refusal is recorded" (MATCHED is never a way back to UNRECONCILED)."""
     event = _event(sandbox_source, 1, "MATCHED")
-    moved = repairs.events_reconcile_mark(events=InboundEvent.objects.all(), to="UNRECONCILED",
-                                          actor="system:reconcile", reason_code="test_reason", at=AT)
+    moved = repairs.events_reconcile_mark(
+        events=InboundEvent.objects.all(),
+        to="UNRECONCILED",
+        actor="system:reconcile",
+        reason_code="test_reason",
+        at=AT,
+    )
     event.refresh_from_db()
     assert (moved, event.reconcile_status, event.reconciled_at) == (0, "MATCHED", None)
     assert list(EventTransition.objects.values_list("prior_state", "next_state", "refused")) == [
-        ("MATCHED", "UNRECONCILED", True)]
+        ("MATCHED", "UNRECONCILED", True)
+    ]
 
 
 # -- the reply ledger's repairs -----------------------------------------------------
 
+
 @pytest.fixture
 def repairing(sandbox_source):
     now = timezone.now()
-    run = ReconcileRun.objects.create(source=sandbox_source, state="REPAIRING", trigger="command",
-                                      requested_by="tester", created_at=now)
+    run = ReconcileRun.objects.create(
+        source=sandbox_source, state="REPAIRING", trigger="command", requested_by="tester", created_at=now
+    )
     report = ReconcileReport.objects.create(run=run, source=sandbox_source, created_at=now, summary={})
     return sandbox_source, lease_acquire(sandbox_source), run, report
 
@@ -184,26 +233,44 @@ def _unknown_sends(source, run, report, count: int) -> list[tuple[ReplyAction, F
     made = []
     for n in range(count):
         event = _event(source, n, "UNRECONCILED")
-        action = ReplyAction.objects.create(reply_key=f"{n:064d}", event=event, purpose="public_ack",
-                                            delivery_state="SEND_STATUS_UNKNOWN", created_at=AT,
-                                            last_error_code="timeout_after_request")
-        StagedReceipt.objects.create(run=run, reply_key=action.reply_key, provider_reply_id=f"msg_test_{n}",
-                                     event_key=event.event_key)
-        made.append((action, Finding.objects.create(
-            report=report, kind="RECEIPT_ATTACHED", action=action, action_state="SEND_STATUS_UNKNOWN",
-            reply_key=action.reply_key, event_key=event.event_key, repair="receipt_attached_marked_sent",
-            repair_outcome="planned")))
+        action = ReplyAction.objects.create(
+            reply_key=f"{n:064d}",
+            event=event,
+            purpose="public_ack",
+            delivery_state="SEND_STATUS_UNKNOWN",
+            created_at=AT,
+            last_error_code="timeout_after_request",
+        )
+        StagedReceipt.objects.create(
+            run=run, reply_key=action.reply_key, provider_reply_id=f"msg_test_{n}", event_key=event.event_key
+        )
+        made.append(
+            (
+                action,
+                Finding.objects.create(
+                    report=report,
+                    kind="RECEIPT_ATTACHED",
+                    action=action,
+                    action_state="SEND_STATUS_UNKNOWN",
+                    reply_key=action.reply_key,
+                    event_key=event.event_key,
+                    repair="receipt_attached_marked_sent",
+                    repair_outcome="planned",
+                ),
+            )
+        )
     return made
 
 
 def _attach(source, token, run, report) -> None:
-    repairs.actions_repair(source, token, run, report, kind="RECEIPT_ATTACHED", to="SENT",
-                           reason="receipt_found_at_reconcile")
+    repairs.actions_repair(
+        source, token, run, report, kind="RECEIPT_ATTACHED", to="SENT", reason="receipt_found_at_reconcile"
+    )
 
 
 def test_receipts_attach_compare_and_set_on_the_state_the_report_saw(repairing, monkeypatch, path):
-    """Seed 000: "Provider receipt exists for SENDING or SEND_STATUS_UNKNOWN | Attach the receipt
-    and mark SENT". A repair is a compare-and-set on the state the report saw: an action that
+    """docs/concepts/reconciliation.md#repairs: "Provider receipt exists for SENDING or
+    SEND_STATUS_UNKNOWN | Attach the receipt and mark SENT". A repair is a compare-and-set on the state the report saw: an action that
     moved on since (here closed by a person) is `refused` / `state_moved`, never overwritten."""
     source, token, run, report = repairing
     monkeypatch.setattr(repairs, "BATCH_MIN_ROWS", 1)  # the set-based path for any chunk
@@ -215,15 +282,22 @@ def test_receipts_attach_compare_and_set_on_the_state_the_report_saw(repairing, 
         action.refresh_from_db()
         finding.refresh_from_db()
         assert (action.delivery_state, action.provider_reply_id, action.last_error_code) == (
-            "SENT", f"msg_test_{n}", "")
+            "SENT",
+            f"msg_test_{n}",
+            "",
+        )
         assert (finding.repair_outcome, finding.repair_code) == ("applied", "")
-        assert list(ReplyTransition.objects.filter(action=action).values_list(
-            "prior_state", "next_state", "actor", "reason_code", "refused")) == [
-            ("SEND_STATUS_UNKNOWN", "SENT", "system:reconcile", "receipt_found_at_reconcile", False)]
+        assert list(
+            ReplyTransition.objects.filter(action=action).values_list(
+                "prior_state", "next_state", "actor", "reason_code", "refused"
+            )
+        ) == [("SEND_STATUS_UNKNOWN", "SENT", "system:reconcile", "receipt_found_at_reconcile", False)]
     moved_on.refresh_from_db()
     assert (moved_on.delivery_state, moved_on.provider_reply_id) == ("CLOSED_NO_REPLY", "")
-    assert (Finding.objects.get(action=moved_on).repair_outcome,
-            Finding.objects.get(action=moved_on).repair_code) == ("refused", "state_moved")
+    assert (
+        Finding.objects.get(action=moved_on).repair_outcome,
+        Finding.objects.get(action=moved_on).repair_code,
+    ) == ("refused", "state_moved")
 
 
 def _action_updates(repairing) -> tuple[list[str], int]:
@@ -233,9 +307,11 @@ def _action_updates(repairing) -> tuple[list[str], int]:
         _attach(source, token, run, report)
     assert set(ReplyAction.objects.values_list("delivery_state", flat=True)) == {"SENT"}
     assert Finding.objects.filter(repair_outcome="applied").count() == len(made)
-    return [q["sql"] for q in queries.captured_queries
-            if q["sql"].lstrip().startswith(("UPDATE", "WITH")) and "reply_actions" in q["sql"].split("SET")[0]], \
-        len(made)
+    return [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].lstrip().startswith(("UPDATE", "WITH")) and "reply_actions" in q["sql"].split("SET")[0]
+    ], len(made)
 
 
 def test_a_chunk_moves_in_one_statement(repairing):
@@ -272,8 +348,9 @@ def test_a_failed_chunk_statement_falls_back_to_row_by_row(repairing, monkeypatc
 
 # -- the limits --------------------------------------------------------------------
 
+
 def test_a_setting_adjusts_a_scan_limit_within_bounds(settings):
-    """Seed 004: "Options permit explicit bounded adjustments"."""
+    """docs/concepts/reconciliation.md#limits: "Options permit explicit bounded adjustments"."""
     assert staging.scan_limit("items") == 10_000
     settings.CONDUIT_RECONCILE_MAX_STAGED_ITEMS = 2_000_000
     assert staging.scan_limit("items") == 2_000_000

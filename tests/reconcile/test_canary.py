@@ -28,15 +28,24 @@ def run(*args) -> tuple[int, str, str]:
 def test_first_run_passes_every_expectation_and_keeps_a_report(admin_client):
     code, out, err = run("--actor", "operator_test")
     assert code == 0, out + err
-    for line in ("ok   one event row", "ok   seen_count two", "ok   every reply action SUPPRESSED_TEST",
-                 "ok   zero external transport calls", "ok   reconciliation: one matched event",
-                 "ok   reconciliation: two suppressed actions",
-                 "ok   reconciliation: one converged duplicate delivery", "canary passed"):
+    for line in (
+        "ok   one event row",
+        "ok   seen_count two",
+        "ok   every reply action SUPPRESSED_TEST",
+        "ok   zero external transport calls",
+        "ok   reconciliation: one matched event",
+        "ok   reconciliation: two suppressed actions",
+        "ok   reconciliation: one converged duplicate delivery",
+        "canary passed",
+    ):
         assert line in out
     event = InboundEvent.objects.get()
     run_id = CanaryReport.objects.get().summary["run_id"]
     assert (event.event_key, event.seen_count, event.canary) == (
-        f"sandbox-social:acct_test_01:comment.created:evt_test_canary_{run_id}", 2, True)
+        f"sandbox-social:acct_test_01:comment.created:evt_test_canary_{run_id}",
+        2,
+        True,
+    )
     assert event.message_ref == f"msg_test_canary_{run_id}"
     actions = ReplyAction.objects.all()
     assert {a.delivery_state for a in actions} == {"SUPPRESSED_TEST"} and actions.count() == 2
@@ -49,15 +58,17 @@ def test_first_run_passes_every_expectation_and_keeps_a_report(admin_client):
     assert f'href="/admin/reconcile/canaryreport/{report.pk}/export/"' in page
     exported = json.loads(admin_client.get(f"/admin/reconcile/canaryreport/{report.pk}/export/").content)
     assert exported["ok"] is True and len(exported["expectations"]) == len(report.expectations)
-    assert (f"/admin/reconcile/canaryreport/{report.pk}/change/ "
-            f"(JSON: /admin/reconcile/canaryreport/{report.pk}/export/)") in out
+    assert (
+        f"/admin/reconcile/canaryreport/{report.pk}/change/ "
+        f"(JSON: /admin/reconcile/canaryreport/{report.pk}/export/)"
+    ) in out
 
 
-# Seed 000, Step 6: "Run the fixture twice. The expected canary evidence is one event row, one row
+# docs/concepts/canary.md#expectations: "Run the fixture twice. The expected canary evidence is one event row, one row
 # per declared reply purpose, seen_count equal to two, every reply action in SUPPRESSED_TEST, and
 # zero calls to an external transport." Worked example: reconciliation "reports one matched event,
 # two suppressed actions, one converged duplicate delivery, and zero external calls".
-SEED_EVIDENCE = {
+EXPECTED_EVIDENCE = {
     "one event row": 1,
     "seen_count two": 2,
     "every reply action SUPPRESSED_TEST": ["SUPPRESSED_TEST", "SUPPRESSED_TEST"],
@@ -71,27 +82,32 @@ SEED_EVIDENCE = {
 
 
 def _found(report: CanaryReport) -> dict:
-    return {e["name"]: e["found"] for e in report.expectations if e["name"] in SEED_EVIDENCE}
+    return {e["name"]: e["found"] for e in report.expectations if e["name"] in EXPECTED_EVIDENCE}
 
 
-def test_every_run_proves_the_seed_sequence_on_its_own_event():
-    """Issue 32: each run's report shows the seed's exact figures, not only the first one's."""
+def test_every_run_proves_the_canary_sequence_on_its_own_event():
+    """Each run's report shows the exact figures of docs/concepts/canary.md#expectations, not only
+    the first one's."""
     for _ in range(3):
         code, out, err = run("--actor", "operator_test")
         assert code == 0, out + err
     reports = list(CanaryReport.objects.order_by("pk"))
     assert [r.ok for r in reports] == [True, True, True]
-    # Before issue 32 the reruns passed with seen_count 4, then 6.
+    # Not seen_count 4, then 6: each rerun counts its own event's sightings.
     assert [r.summary["seen_count"] for r in reports] == [{"before": 0, "after": 2}] * 3
     for report in reports:
         assert report.summary["first_run"]
-        assert _found(report) == SEED_EVIDENCE, report.expectations
+        assert _found(report) == EXPECTED_EVIDENCE, report.expectations
         assert report.summary["event_key"].endswith(f":evt_test_canary_{report.summary['run_id']}")
         # The body it posted is the Northstar fixture with the run's own ids: the report keeps it.
         posted = json.loads(report.summary["fixture"]["body"])["events"][0]
         assert posted["id"] == f"evt_test_canary_{report.summary['run_id']}"
         assert {k: posted[k] for k in ("type", "post_id", "from_id", "text")} == {
-            "type": "comment.created", "post_id": "post_test_07", "from_id": "person_test_09", "text": "CHECKLIST"}
+            "type": "comment.created",
+            "post_id": "post_test_07",
+            "from_id": "person_test_09",
+            "text": "CHECKLIST",
+        }
     assert len({r.summary["event_key"] for r in reports}) == 3
     assert sorted(InboundEvent.objects.values_list("seen_count", flat=True)) == [2, 2, 2]
     assert ReplyAction.objects.count() == 6 and CanarySinkRecord.objects.count() == 6
@@ -105,7 +121,7 @@ def test_every_run_proves_the_seed_sequence_on_its_own_event():
 def test_control_the_ids_fixed_as_before_show_seen_count_four_on_the_second_run():
     """The positive control: the fixture posted as it is on every run (its ids fixed, as the canary
     once ran); the second run meets the first one's event and its report says so."""
-    from reconcile.proof import testkit
+    from simulators import testkit
 
     with testkit.canary_ids_fixed():
         assert run("--actor", "operator_test")[0] == 0
@@ -136,7 +152,9 @@ def test_a_canary_source_with_a_live_transport_fails_closed_before_any_call(monk
 
     monkeypatch.setitem(registry.TRANSPORTS, "live-probe", LiveProbe)
     assert run("--actor", "operator_test")[0] == 0
-    ReplyRoute.objects.filter(source__name="canary", purpose="private_delivery").update(transport_name="live-probe")
+    ReplyRoute.objects.filter(source__name="canary", purpose="private_delivery").update(
+        transport_name="live-probe"
+    )
     calls = sum(CALLS.values())
     seen = InboundEvent.objects.get().seen_count
     code, _, err = run("--actor", "operator_test")
@@ -159,15 +177,15 @@ def test_an_actor_is_required():
 
 def test_a_failed_expectation_is_named_and_exits_non_zero(monkeypatch):
     """Break the guard: the canary action reaches the sender's transport, and the canary says so."""
-    from replies import sender
+    from replies.sender import deliver
 
-    real = sender._deliver
+    real = deliver._deliver
 
     def unguarded(action, now):
         action.canary = False
         return real(action, now)
 
-    monkeypatch.setattr(sender, "_deliver", unguarded)
+    monkeypatch.setattr(deliver, "_deliver", unguarded)
     code, out, err = run("--actor", "operator_test")
     assert code == 1
     assert "FAIL every reply action SUPPRESSED_TEST" in out
@@ -202,10 +220,14 @@ def test_the_canary_proves_a_meta_shaped_source_without_an_external_call(monkeyp
     assert run("--actor", "operator_test")[0] == 0
     meta_events = InboundEvent.objects.filter(source__name="canary-meta")
     assert sorted(meta_events.values_list("seen_count", flat=True)) == [2, 2]
-    assert all(key.startswith("meta-instagram:acct_test_ig_01:comment.created:evt_test_ig_canary_")
-               for key in meta_events.values_list("event_key", flat=True))
+    assert all(
+        key.startswith("meta-instagram:acct_test_ig_01:comment.created:evt_test_ig_canary_")
+        for key in meta_events.values_list("event_key", flat=True)
+    )
     for report in CanaryReport.objects.filter(summary__source="canary-meta"):
-        assert {e["name"]: e["found"] for e in report.expectations if e["name"] in SEED_EVIDENCE} == SEED_EVIDENCE
+        assert {
+            e["name"]: e["found"] for e in report.expectations if e["name"] in EXPECTED_EVIDENCE
+        } == EXPECTED_EVIDENCE
 
 
 def test_a_meta_canary_source_reading_off_this_host_fails_closed(monkeypatch):

@@ -28,11 +28,17 @@ def test_the_request_comes_from_the_action_its_attempts_and_the_transport(unknow
     action = unknown("error_after_accept")
     request = reply_decision_request(action)
     assert violations(request) == []
-    assert request["proposal"] == {"operation": "deliver", "key": action.reply_key, "digest": reply_digest(action)}
+    assert request["proposal"] == {
+        "operation": "deliver",
+        "key": action.reply_key,
+        "digest": reply_digest(action),
+    }
     assert request["destination"] == {"name": "sandbox", "mode": "event", "dedupe": "verified"}
     (attempt,) = request["attempts"]
     assert (attempt["transport"], attempt["http_status"], attempt["evidence"]) == (
-        "response_received", 503, "provider_error_503",
+        "response_received",
+        503,
+        "provider_error_503",
     )
 
 
@@ -56,7 +62,9 @@ def test_with_verified_deduplication_the_page_says_retry(admin_client, unknown):
     assert "reconcile: query_destination" in queue and "retry: retry_delivery" not in queue
 
 
-def test_a_transport_class_declaring_deduplication_makes_the_column_say_retry(admin_client, unknown, monkeypatch):
+def test_a_transport_class_declaring_deduplication_makes_the_column_say_retry(
+    admin_client, unknown, monkeypatch
+):
     """The column's `dedupe` is the transport class's `capabilities`: a class declaring
     idempotency keys reads `verified`, and the decision is a retry under the same key."""
     from conduit.providers import registry

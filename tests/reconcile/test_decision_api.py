@@ -4,7 +4,9 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from tests.conftest import FIXTURES
@@ -44,9 +46,11 @@ def test_authentication_token_or_staff_session(client):
 
 def test_every_violation_is_listed_with_its_pointer(api):
     body = {
-        "decision": "replay", "surprise": 1,
+        "decision": "replay",
+        "surprise": 1,
         "proposal": {"operation": "resend", "key": "", "digest": "d", "delta": "1.2.3"},
-        "attempts": [{"transport": "sent", "at": "yesterday", "http_status": 99}] + [{"transport": "sent"}] * 50,
+        "attempts": [{"transport": "sent", "at": "yesterday", "http_status": 99}]
+        + [{"transport": "sent"}] * 50,
         "events": [{"key": "k", "digest": "d", "kind": "refund"}],
     }
     response = api.post("/api/decisions/", body, format="json")
@@ -55,9 +59,15 @@ def test_every_violation_is_listed_with_its_pointer(api):
     assert payload["code"] == "invalid_request"
     pointers = {(v["pointer"], v["keyword"]) for v in payload["violations"]}
     assert pointers == {
-        ("", "additionalProperties"), ("/proposal/operation", "enum"), ("/proposal/key", "minLength"),
-        ("/proposal/delta", "format"), ("/attempts", "maxItems"), ("/attempts/0/at", "format"),
-        ("/attempts/0/http_status", "minimum"), ("/events/0", "required"), ("/events/0/kind", "enum"),
+        ("", "additionalProperties"),
+        ("/proposal/operation", "enum"),
+        ("/proposal/key", "minLength"),
+        ("/proposal/delta", "format"),
+        ("/attempts", "maxItems"),
+        ("/attempts/0/at", "format"),
+        ("/attempts/0/http_status", "minimum"),
+        ("/events/0", "required"),
+        ("/events/0/kind", "enum"),
     }
 
 
@@ -71,15 +81,28 @@ def test_the_openapi_description_is_served_and_carries_the_request_schema():
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=20,
 )
 _almost = st.fixed_dictionaries(
-    {"decision": st.sampled_from(["replay", "other"]),
-     "proposal": st.fixed_dictionaries({"operation": st.sampled_from(["apply", "deliver", "x"]),
-                                        "key": st.text(max_size=5), "digest": st.text(max_size=5)},
-                                       optional={"kind": _json, "delta": _json})},
+    {
+        "decision": st.sampled_from(["replay", "other"]),
+        "proposal": st.fixed_dictionaries(
+            {
+                "operation": st.sampled_from(["apply", "deliver", "x"]),
+                "key": st.text(max_size=5),
+                "digest": st.text(max_size=5),
+            },
+            optional={"kind": _json, "delta": _json},
+        ),
+    },
     optional={"events": _json, "destination": _json, "attempts": _json, "extra": _json},
 )
 

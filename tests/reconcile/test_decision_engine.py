@@ -4,7 +4,9 @@ import copy
 import json
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from reconcile.decisions.engine import VERDICTS, decide
 from reconcile.decisions.evidence import Answer, HttpSemanticsModel, load
@@ -17,8 +19,10 @@ MODEL = HttpSemanticsModel()
 
 def example(name: str) -> tuple[dict, dict]:
     folder = FIXTURES / "decisions"
-    return (json.loads((folder / f"{name}.request.json").read_text()),
-            json.loads((folder / f"{name}.response.json").read_text()))
+    return (
+        json.loads((folder / f"{name}.request.json").read_text()),
+        json.loads((folder / f"{name}.response.json").read_text()),
+    )
 
 
 @pytest.mark.parametrize("name", ["deliver__journal_already_exists", "apply__same_key_different_content"])
@@ -26,7 +30,9 @@ def test_worked_examples_come_out_exactly_as_printed(name):
     request, expected = example(name)
     assert violations(request) == []
     assert decide(request, role=ROLE, model=None) == expected
-    assert json.dumps(decide(request, role=ROLE, model=None), sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert json.dumps(decide(request, role=ROLE, model=None), sort_keys=True) == json.dumps(
+        expected, sort_keys=True
+    )
 
 
 def test_with_the_http_model_the_duplicate_message_settles_it_as_applied():
@@ -34,8 +40,10 @@ def test_with_the_http_model_the_duplicate_message_settles_it_as_applied():
     decision = decide(request, role=ROLE, model=MODEL)
     assert decision["verdict"] == "applied" and decision["next"]["action"] == "record_applied"
     answers = [(q["answer"], q["rule"]) for q in decision["questions"]]
-    assert answers == [("not_established", "http-semantics/timeout"),
-                       ("applied", "http-semantics/duplicate-message")]
+    assert answers == [
+        ("not_established", "http-semantics/timeout"),
+        ("applied", "http-semantics/duplicate-message"),
+    ]
 
 
 def req(operation="deliver", *, kind=None, events=(), destination=None, attempts=(), key="k1", digest="d1"):
@@ -64,38 +72,126 @@ ERROR_503 = {"transport": "response_received", "http_status": 503, "evidence": "
 
 
 CASES = [
-        ("key: same digest", req("apply", events=[{"key": "k1", "digest": "d1", "kind": "event", "delta": "5"}]),
-         None, "existing", "return_existing"),
-        ("key: different digest", req("apply", events=[{"key": "k1", "digest": "zz", "kind": "event", "delta": "5"}]),
-         None, "reject", "resolve_conflict"),
-        ("key: deliver of a key already applied", req(events=[{"key": "k1", "digest": "d1", "kind": "event", "delta": "1"}],
-                                                      destination=EVENT_NONE, attempts=[TIMEOUT]),
-         None, "existing", "return_existing"),
-        ("apply a new event", req("apply", kind="event"), None, "proceed", "post_delta"),
-        ("snapshot: never posts", req("apply", kind="snapshot",
-                                      events=[{"key": "s0", "digest": "x", "kind": "snapshot", "delta": "10"}]),
-         None, "proceed", "replace_position"),
-        ("deliver: first time", req(destination=EVENT_NONE), None, "proceed", "deliver"),
-        ("deliver: nothing left the process", req(destination=EVENT_NONE, attempts=[NOT_SENT, NOT_SENT]),
-         None, "retry", "retry_delivery"),
-        ("deliver: may have reached, no dedupe, no model", req(destination=EVENT_NONE, attempts=[TIMEOUT]),
-         None, "reconcile", "query_destination"),
-        ("deliver: may have reached, no dedupe, model not established", req(destination=EVENT_NONE, attempts=[ERROR_503]),
-         MODEL, "reconcile", "query_destination"),
-        ("deliver: every reached attempt not applied", req(destination=EVENT_NONE, attempts=[NOT_SENT, REJECTED]),
-         MODEL, "retry", "retry_delivery"),
-        ("deliver: one of two reached attempts unsettled", req(destination=EVENT_NONE, attempts=[REJECTED, TIMEOUT]),
-         MODEL, "reconcile", "query_destination"),
-        ("deliver: verified dedupe", req(destination=EVENT_VERIFIED, attempts=[TIMEOUT]), None, "retry", "retry_delivery"),
-        ("deliver: snapshot destination", req(destination=SNAPSHOT_NONE, attempts=[TIMEOUT]), None, "retry", "retry_delivery"),
-        ("deliver: applied event", req(destination=EVENT_NONE, attempts=[TIMEOUT, OK_201]), MODEL, "applied", "record_applied"),
-        ("deliver: applied snapshot", req(kind="snapshot", destination=EVENT_NONE, attempts=[OK_201]), MODEL,
-         "applied", "replace_position"),
-        ("deliver: applied to a snapshot destination", req(destination=SNAPSHOT_NONE, attempts=[OK_201]), MODEL,
-         "applied", "replace_position"),
-        ("deliver: applied wins over verified dedupe", req(destination=EVENT_VERIFIED, attempts=[OK_201]), MODEL,
-         "applied", "record_applied"),
-        ("deliver: no destination given is read as no dedupe", req(attempts=[TIMEOUT]), None, "reconcile", "query_destination"),
+    (
+        "key: same digest",
+        req("apply", events=[{"key": "k1", "digest": "d1", "kind": "event", "delta": "5"}]),
+        None,
+        "existing",
+        "return_existing",
+    ),
+    (
+        "key: different digest",
+        req("apply", events=[{"key": "k1", "digest": "zz", "kind": "event", "delta": "5"}]),
+        None,
+        "reject",
+        "resolve_conflict",
+    ),
+    (
+        "key: deliver of a key already applied",
+        req(
+            events=[{"key": "k1", "digest": "d1", "kind": "event", "delta": "1"}],
+            destination=EVENT_NONE,
+            attempts=[TIMEOUT],
+        ),
+        None,
+        "existing",
+        "return_existing",
+    ),
+    ("apply a new event", req("apply", kind="event"), None, "proceed", "post_delta"),
+    (
+        "snapshot: never posts",
+        req(
+            "apply", kind="snapshot", events=[{"key": "s0", "digest": "x", "kind": "snapshot", "delta": "10"}]
+        ),
+        None,
+        "proceed",
+        "replace_position",
+    ),
+    ("deliver: first time", req(destination=EVENT_NONE), None, "proceed", "deliver"),
+    (
+        "deliver: nothing left the process",
+        req(destination=EVENT_NONE, attempts=[NOT_SENT, NOT_SENT]),
+        None,
+        "retry",
+        "retry_delivery",
+    ),
+    (
+        "deliver: may have reached, no dedupe, no model",
+        req(destination=EVENT_NONE, attempts=[TIMEOUT]),
+        None,
+        "reconcile",
+        "query_destination",
+    ),
+    (
+        "deliver: may have reached, no dedupe, model not established",
+        req(destination=EVENT_NONE, attempts=[ERROR_503]),
+        MODEL,
+        "reconcile",
+        "query_destination",
+    ),
+    (
+        "deliver: every reached attempt not applied",
+        req(destination=EVENT_NONE, attempts=[NOT_SENT, REJECTED]),
+        MODEL,
+        "retry",
+        "retry_delivery",
+    ),
+    (
+        "deliver: one of two reached attempts unsettled",
+        req(destination=EVENT_NONE, attempts=[REJECTED, TIMEOUT]),
+        MODEL,
+        "reconcile",
+        "query_destination",
+    ),
+    (
+        "deliver: verified dedupe",
+        req(destination=EVENT_VERIFIED, attempts=[TIMEOUT]),
+        None,
+        "retry",
+        "retry_delivery",
+    ),
+    (
+        "deliver: snapshot destination",
+        req(destination=SNAPSHOT_NONE, attempts=[TIMEOUT]),
+        None,
+        "retry",
+        "retry_delivery",
+    ),
+    (
+        "deliver: applied event",
+        req(destination=EVENT_NONE, attempts=[TIMEOUT, OK_201]),
+        MODEL,
+        "applied",
+        "record_applied",
+    ),
+    (
+        "deliver: applied snapshot",
+        req(kind="snapshot", destination=EVENT_NONE, attempts=[OK_201]),
+        MODEL,
+        "applied",
+        "replace_position",
+    ),
+    (
+        "deliver: applied to a snapshot destination",
+        req(destination=SNAPSHOT_NONE, attempts=[OK_201]),
+        MODEL,
+        "applied",
+        "replace_position",
+    ),
+    (
+        "deliver: applied wins over verified dedupe",
+        req(destination=EVENT_VERIFIED, attempts=[OK_201]),
+        MODEL,
+        "applied",
+        "record_applied",
+    ),
+    (
+        "deliver: no destination given is read as no dedupe",
+        req(attempts=[TIMEOUT]),
+        None,
+        "reconcile",
+        "query_destination",
+    ),
 ]
 
 
@@ -142,14 +238,34 @@ def test_an_abstaining_or_unsettling_model_changes_nothing():
 @pytest.mark.parametrize(
     "attempt, answer, rule",
     [
-        ({"transport": "response_received", "http_status": 409, "evidence": "Duplicate request"}, "applied", "http-semantics/duplicate-message"),
-        ({"transport": "sent", "evidence": "connection reset by peer"}, "not_established", "http-semantics/dropped"),
+        (
+            {"transport": "response_received", "http_status": 409, "evidence": "Duplicate request"},
+            "applied",
+            "http-semantics/duplicate-message",
+        ),
+        (
+            {"transport": "sent", "evidence": "connection reset by peer"},
+            "not_established",
+            "http-semantics/dropped",
+        ),
         ({"transport": "sent"}, "not_established", "http-semantics/no-response"),
-        ({"transport": "response_received", "http_status": 202}, "not_established", "http-semantics/accepted-queued"),
+        (
+            {"transport": "response_received", "http_status": 202},
+            "not_established",
+            "http-semantics/accepted-queued",
+        ),
         ({"transport": "response_received", "http_status": 200}, "applied", "http-semantics/success"),
-        ({"transport": "response_received", "http_status": 409}, "not_established", "http-semantics/conflict"),
+        (
+            {"transport": "response_received", "http_status": 409},
+            "not_established",
+            "http-semantics/conflict",
+        ),
         ({"transport": "response_received", "http_status": 429}, "not_applied", "http-semantics/rejected"),
-        ({"transport": "response_received", "http_status": 502}, "not_established", "http-semantics/server-error"),
+        (
+            {"transport": "response_received", "http_status": 502},
+            "not_established",
+            "http-semantics/server-error",
+        ),
     ],
 )
 def test_http_semantics_rules(attempt, answer, rule):
@@ -157,7 +273,9 @@ def test_http_semantics_rules(attempt, answer, rule):
 
 
 def test_http_semantics_abstains_where_no_rule_applies_and_on_other_questions():
-    assert MODEL.answer("destination_outcome@1", {"transport": "response_received", "http_status": 302}) is None
+    assert (
+        MODEL.answer("destination_outcome@1", {"transport": "response_received", "http_status": 302}) is None
+    )
     assert MODEL.answer("other@1", TIMEOUT) is None
 
 
@@ -173,29 +291,57 @@ _attempt = st.fixed_dictionaries(
     {"transport": st.sampled_from(["not_sent", "sent", "response_received"])},
     optional={
         "http_status": st.integers(100, 599),
-        "evidence": st.sampled_from(["timed out", "already exists", "created", "rejected: bad field",
-                                     "connection reset", "ok", "DUP_RCRD", "queued"]),
+        "evidence": st.sampled_from(
+            [
+                "timed out",
+                "already exists",
+                "created",
+                "rejected: bad field",
+                "connection reset",
+                "ok",
+                "DUP_RCRD",
+                "queued",
+            ]
+        ),
         "at": st.just("2026-10-02T16:01:09Z"),
     },
 )
-_event = st.fixed_dictionaries({
-    "key": st.sampled_from(["k1", "k2", "k3"]), "digest": st.sampled_from(["d1", "d2"]),
-    "kind": st.sampled_from(["opening", "event", "snapshot"]), "delta": st.sampled_from(["1", "-2.5", "+10"]),
-})
+_event = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from(["k1", "k2", "k3"]),
+        "digest": st.sampled_from(["d1", "d2"]),
+        "kind": st.sampled_from(["opening", "event", "snapshot"]),
+        "delta": st.sampled_from(["1", "-2.5", "+10"]),
+    }
+)
 _request = st.builds(
     lambda operation, key, digest, kind, events, destination, attempts: {
         "decision": "replay",
-        "proposal": {"operation": operation, "key": key, "digest": digest, **({"kind": kind} if kind else {})},
+        "proposal": {
+            "operation": operation,
+            "key": key,
+            "digest": digest,
+            **({"kind": kind} if kind else {}),
+        },
         **({"events": events} if events else {}),
         **({"destination": destination} if destination else {}),
         **({"attempts": attempts} if attempts else {}),
     },
-    st.sampled_from(["apply", "deliver"]), st.sampled_from(["k1", "k2", "k3"]), st.sampled_from(["d1", "d2"]),
-    st.sampled_from([None, "event", "snapshot"]), st.lists(_event, max_size=4),
-    st.one_of(st.none(), st.fixed_dictionaries({
-        "name": st.just("Dest"), "mode": st.sampled_from(["event", "snapshot"]),
-        "dedupe": st.sampled_from(["verified", "none"]),
-    })),
+    st.sampled_from(["apply", "deliver"]),
+    st.sampled_from(["k1", "k2", "k3"]),
+    st.sampled_from(["d1", "d2"]),
+    st.sampled_from([None, "event", "snapshot"]),
+    st.lists(_event, max_size=4),
+    st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {
+                "name": st.just("Dest"),
+                "mode": st.sampled_from(["event", "snapshot"]),
+                "dedupe": st.sampled_from(["verified", "none"]),
+            }
+        ),
+    ),
     st.lists(_attempt, max_size=5),
 )
 
@@ -207,7 +353,12 @@ def assert_no_unsafe_retry(request_doc: dict, decision: dict) -> None:
     destination = request_doc.get("destination") or {"mode": "event", "dedupe": "none"}
     reached = [a for a in request_doc.get("attempts", []) if a["transport"] in ("sent", "response_received")]
     event_mode = destination["mode"] == "event" and request_doc["proposal"].get("kind") != "snapshot"
-    if request_doc["proposal"]["operation"] == "deliver" and reached and destination["dedupe"] == "none" and event_mode:
+    if (
+        request_doc["proposal"]["operation"] == "deliver"
+        and reached
+        and destination["dedupe"] == "none"
+        and event_mode
+    ):
         if decision["verdict"] in ("retry", "proceed"):
             answers = [q.get("answer") for q in decision["questions"]]
             assert len(answers) == len(reached) and set(answers) == {"not_applied"}
@@ -222,8 +373,11 @@ def test_no_retry_or_proceed_without_dedupe_unless_every_reaching_attempt_was_no
 
 def test_control_the_property_fails_for_an_engine_that_retries_blindly():
     request_doc, _ = example("deliver__journal_already_exists")
-    blind = {"verdict": "retry", "next": {"action": "retry_delivery", "text": "", "role": "r"},
-             "questions": decide(request_doc, role="r", model=None)["questions"]}
+    blind = {
+        "verdict": "retry",
+        "next": {"action": "retry_delivery", "text": "", "role": "r"},
+        "questions": decide(request_doc, role="r", model=None)["questions"],
+    }
     with pytest.raises(AssertionError):
         assert_no_unsafe_retry(request_doc, blind)
 

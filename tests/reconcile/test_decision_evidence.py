@@ -1,6 +1,6 @@
-"""Issue 10 item 10: the http-semantics model says `applied` only when nothing in the reply contradicts it.
+"""The http-semantics model says `applied` only when nothing in the reply contradicts it.
 
-Seed 003: applied is "Yes. It recorded the event, or reports that it already holds this event.";
+docs/concepts/replay-decisions.md#evidence: applied is "Yes. It recorded the event, or reports that it already holds this event.";
 not_applied is "No. It rejected the event or never processed it, and recorded nothing.";
 not_established is "Unknown. The reply does not settle it, such as a timeout, a dropped
 connection, a queued acknowledgement or an ambiguous error."
@@ -10,7 +10,9 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from reconcile.decisions import evidence
 from reconcile.decisions.engine import decide
@@ -37,10 +39,12 @@ def answered(attempt: dict) -> str | None:
 # The two replies of the issue: the destination recorded nothing, and the model said `applied`.
 FAILED_200 = reply(200, '{"status": "failed", "message": "The request failed and nothing was recorded."}')
 OTHER_DUPLICATE_400 = reply(
-    400, '{"error": "Duplicate reference CUST-0042 on another customer record; the journal entry was not saved."}'
+    400,
+    '{"error": "Duplicate reference CUST-0042 on another customer record; the journal entry was not saved."}',
 )
 RECORD_EXISTS_NOT_SAVED = reply(
-    400, "A record with reference CUST-0042 already exists for another customer; the journal entry was not saved."
+    400,
+    "A record with reference CUST-0042 already exists for another customer; the journal entry was not saved.",
 )
 
 # Replies that must not be `applied`: each holds a signal that contradicts it.
@@ -61,8 +65,10 @@ NOT_APPLIED_BY_ANY_READING = [
     ("409 duplicate request beside an invalid field", reply(409, "Duplicate request error: invalid amount")),
     ("400 duplicate value", reply(400, "Duplicate value for the unique field external_ref")),
     ("400 duplicate of an invoice, rejected", reply(400, "Duplicate of invoice INV-9: request rejected")),
-    ("400 record exists but the write failed", reply(
-        400, "A record with external ID k1 already exists, but the update failed and was rolled back")),
+    (
+        "400 record exists but the write failed",
+        reply(400, "A record with external ID k1 already exists, but the update failed and was rolled back"),
+    ),
     ("409 conflict on a unique field", reply(409, "Conflict: duplicate value for unique field email")),
     ("500 already exists", reply(500, "Record already exists")),
     ("503 duplicate", reply(503, "duplicate request")),
@@ -84,40 +90,83 @@ NOT_NOT_APPLIED = [
 
 # Clean replies that must still be answered as before.
 CLEAN = [
-    ("seed 003: NetSuite DUP_RCRD", reply(400, json.dumps({"o:errorDetails": [{
-        "detail": "A record with external ID adj-2026-10-02-0091 already exists (Journal Entry JE-118204).",
-        "o:errorCode": "DUP_RCRD"}]})), "applied", "http-semantics/duplicate-message"),
-    ("201 created", reply(201, '{"id": "je_test_1", "status": "created"}'), "applied", "http-semantics/success"),
+    (
+        "worked example: NetSuite DUP_RCRD",
+        reply(
+            400,
+            json.dumps(
+                {
+                    "o:errorDetails": [
+                        {
+                            "detail": "A record with external ID adj-2026-10-02-0091 already exists (Journal Entry JE-118204).",
+                            "o:errorCode": "DUP_RCRD",
+                        }
+                    ]
+                }
+            ),
+        ),
+        "applied",
+        "http-semantics/duplicate-message",
+    ),
+    (
+        "201 created",
+        reply(201, '{"id": "je_test_1", "status": "created"}'),
+        "applied",
+        "http-semantics/success",
+    ),
     ("200 without text", reply(200), "applied", "http-semantics/success"),
     ("204 without text", reply(204), "applied", "http-semantics/success"),
     ("200 ok true", reply(200, '{"ok": true}'), "applied", "http-semantics/success"),
     ("409 duplicate request", reply(409, "Duplicate request"), "applied", "http-semantics/duplicate-message"),
-    ("200 already processed", reply(200, "This event has already been processed"), "applied",
-     "http-semantics/duplicate-message"),
-    ("400 transaction exists", reply(400, "Transaction TX-1 already exists"), "applied",
-     "http-semantics/duplicate-message"),
-    ("422 invalid, nothing recorded", reply(422, "invalid field 'amount'; nothing was recorded"), "not_applied",
-     "http-semantics/rejected"),
-    ("400 missing field", reply(400, '{"error": "missing field account"}'), "not_applied", "http-semantics/rejected"),
+    (
+        "200 already processed",
+        reply(200, "This event has already been processed"),
+        "applied",
+        "http-semantics/duplicate-message",
+    ),
+    (
+        "400 transaction exists",
+        reply(400, "Transaction TX-1 already exists"),
+        "applied",
+        "http-semantics/duplicate-message",
+    ),
+    (
+        "422 invalid, nothing recorded",
+        reply(422, "invalid field 'amount'; nothing was recorded"),
+        "not_applied",
+        "http-semantics/rejected",
+    ),
+    (
+        "400 missing field",
+        reply(400, '{"error": "missing field account"}'),
+        "not_applied",
+        "http-semantics/rejected",
+    ),
     ("403 forbidden", reply(403, "Forbidden"), "not_applied", "http-semantics/rejected"),
     ("429 without text", reply(429), "not_applied", "http-semantics/rejected"),
-    ("timeout", reply(None, "httpx.ReadTimeout: The read operation timed out", transport="sent"),
-     "not_established", "http-semantics/timeout"),
+    (
+        "timeout",
+        reply(None, "httpx.ReadTimeout: The read operation timed out", transport="sent"),
+        "not_established",
+        "http-semantics/timeout",
+    ),
     ("202", reply(202), "not_established", "http-semantics/accepted-queued"),
     ("409 without a duplicate", reply(409), "not_established", "http-semantics/conflict"),
     ("502", reply(502), "not_established", "http-semantics/server-error"),
 ]
 
 
-@pytest.mark.parametrize("case, attempt", NOT_APPLIED_BY_ANY_READING, ids=[c for c, _ in NOT_APPLIED_BY_ANY_READING])
+@pytest.mark.parametrize(
+    "case, attempt", NOT_APPLIED_BY_ANY_READING, ids=[c for c, _ in NOT_APPLIED_BY_ANY_READING]
+)
 def test_a_contradicted_reply_is_never_applied(case, attempt):
-    """Seed 003: `applied` means "It recorded the event, or reports that it already holds this event."."""
+    """docs/concepts/replay-decisions.md#evidence: `applied` means "It recorded the event, or reports that it already holds this event."."""
     assert answered(attempt) != "applied", case
 
 
 @pytest.mark.parametrize("case, attempt", NOT_NOT_APPLIED, ids=[c for c, _ in NOT_NOT_APPLIED])
 def test_a_refusal_that_claims_a_record_is_never_not_applied(case, attempt):
-    """Seed 003: `not_applied` means "It rejected the event or never processed it, and recorded nothing."."""
+    """docs/concepts/replay-decisions.md#evidence: `not_applied` means "It rejected the event or never processed it, and recorded nothing."."""
     assert answered(attempt) == "not_established", case
 
 
@@ -127,17 +176,21 @@ def test_clean_replies_keep_their_answers(case, attempt, answer, rule):
     assert (found.answer, found.rule) == (answer, rule), case
 
 
-def test_the_issues_two_replies_are_conflicting_signals_and_the_engine_reconciles():
+def test_two_contradictory_replies_are_conflicting_signals_and_the_engine_reconciles():
     """replay.delivery: "receivers without deduplication require reconciliation before retry"."""
     for attempt in (FAILED_200, OTHER_DUPLICATE_400):
         assert MODEL.answer(QUESTION, attempt).rule == "http-semantics/conflicting-signals"
-        request = {"decision": "replay", "proposal": {"operation": "deliver", "key": "k1", "digest": "d1"},
-                   "destination": {"name": "Dest", "mode": "event", "dedupe": "none"}, "attempts": [attempt]}
+        request = {
+            "decision": "replay",
+            "proposal": {"operation": "deliver", "key": "k1", "digest": "d1"},
+            "destination": {"name": "Dest", "mode": "event", "dedupe": "none"},
+            "attempts": [attempt],
+        }
         assert decide(request, role="r", model=MODEL)["verdict"] == "reconcile"
 
 
-def test_control_without_the_contradiction_guard_the_issue_replies_are_applied(monkeypatch):
-    """The guard is what refuses them: with it disabled the old answer (`applied`) comes back."""
+def test_control_without_the_contradiction_guard_the_contradictory_replies_are_applied(monkeypatch):
+    """The guard is what refuses them: with it disabled the naive answer (`applied`) comes back."""
     never = re.compile(r"(?!x)x")
     for name in ("_SAYS_NOT_RECORDED", "_SAYS_ERROR", "_MENTIONS_DUPLICATE"):
         monkeypatch.setattr(evidence, name, never)
@@ -152,23 +205,46 @@ def test_control_with_the_old_bare_duplicate_pattern_a_duplicate_of_something_el
     assert answered(OTHER_DUPLICATE_400) == "applied"
 
 
-def test_seed_example_with_the_model_is_applied():
-    request = json.loads((FIXTURES / "decisions" / "deliver__journal_already_exists.request.json").read_text())
+def test_worked_example_with_the_model_is_applied():
+    request = json.loads(
+        (FIXTURES / "decisions" / "deliver__journal_already_exists.request.json").read_text()
+    )
     assert decide(request, role="r", model=MODEL)["verdict"] == "applied"
 
 
 # Property: adding any contradicting sentence to a reply that is `applied` makes it not `applied`.
-_APPLIED_REPLIES = st.sampled_from([
-    reply(200), reply(201, "created"), reply(204), reply(200, '{"ok": true}'),
-    reply(409, "Duplicate request"), reply(400, "A record with external ID k1 already exists."),
-    reply(200, "This event has already been processed"),
-])
-_CONTRADICTIONS = st.sampled_from([
-    "nothing was recorded", "the entry was not saved", "Request failed.", "could not save", "rolled back",
-    '"success": false', "error: invalid amount", "queued for processing", "timed out", "it wasn't stored",
-    "no records were created", "the write was rejected", "unable to commit", "connection reset",
-    "invalid amount", "missing field account", "unknown ledger",
-])
+_APPLIED_REPLIES = st.sampled_from(
+    [
+        reply(200),
+        reply(201, "created"),
+        reply(204),
+        reply(200, '{"ok": true}'),
+        reply(409, "Duplicate request"),
+        reply(400, "A record with external ID k1 already exists."),
+        reply(200, "This event has already been processed"),
+    ]
+)
+_CONTRADICTIONS = st.sampled_from(
+    [
+        "nothing was recorded",
+        "the entry was not saved",
+        "Request failed.",
+        "could not save",
+        "rolled back",
+        '"success": false',
+        "error: invalid amount",
+        "queued for processing",
+        "timed out",
+        "it wasn't stored",
+        "no records were created",
+        "the write was rejected",
+        "unable to commit",
+        "connection reset",
+        "invalid amount",
+        "missing field account",
+        "unknown ledger",
+    ]
+)
 
 
 @hsettings(max_examples=300, deadline=None)
@@ -181,11 +257,16 @@ def test_any_contradiction_added_to_an_applied_reply_unsettles_it(attempt, contr
 
 
 @hsettings(max_examples=300, deadline=None)
-@given(st.sampled_from(["response_received", "sent"]), st.none() | st.integers(100, 599),
-       st.none() | st.text(min_size=1, max_size=200))
+@given(
+    st.sampled_from(["response_received", "sent"]),
+    st.none() | st.integers(100, 599),
+    st.none() | st.text(min_size=1, max_size=200),
+)
 def test_every_answer_is_from_the_closed_set_or_an_abstention(transport, status, text):
     found = MODEL.answer(QUESTION, reply(status, text, transport))
-    assert found is None or (found.answer in ("applied", "not_applied", "not_established")
-                             and found.rule.startswith("http-semantics/"))
+    assert found is None or (
+        found.answer in ("applied", "not_applied", "not_established")
+        and found.rule.startswith("http-semantics/")
+    )
     if found is not None and found.answer == "applied":
         assert transport == "response_received" and (status is None or status < 500)

@@ -14,14 +14,24 @@ from tests.replies.test_replies_admin import act, member
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("how, note, decision, state", [
-    ("close", "", "CLOSED", "CLOSED_NO_REPLY"),
-    ("confirm_sent", "rcpt_test_checked", "CONFIRMED_SENT", "SENT"),
-    ("authorize_retry", "", "RETRY_AUTHORIZED", "APPROVED"),
-])
-def test_a_decision_in_the_unknown_send_queue_lands_on_the_finding(client, candidate, how, note,  # noqa: F811
-                                                                   decision, state):
-    """Seed 000: "The reconciliation report records ... every human decision." Resolving the
+@pytest.mark.parametrize(
+    "how, note, decision, state",
+    [
+        ("close", "", "CLOSED", "CLOSED_NO_REPLY"),
+        ("confirm_sent", "rcpt_test_checked", "CONFIRMED_SENT", "SENT"),
+        ("authorize_retry", "", "RETRY_AUTHORIZED", "APPROVED"),
+    ],
+)
+def test_a_decision_in_the_unknown_send_queue_lands_on_the_finding(
+    client,
+    candidate,
+    how,
+    note,  # noqa: F811
+    decision,
+    state,
+):
+    """docs/concepts/reconciliation.md#decisions: "The reconciliation report records ... every human
+    decision." Resolving the
     action in the unknown-send queue decides its open retry candidate, and the report shows it."""
     finding, action, _ = candidate
     client.force_login(member("operator_test", "operators"))
@@ -53,8 +63,12 @@ def test_finding_decide_commits_the_reply_move_and_the_finding_together(candidat
 
     monkeypatch.setattr(clock, "now", broken_clock)
     with pytest.raises(RuntimeError):
-        services.finding_decide(finding_id=finding.pk, decision="CLOSED", actor="operator_test",
-                                reason="customer already answered")
+        services.finding_decide(
+            finding_id=finding.pk,
+            decision="CLOSED",
+            actor="operator_test",
+            reason="customer already answered",
+        )
     action.refresh_from_db()
     finding.refresh_from_db()
     assert action.delivery_state == "SEND_STATUS_UNKNOWN" and finding.decision == ""
@@ -67,9 +81,13 @@ def test_a_candidate_found_by_two_scans_is_one_decision(candidate, source_side, 
     second = scan(source)
     assert not Finding.objects.filter(report_id=second.report_id, kind="RETRY_CANDIDATE").exists()
     assert ReconcileReport.objects.get(pk=second.report_id).summary["needs_a_person"]["RETRY_CANDIDATE"] == {
-        "new": 0, "already_open": 1, "open": 1}
-    result = services.finding_decide(finding_id=finding.pk, decision="CLOSED", actor="operator_test",
-                                     reason="customer already answered")
+        "new": 0,
+        "already_open": 1,
+        "open": 1,
+    }
+    result = services.finding_decide(
+        finding_id=finding.pk, decision="CLOSED", actor="operator_test", reason="customer already answered"
+    )
     assert result.ok
     finding.refresh_from_db()
     assert (finding.decision, finding.decision_reason) == ("CLOSED", "customer already answered")

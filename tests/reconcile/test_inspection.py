@@ -1,11 +1,12 @@
-"""doctor and the source's admin page show what seed 004's Inspect lists.
+"""doctor and the source's admin page show what the inspection lists
+(docs/concepts/reconciliation.md#inspection).
 
-Seed 004: "Inspect provides sorted source/config/health records: source identity/Scope, declared
+docs/concepts/reconciliation.md#inspection: "Inspect provides sorted source/config/health records: source identity/Scope, declared
 families and loss limitations, complete checkpoint, active generation/cursor, due time, safe
 last-error code, the provider's failure behind a provider_failed code, last completion and
-LimitedRecovery." And doctor counts the review queue: a newcomer ran `doctor` with three replies
-waiting and read "needs a person: no" (seed 000: "Every live reply waits for recorded human
-approval").
+LimitedRecovery." And doctor counts the review queue: with three replies waiting, `doctor` never
+says "needs a person: no" (docs/concepts/event-contract.md#invariants: "Every live reply waits for
+recorded human approval").
 """
 
 from __future__ import annotations
@@ -43,10 +44,29 @@ def json_row() -> dict:
 
 # The keys doctor --json has always had: kept, never renamed.
 KEYS_BEFORE = {
-    "source", "source_system", "account_ref", "checkpoint", "checkpoint_scan_id", "last_completed_at",
-    "active_scan", "due_at", "requested", "last_error_class", "last_error_code", "failures", "unknown_sends",
-    "quarantine_waiting", "retry_candidates", "stranded_sends", "repairs_failed", "unexpected_receipts",
-    "subscription_problem", "needs_reauth", "refused_settings", "families", "receipts_compared_for",
+    "source",
+    "source_system",
+    "account_ref",
+    "checkpoint",
+    "checkpoint_scan_id",
+    "last_completed_at",
+    "active_scan",
+    "due_at",
+    "requested",
+    "last_error_class",
+    "last_error_code",
+    "failures",
+    "unknown_sends",
+    "quarantine_waiting",
+    "retry_candidates",
+    "stranded_sends",
+    "repairs_failed",
+    "unexpected_receipts",
+    "subscription_problem",
+    "needs_reauth",
+    "refused_settings",
+    "families",
+    "receipts_compared_for",
     "needs_a_person",
 }
 ACTIVE_SCAN_KEYS_BEFORE = {"run", "state", "pages", "staged_events", "complete_scan"}
@@ -66,7 +86,8 @@ def three_waiting(source_side, deliver):
 
 def test_replies_waiting_for_review_need_a_person_with_the_count_and_oldest_age(three_waiting):
     ReplyAction.objects.filter(delivery_state="REVIEW_PENDING").update(
-        created_at=clock.now() - timedelta(hours=2, minutes=5))
+        created_at=clock.now() - timedelta(hours=2, minutes=5)
+    )
     code, out = doctor()
     assert code == 1
     assert "needs a person    no" not in out
@@ -115,8 +136,11 @@ def test_a_long_cursor_is_shortened_with_its_size(source_side, settings):
 def test_limited_recovery_is_shown_with_the_families_it_concerns(source_side, monkeypatch):
     _, out = doctor()
     assert "limited recovery  no" in out and json_row()["limited_recovery"] is False
-    monkeypatch.setattr(SandboxSocialAdapter, "families", (
-        Family("comment.created", LIMITED, "only the newest 20 are read back", answers="comment"),))
+    monkeypatch.setattr(
+        SandboxSocialAdapter,
+        "families",
+        (Family("comment.created", LIMITED, "only the newest 20 are read back", answers="comment"),),
+    )
     _, out = doctor()
     assert "limited recovery  yes: comment.created" in out
     assert "family            comment.created recovery limited" in out
@@ -131,8 +155,14 @@ def test_doctor_json_keys_are_only_added(source_side, settings):
     row = json_row()
     assert KEYS_BEFORE <= set(row)
     assert ACTIVE_SCAN_KEYS_BEFORE <= set(row["active_scan"])
-    assert {"last_error_message", "last_error_at", "reviews_waiting", "oldest_review_at",
-            "oldest_review_age_seconds", "limited_recovery"} <= set(row)
+    assert {
+        "last_error_message",
+        "last_error_at",
+        "reviews_waiting",
+        "oldest_review_at",
+        "oldest_review_age_seconds",
+        "limited_recovery",
+    } <= set(row)
 
 
 def test_the_source_page_shows_the_inspection(source_side, deliver, settings, admin_client, monkeypatch):
@@ -145,18 +175,24 @@ def test_the_source_page_shows_the_inspection(source_side, deliver, settings, ad
     assert reconcile_page(source=source).state == "staged"
     fail_next(state, "page_error")
     assert reconcile_page(source=source).state == "failed"
-    monkeypatch.setattr(SandboxSocialAdapter, "families", (
-        Family("comment.created", LIMITED, "only the newest 20 are read back", answers="comment"),))
+    monkeypatch.setattr(
+        SandboxSocialAdapter,
+        "families",
+        (Family("comment.created", LIMITED, "only the newest 20 are read back", answers="comment"),),
+    )
     run = ReconcileRun.objects.get()
     page = admin_client.get(f"/admin/ingress/source/{source.pk}/change/").content.decode()
-    assert "Inspection (seed 004)" in page
-    for words in ("Checkpoint", "none: no complete scan yet",
-                  f"run {run.pk} SCANNING, scan id {run.scan_id}, 1 page(s), 2 staged",
-                  f"<th>Active cursor</th><td>{run.cursor}</td>",
-                  "provider/provider_overloaded: the provider answered HTTP 503",
-                  "yes: comment.created (limited: only the newest 20 are read back)",
-                  "2 waiting, the oldest for",
-                  "2 replies waiting for review"):
+    assert "Inspection" in page
+    for words in (
+        "Checkpoint",
+        "none: no complete scan yet",
+        f"run {run.pk} SCANNING, scan id {run.scan_id}, 1 page(s), 2 staged",
+        f"<th>Active cursor</th><td>{run.cursor}</td>",
+        "provider/provider_overloaded: the provider answered HTTP 503",
+        "yes: comment.created (limited: only the newest 20 are read back)",
+        "2 waiting, the oldest for",
+        "2 replies waiting for review",
+    ):
         assert words in page, words
 
 

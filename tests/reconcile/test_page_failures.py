@@ -1,8 +1,9 @@
-"""Page failures as seed 004 states them.
+"""Page failures as docs/concepts/reconciliation.md#page-failures states them.
 
-Seed 004: "Its class is timeout (no page within the page timeout, 30 seconds by default),
+docs/concepts/reconciliation.md#page-failures: "Its class is timeout (no page within the page timeout, 30 seconds by default),
 cancelled, transport (...), protocol (...), provider (...) or unauthored (...). With it go the code
-and a message of at most 256 bytes on one line." And: "Failed/partial scans use a deterministic
+and a message of at most 256 bytes on one line." And docs/concepts/reconciliation.md#scheduling:
+"Failed/partial scans use a deterministic
 5-second exponential backoff capped by the configured interval."
 """
 
@@ -37,11 +38,15 @@ def doctor(*args: str) -> tuple[int, str]:
 
 # -- at most 256 bytes on one line -------------------------------------------------------------
 
-@pytest.mark.parametrize("message", [
-    "é" * 200,  # 400 bytes in 200 characters: a cut at 256 characters kept 400 bytes
-    "a" * 255 + "€" * 3,  # a cut at 256 bytes would split the euro sign
-    "🙂" * 100,
-])
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "é" * 200,  # 400 bytes in 200 characters: a cut at 256 characters kept 400 bytes
+        "a" * 255 + "€" * 3,  # a cut at 256 bytes would split the euro sign
+        "🙂" * 100,
+    ],
+)
 def test_the_message_is_cut_at_256_bytes_of_utf8_at_a_character_boundary(message):
     kept = PageFailure("provider", "provider_failed", message).message
     encoded = kept.encode("utf-8")
@@ -74,6 +79,7 @@ def test_the_stored_message_is_at_most_256_bytes(source_side, monkeypatch):
 
 # -- cancelled ----------------------------------------------------------------------------------
 
+
 def _task_deadline():
     from django_q.exceptions import TimeoutException
 
@@ -81,9 +87,12 @@ def _task_deadline():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("cancel", [_task_deadline, SystemExit, KeyboardInterrupt],
-                         ids=["task_deadline", "shutdown", "interrupt"])
-def test_a_page_call_cancelled_by_the_deadline_or_shutdown_records_cancelled(source_side, monkeypatch, cancel):
+@pytest.mark.parametrize(
+    "cancel", [_task_deadline, SystemExit, KeyboardInterrupt], ids=["task_deadline", "shutdown", "interrupt"]
+)
+def test_a_page_call_cancelled_by_the_deadline_or_shutdown_records_cancelled(
+    source_side, monkeypatch, cancel
+):
     """The cancellation still stops the call (it is re-raised), but the source shows why: class
     cancelled, code page_cancelled, the backoff, the lease free for the next worker."""
     state, source = source_side
@@ -103,8 +112,10 @@ def test_a_page_call_cancelled_by_the_deadline_or_shutdown_records_cancelled(sou
 
 
 @pytest.mark.django_db
-def test_a_cancelled_commit_keeps_nothing_of_the_page_and_records_cancelled(source_side, monkeypatch, settings):
-    from reconcile import scan as scan_module
+def test_a_cancelled_commit_keeps_nothing_of_the_page_and_records_cancelled(
+    source_side, monkeypatch, settings
+):
+    from reconcile.scan import commit as scan_commit  # where the page's commit looks page_check up
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
@@ -113,7 +124,7 @@ def test_a_cancelled_commit_keeps_nothing_of_the_page_and_records_cancelled(sour
     def check(run, page):
         raise SystemExit(0)
 
-    monkeypatch.setattr(scan_module, "page_check", check)
+    monkeypatch.setattr(scan_commit, "page_check", check)
     with pytest.raises(SystemExit):
         reconcile_page(source=source)
     scan = ScanState.objects.get(source=source)
@@ -128,6 +139,7 @@ def test_cancelled_is_a_class():
 
 # -- retry_after never past the interval ----------------------------------------------------------
 
+
 def test_a_provider_wait_lengthens_the_backoff_but_never_past_the_cap():
     assert backoff_delay(failures=1, cap=60, retry_after=3600) == 60
     assert backoff_delay(failures=1, cap=3600, retry_after=600) == 600
@@ -137,8 +149,9 @@ def test_a_provider_wait_lengthens_the_backoff_but_never_past_the_cap():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("interval, retry_after, waited", [(60, 3600, 60), (3600, 600, 600)])
-def test_a_throttled_page_waits_what_the_provider_asked_capped_by_the_interval(source_side, monkeypatch,
-                                                                               interval, retry_after, waited):
+def test_a_throttled_page_waits_what_the_provider_asked_capped_by_the_interval(
+    source_side, monkeypatch, interval, retry_after, waited
+):
     state, source = source_side
     scan_state_for(source)
     ScanState.objects.filter(source=source).update(interval_seconds=interval)
@@ -154,6 +167,7 @@ def test_a_throttled_page_waits_what_the_provider_asked_capped_by_the_interval(s
 
 # -- the code and Conduit's message, shown in doctor and on the source's page -------------------
 
+
 @pytest.mark.django_db
 def test_doctor_and_the_source_page_show_the_failures_code_and_message(source_side, admin_client):
     state, source = source_side
@@ -166,7 +180,10 @@ def test_doctor_and_the_source_page_show_the_failures_code_and_message(source_si
     code, out = doctor("--json", "--no-meta-check")
     row = json.loads(out)[0]
     assert (row["last_error_class"], row["last_error_code"], row["last_error_message"]) == (
-        "provider", "provider_overloaded", "the provider answered HTTP 503")
+        "provider",
+        "provider_overloaded",
+        "the provider answered HTTP 503",
+    )
     page = admin_client.get(f"/admin/ingress/source/{source.pk}/change/").content.decode()
     assert "provider/provider_overloaded: the provider answered HTTP 503" in page
     assert "raw-provider-detail" not in page

@@ -25,25 +25,31 @@ pytestmark = pytest.mark.django_db
 
 
 def moves(run) -> list[tuple]:
-    return list(ReconcileRunTransition.objects.filter(run=run).values_list("prior_state", "next_state", "refused"))
+    return list(
+        ReconcileRunTransition.objects.filter(run=run).values_list("prior_state", "next_state", "refused")
+    )
 
 
 def test_a_published_run_went_through_the_declared_table(source_side, scan):
-    """README: every state change goes through the one transition function, with history."""
+    """docs/concepts/ledgers.md#transitions: every state change goes through the one transition
+    function, with history."""
     state, source = source_side
     state.hold_events(item(1))
     outcome = scan(source)
     run = ReconcileRun.objects.get(pk=outcome.run_id)
     assert run.state == "PUBLISHED"
-    assert moves(run) == [(None, "SCANNING", False), ("SCANNING", "REPAIRING", False),
-                          ("REPAIRING", "PUBLISHED", False)]
+    assert moves(run) == [
+        (None, "SCANNING", False),
+        ("SCANNING", "REPAIRING", False),
+        ("REPAIRING", "PUBLISHED", False),
+    ]
     for prior, nxt, _ in moves(run):
         assert RUN_TABLE.allows(prior, nxt)
     assert not RUN_TABLE.allows("PUBLISHED", "SCANNING") and not RUN_TABLE.allows("REPAIRING", "DISCARDED")
 
 
 def test_a_crash_after_the_report_is_finished_by_the_next_page_call(source_side, deliver, scan, monkeypatch):
-    """Seed 004: "completion cannot publish half a diff". The report and findings committed,
+    """docs/concepts/reconciliation.md#generations: "completion cannot publish half a diff". The report and findings committed,
     the process died before its repairs: the run stays REPAIRING with its staging and the old
     checkpoint; the next page call makes no source call, applies each planned repair once,
     then publishes."""
@@ -113,7 +119,7 @@ def test_a_failed_action_repair_is_recorded_and_the_others_apply(source_side, de
 
 
 def test_a_window_never_moves_the_complete_checkpoint(source_side, scan):
-    """Seed 004: "Each source stores complete progress separately from active generation
+    """docs/concepts/reconciliation.md#generations: "Each source stores complete progress separately from active generation
     progress." A --since/--until window, even one ending earlier, leaves the checkpoint alone."""
     state, source = source_side
     state.hold_events(item(1), item(30))
@@ -133,7 +139,7 @@ def test_a_window_never_moves_the_complete_checkpoint(source_side, scan):
 
 
 def test_a_new_generation_receives_the_last_complete_checkpoint(source_side, scan, settings, monkeypatch):
-    """Seed 004: "A request for a new generation receives the last complete checkpoint. A resumed
+    """docs/concepts/reconciliation.md#generations: "A request for a new generation receives the last complete checkpoint. A resumed
     generation receives its durably staged page checkpoint" (its cursor)."""
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     state, source = source_side
@@ -156,7 +162,8 @@ def test_a_new_generation_receives_the_last_complete_checkpoint(source_side, sca
 
 
 def test_reconcile_now_during_the_first_page_call_keeps_the_source_due(source_side, monkeypatch):
-    """Seed 004: a request "committed after the generation's first page was claimed" keeps the
+    """docs/concepts/reconciliation.md#scheduling: a request "committed after the generation's first
+    page was claimed" keeps the
     source due. A request that arrives while the first page is being read is not answered by
     that page's data, though the page commits after it."""
     state, source = source_side

@@ -26,9 +26,16 @@ def candidate(source_side, deliver, scan):
 
 
 def decide(client: Client, finding: Finding, action: str, note: str):
-    return client.post("/admin/reconcile/retrycandidatequeue/", {
-        "action": action, "_selected_action": [finding.pk], "confirm": "yes", "note": note,
-    }, follow=True)
+    return client.post(
+        "/admin/reconcile/retrycandidatequeue/",
+        {
+            "action": action,
+            "_selected_action": [finding.pk],
+            "confirm": "yes",
+            "note": note,
+        },
+        follow=True,
+    )
 
 
 def test_report_page_and_export_show_counts_findings_and_decisions(admin_client, candidate):
@@ -36,8 +43,14 @@ def test_report_page_and_export_show_counts_findings_and_decisions(admin_client,
     report = finding.report
     page = admin_client.get(f"/admin/reconcile/reconcilereport/{report.pk}/change/").content.decode()
     assert f'href="/admin/reconcile/reconcilereport/{report.pk}/export/"' in page
-    for text in ("events_compared", "retry_candidates", "no receipt on the provider", "None yet.",
-                 "retry candidate queue", report.summary["contract_version"]):
+    for text in (
+        "events_compared",
+        "retry_candidates",
+        "no receipt on the provider",
+        "None yet.",
+        "retry candidate queue",
+        report.summary["contract_version"],
+    ):
         assert text in page
     listing = admin_client.get("/admin/reconcile/reconcilereport/").content.decode()
     assert f"reconciliation report {report.pk}" in listing
@@ -56,10 +69,16 @@ def test_report_page_and_export_show_counts_findings_and_decisions(admin_client,
     assert document["report"] == report.pk and document["counts"]["retry_candidates"] == 1
     (decision,) = document["decisions"]
     assert (decision["decision"], decision["decided_by"], decision["decision_reason"]) == (
-        "RETRY_AUTHORIZED", "admin", "thread checked: no reply there")
+        "RETRY_AUTHORIZED",
+        "admin",
+        "thread checked: no reply there",
+    )
     assert [f["kind"] for f in document["findings"]] == ["RETRY_CANDIDATE"]
     # Decided: gone from the queue.
-    assert finding.reply_key[:12] not in admin_client.get("/admin/reconcile/retrycandidatequeue/").content.decode()
+    assert (
+        finding.reply_key[:12]
+        not in admin_client.get("/admin/reconcile/retrycandidatequeue/").content.decode()
+    )
 
 
 def test_a_decision_needs_a_reason_and_closing_closes(admin_client, candidate):
@@ -103,8 +122,9 @@ def test_scan_state_page_and_reconcile_now(admin_client, source_side, scan):
     assert scan_state.requested_at is None
     page = admin_client.get("/admin/reconcile/scanstate/").content.decode()
     assert "sandbox" in page
-    admin_client.post("/admin/reconcile/scanstate/", {"action": "reconcile_now",
-                                                      "_selected_action": [scan_state.pk]})
+    admin_client.post(
+        "/admin/reconcile/scanstate/", {"action": "reconcile_now", "_selected_action": [scan_state.pk]}
+    )
     scan_state.refresh_from_db()
     assert scan_state.requested_by == "admin" and scan_state.next_due_at <= scan_state.requested_at
     assert admin_client.get(f"/admin/reconcile/scanstate/{scan_state.pk}/change/").status_code == 200

@@ -33,15 +33,19 @@ def test_reconcile_shows_progress_and_where_the_report_is(source_side, settings)
     report = ReconcileReport.objects.get()
     assert code == 0
     assert "page 1: 2 events staged" in out and "page 2: 4 events staged" in out
-    assert (f"report {report.pk}: /admin/reconcile/reconcilereport/{report.pk}/change/ "
-            f"(JSON: /admin/reconcile/reconcilereport/{report.pk}/export/)") in out
+    assert (
+        f"report {report.pk}: /admin/reconcile/reconcilereport/{report.pk}/change/ "
+        f"(JSON: /admin/reconcile/reconcilereport/{report.pk}/export/)"
+    ) in out
     assert report.summary["requested_by"] == "operator_test" and report.summary["trigger"] == "command"
 
 
 def test_reconcile_window(source_side):
     state, source = source_side
     state.hold_events(*[item(n) for n in range(1, 6)])  # minutes 1..5 after 14:00
-    code, _, _ = run("reconcile", "sandbox", "--since", "2026-01-15T14:02:00Z", "--until", "2026-01-15T14:04:00Z")
+    code, _, _ = run(
+        "reconcile", "sandbox", "--since", "2026-01-15T14:02:00Z", "--until", "2026-01-15T14:04:00Z"
+    )
     assert code == 0
     summary = ReconcileReport.objects.get().summary
     assert summary["counts"]["events_compared"] == 2
@@ -54,7 +58,9 @@ def test_reconcile_refuses_bad_input(source_side):
     with pytest.raises(CommandError, match="with an offset"):
         call_command("reconcile", "sandbox", "--since", "2026-01-15")
     with pytest.raises(CommandError, match="before --until"):
-        call_command("reconcile", "sandbox", "--since", "2026-01-16T00:00:00Z", "--until", "2026-01-15T00:00:00Z")
+        call_command(
+            "reconcile", "sandbox", "--since", "2026-01-16T00:00:00Z", "--until", "2026-01-15T00:00:00Z"
+        )
 
 
 def test_reconcile_failure_exits_non_zero_with_the_safe_code(source_side):
@@ -83,8 +89,8 @@ def test_doctor_is_quiet_when_healthy_and_exits_1_when_a_person_is_needed(source
     assert "sandbox (sandbox-social acct_test_01)" in out and "needs a person    no" in out
     ReplyAction.objects.filter(purpose="public_ack").update(delivery_state="SEND_STATUS_UNKNOWN")
     fail_next(state, "page_error")
-    from reconcile.models import ScanState
     from reconcile import clock
+    from reconcile.models import ScanState
 
     ScanState.objects.update(next_due_at=clock.now())
     run("reconcile", "sandbox")
@@ -96,7 +102,7 @@ def test_doctor_is_quiet_when_healthy_and_exits_1_when_a_person_is_needed(source
 
 
 def test_doctor_counts_stranded_sends_and_prints_the_checkpoint(source_side, deliver):
-    """README: doctor exits 1 when something needs a person, stranded sends included."""
+    """docs/replies.md#stranded: doctor exits 1 when something needs a person, stranded sends included."""
     from replies.contract import MAX_AUTOMATIC_ATTEMPTS
 
     state, source = source_side
@@ -112,7 +118,8 @@ def test_doctor_counts_stranded_sends_and_prints_the_checkpoint(source_side, del
     assert f"checkpoint        {checkpoint} (last complete scan " in out
     assert "stranded sends    0" in out
     ReplyAction.objects.filter(purpose="public_ack").update(
-        delivery_state="FAILED_BEFORE_SEND", attempt_count=MAX_AUTOMATIC_ATTEMPTS)
+        delivery_state="FAILED_BEFORE_SEND", attempt_count=MAX_AUTOMATIC_ATTEMPTS
+    )
     code, out, _ = run("doctor")
     assert code == 1
     assert "stranded sends    1" in out and "1 stranded send(s)" in out

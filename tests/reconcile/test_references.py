@@ -30,59 +30,102 @@ from replies.models import ReplyAction, ReplyTransition
 _serial = itertools.count()  # distinct names and keys for every row a test makes
 
 
-
 def _source():
     """A source of its own for each run (a source has one active scan at a time)."""
     n = next(_serial)
     source, _ = source_register(
-        name=f"references_test_{n}", adapter="sandbox-social", account_ref=f"acct_test_refs_{n}",
-        event_types=["comment.created"], purposes=["public_ack"], trigger_keywords=["CHECKLIST"],
-        secret_env="CONDUIT_SOURCE_TEST_SECRET")
+        name=f"references_test_{n}",
+        adapter="sandbox-social",
+        account_ref=f"acct_test_refs_{n}",
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env="CONDUIT_SOURCE_TEST_SECRET",
+    )
     return source
 
 
 def _run() -> int:
     """A bare run (no history, no scan state naming it): only the rows under test refer to it."""
     now = timezone.now()
-    return ReconcileRun.objects.create(source=_source(), trigger="command", requested_by="tester", until=now,
-                                       created_at=now).pk
+    return ReconcileRun.objects.create(
+        source=_source(), trigger="command", requested_by="tester", until=now, created_at=now
+    ).pk
 
 
 def _report() -> int:
     run = ReconcileRun.objects.get(pk=_run())
-    return ReconcileReport.objects.create(run=run, source=run.source, created_at=timezone.now(), summary={}).pk
+    return ReconcileReport.objects.create(
+        run=run, source=run.source, created_at=timezone.now(), summary={}
+    ).pk
 
 
 def _event() -> InboundEvent:
     source, now, n = _source(), timezone.now(), next(_serial)
     return InboundEvent.objects.create(
-        event_key=f"sandbox-social:acct_test_refs:comment.created:evt_test_ref_{n}", source=source,
-        source_system="sandbox-social", source_account_ref="acct_test_refs", source_event_id=f"evt_test_ref_{n}",
-        event_type="comment.created", conversation_ref="post_test_1", message_ref=f"msg_test_ref_{n}",
-        sender_ref="person_test_1", occurred_at=now, occurred_at_original=now.isoformat(), payload_hash="0" * 64,
-        contract_version="event-v1", canary=False, trigger_rule_version=1, trigger_match=True,
-        event_state="RECORD_READY", reconcile_status="UNRECONCILED", first_received_at=now, last_received_at=now,
-        seen_count=1, message_text="CHECKLIST")
+        event_key=f"sandbox-social:acct_test_refs:comment.created:evt_test_ref_{n}",
+        source=source,
+        source_system="sandbox-social",
+        source_account_ref="acct_test_refs",
+        source_event_id=f"evt_test_ref_{n}",
+        event_type="comment.created",
+        conversation_ref="post_test_1",
+        message_ref=f"msg_test_ref_{n}",
+        sender_ref="person_test_1",
+        occurred_at=now,
+        occurred_at_original=now.isoformat(),
+        payload_hash="0" * 64,
+        contract_version="event-v1",
+        canary=False,
+        trigger_rule_version=1,
+        trigger_match=True,
+        event_state="RECORD_READY",
+        reconcile_status="UNRECONCILED",
+        first_received_at=now,
+        last_received_at=now,
+        seen_count=1,
+        message_text="CHECKLIST",
+    )
 
 
 def _action() -> int:
     event = _event()
-    return ReplyAction.objects.create(reply_key=f"{next(_serial):064x}", event_id=event.event_key, purpose="public_ack",
-                                      approval_state="APPROVED", delivery_state="SENT",
-                                      created_at=timezone.now()).pk
+    return ReplyAction.objects.create(
+        reply_key=f"{next(_serial):064x}",
+        event_id=event.event_key,
+        purpose="public_ack",
+        approval_state="APPROVED",
+        delivery_state="SENT",
+        created_at=timezone.now(),
+    ).pk
 
 
 def _staged_event(run_id: int) -> None:
     StagedEvent.objects.create(
-        run_id=run_id, event_key=f"sandbox-social:acct_test_refs:comment.created:evt_test_{next(_serial)}", payload_hash="0" * 64,
-        source_event_id="evt_test_9", event_type="comment.created", conversation_ref="post_test_1",
-        message_ref="msg_test_9", sender_ref="person_test_1", occurred_at=timezone.now(),
-        occurred_at_original="2026-01-01T00:00:00Z", text="CHECKLIST")
+        run_id=run_id,
+        event_key=f"sandbox-social:acct_test_refs:comment.created:evt_test_{next(_serial)}",
+        payload_hash="0" * 64,
+        source_event_id="evt_test_9",
+        event_type="comment.created",
+        conversation_ref="post_test_1",
+        message_ref="msg_test_9",
+        sender_ref="person_test_1",
+        occurred_at=timezone.now(),
+        occurred_at_original="2026-01-01T00:00:00Z",
+        text="CHECKLIST",
+    )
 
 
 def _history(event_id: int) -> None:
-    EventTransition.objects.create(event_id=event_id, ledger="event_reconcile", prior_state="UNRECONCILED",
-                                   next_state="MATCHED", at=timezone.now(), actor="tester", reason_code="x")
+    EventTransition.objects.create(
+        event_id=event_id,
+        ledger="event_reconcile",
+        prior_state="UNRECONCILED",
+        next_state="MATCHED",
+        at=timezone.now(),
+        actor="tester",
+        reason_code="x",
+    )
 
 
 @dataclass(frozen=True)
@@ -97,24 +140,54 @@ class Case:
 
 
 CASES = [
-    Case(Reference("reconcile_stagedevent", "run_id", "reconcile_reconcilerun"), _run, _staged_event,
-         StagedEvent),
-    Case(Reference("reconcile_stagedreceipt", "run_id", "reconcile_reconcilerun"), _run,
-         lambda run_id: StagedReceipt.objects.create(run_id=run_id, reply_key=f"{next(_serial):064x}", provider_reply_id="m",
-                                                     event_key="k"),
-         StagedReceipt),
-    Case(Reference("reconcile_finding", "report_id", "reconcile_reconcilereport"), _report,
-         lambda report_id: Finding.objects.create(report_id=report_id, kind="MISSING_LOCAL"), Finding),
-    Case(Reference("reconcile_finding", "action_id", "reply_actions"), _action,
-         lambda action_id: Finding.objects.create(report_id=_report(), kind="RECEIPT_MISSING", action_id=action_id),
-         Finding),
-    Case(Reference("inbound_event_transitions", "event_id", "inbound_events"), lambda: _event().pk, _history,
-         EventTransition),
-    Case(Reference("reply_action_transitions", "action_id", "reply_actions"), _action,
-         lambda action_id: ReplyTransition.objects.create(
-             action_id=action_id, ledger="reply", prior_state="SENDING", next_state="SENT", at=timezone.now(),
-             actor="tester", reason_code="x"),
-         ReplyTransition),
+    Case(
+        Reference("reconcile_stagedevent", "run_id", "reconcile_reconcilerun"),
+        _run,
+        _staged_event,
+        StagedEvent,
+    ),
+    Case(
+        Reference("reconcile_stagedreceipt", "run_id", "reconcile_reconcilerun"),
+        _run,
+        lambda run_id: StagedReceipt.objects.create(
+            run_id=run_id, reply_key=f"{next(_serial):064x}", provider_reply_id="m", event_key="k"
+        ),
+        StagedReceipt,
+    ),
+    Case(
+        Reference("reconcile_finding", "report_id", "reconcile_reconcilereport"),
+        _report,
+        lambda report_id: Finding.objects.create(report_id=report_id, kind="MISSING_LOCAL"),
+        Finding,
+    ),
+    Case(
+        Reference("reconcile_finding", "action_id", "reply_actions"),
+        _action,
+        lambda action_id: Finding.objects.create(
+            report_id=_report(), kind="RECEIPT_MISSING", action_id=action_id
+        ),
+        Finding,
+    ),
+    Case(
+        Reference("inbound_event_transitions", "event_id", "inbound_events"),
+        lambda: _event().pk,
+        _history,
+        EventTransition,
+    ),
+    Case(
+        Reference("reply_action_transitions", "action_id", "reply_actions"),
+        _action,
+        lambda action_id: ReplyTransition.objects.create(
+            action_id=action_id,
+            ledger="reply",
+            prior_state="SENDING",
+            next_state="SENT",
+            at=timezone.now(),
+            actor="tester",
+            reason_code="x",
+        ),
+        ReplyTransition,
+    ),
 ]
 
 
@@ -142,14 +215,19 @@ pytestmark = pytest.mark.django_db
 def test_the_reference_is_held_by_its_triggers_and_no_key(case):
     r = case.reference
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "
-                       "AND a.attnum = ANY(c.conkey) WHERE c.contype = 'f' AND c.conrelid = %s::regclass "
-                       "AND a.attname = %s", [r.table, r.column])
+        cursor.execute(
+            "SELECT count(*) FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "
+            "AND a.attnum = ANY(c.conkey) WHERE c.contype = 'f' AND c.conrelid = %s::regclass "
+            "AND a.attname = %s",
+            [r.table, r.column],
+        )
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE %s",
-                       [r.name + "%"])
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE %s", [r.name + "%"]
+        )
         assert sorted(row[0] for row in cursor.fetchall()) == sorted(
-            f"{r.name}_{suffix}" for suffix in ("insert", "update", "kept", "kept_truncate"))
+            f"{r.name}_{suffix}" for suffix in ("insert", "update", "kept", "kept_truncate")
+        )
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -177,9 +255,11 @@ def test_a_referred_row_is_neither_deleted_nor_renumbered(case):
     key = case.target()
     case.refer(key)
     with connection.cursor() as cursor:
-        for sql in (f"DELETE FROM {r.target} WHERE {r.target_column} = %s",
-                    f"UPDATE {r.target} SET {r.target_column} = {r.target_column} + 1000000 "
-                    f"WHERE {r.target_column} = %s"):
+        for sql in (
+            f"DELETE FROM {r.target} WHERE {r.target_column} = %s",
+            f"UPDATE {r.target} SET {r.target_column} = {r.target_column} + 1000000 "
+            f"WHERE {r.target_column} = %s",
+        ):
             with pytest.raises(IntegrityError, match="still referred to"), transaction.atomic():
                 cursor.execute(sql, [key])
         # Once nothing refers to it, it goes.
@@ -207,7 +287,8 @@ def test_a_copied_page_referring_to_no_run_is_refused_whole():
     """The COPY a scan stages a page by: one row of a missing run refuses the statement."""
     run = _run()
     rows = [(run, f"{n:064x}", f"msg_test_{n}", f"key_{n}") for n in range(3)] + [
-        (run + 1_000_000, "f" * 64, "msg_test_x", "key_x")]
+        (run + 1_000_000, "f" * 64, "msg_test_x", "key_x")
+    ]
     with pytest.raises(IntegrityError, match="no such"), transaction.atomic():
         rows_copy(StagedReceipt, STAGED_RECEIPT_COLUMNS, rows)
     assert not StagedReceipt.objects.exists()
@@ -230,6 +311,7 @@ def test_django_deletes_still_cascade_and_set_null():
 
 # -- with another transaction at the same time: the check locks the target as a key's check would --
 
+
 def _background(work: Callable[[], None], outcome: dict) -> threading.Thread:
     def run():
         try:
@@ -239,6 +321,7 @@ def _background(work: Callable[[], None], outcome: dict) -> threading.Thread:
             outcome["result"] = f"refused: {exc}"
         finally:
             connections["default"].close()
+
     thread = threading.Thread(target=run)
     thread.start()
     return thread
@@ -273,8 +356,10 @@ def test_a_run_deleted_while_its_page_is_staged_waits_then_is_refused(triggers):
             thread = _background(lambda: _delete_run(run), outcome)
             waited = _still_waiting(thread)
         thread.join(10)
-        orphaned = StagedEvent.objects.filter(run_id=run).exists() and not ReconcileRun.objects.filter(
-            pk=run).exists()
+        orphaned = (
+            StagedEvent.objects.filter(run_id=run).exists()
+            and not ReconcileRun.objects.filter(pk=run).exists()
+        )
         if triggers == "kept":
             assert waited and "still referred to" in outcome["result"] and not orphaned
         else:

@@ -25,8 +25,11 @@ def _receipts(cursor, *run_ids) -> None:
     """One statement staging one receipt per run named (raw SQL: the statement is the unit)."""
     values = ", ".join(["(%s, %s, 'm', 'k')"] * len(run_ids))
     params = [p for run_id in run_ids for p in (run_id, _key())]
-    cursor.execute(f"INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
-                   f"VALUES {values}", params)
+    cursor.execute(
+        f"INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
+        f"VALUES {values}",
+        params,
+    )
 
 
 def _raw_run(cursor, source_id: int) -> int:
@@ -35,24 +38,32 @@ def _raw_run(cursor, source_id: int) -> int:
         "INSERT INTO reconcile_reconcilerun (source_id, state, trigger, requested_by, complete_scan, scan_id, "
         "cursor, cursors_seen, staged_bytes, pages, page_calls, staged_events, staged_receipts, rejections, "
         "rejection_count, created_at, discard_reason) VALUES (%s, 'DISCARDED', 'command', 'tester', true, '', "
-        "'', '[]', 0, 0, 0, 0, 0, '[]', 0, now(), '') RETURNING id", [source_id])
+        "'', '[]', 0, 0, 0, 0, 0, '[]', 0, now(), '') RETURNING id",
+        [source_id],
+    )
     return cursor.fetchone()[0]
 
 
 def _orphans(cursor) -> int:
-    cursor.execute("SELECT count(*) FROM reconcile_stagedreceipt s WHERE NOT EXISTS "
-                   "(SELECT 1 FROM reconcile_reconcilerun r WHERE r.id = s.run_id)")
+    cursor.execute(
+        "SELECT count(*) FROM reconcile_stagedreceipt s WHERE NOT EXISTS "
+        "(SELECT 1 FROM reconcile_reconcilerun r WHERE r.id = s.run_id)"
+    )
     return cursor.fetchone()[0]
 
 
 # -- one statement at a time, in the test's transaction -----------------------------------------
 
+
 def test_insert_select_mixing_good_and_missing_targets_is_refused_whole():
     run = _run()
     with connection.cursor() as cursor, pytest.raises(IntegrityError, match="no such"), transaction.atomic():
-        cursor.execute("INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
-                       "SELECT r, md5(r::text || g::text), 'm', 'k' FROM (VALUES (%s), (%s)) v(r), "
-                       "generate_series(1, 3) g", [run, run + 1_000_000])
+        cursor.execute(
+            "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
+            "SELECT r, md5(r::text || g::text), 'm', 'k' FROM (VALUES (%s), (%s)) v(r), "
+            "generate_series(1, 3) g",
+            [run, run + 1_000_000],
+        )
     assert not StagedReceipt.objects.exists()
 
 
@@ -60,8 +71,10 @@ def test_on_conflict_do_update_moving_a_row_to_a_missing_target_is_refused():
     run, other = _run(), _run()
     key = _key()
     with connection.cursor() as cursor:
-        _sql = ("INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
-                "VALUES (%s, %s, 'm', 'k') ON CONFLICT (run_id, reply_key) DO UPDATE SET run_id = %s")
+        _sql = (
+            "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
+            "VALUES (%s, %s, 'm', 'k') ON CONFLICT (run_id, reply_key) DO UPDATE SET run_id = %s"
+        )
         cursor.execute(_sql, [run, key, run])
         with pytest.raises(IntegrityError, match="no such"), transaction.atomic():
             cursor.execute(_sql, [run, key, other + 1_000_000])
@@ -78,26 +91,35 @@ def test_merge_writing_a_missing_target_is_refused(action):
         if action == "update":
             _receipts(cursor, run)
             cursor.execute("UPDATE reconcile_stagedreceipt SET reply_key = %s", [key])
-        merge = ("MERGE INTO reconcile_stagedreceipt s USING (VALUES (%s::bigint, %s)) v(run_id, reply_key) "
-                 "ON s.reply_key = v.reply_key "
-                 "WHEN MATCHED THEN UPDATE SET run_id = v.run_id "
-                 "WHEN NOT MATCHED THEN INSERT (run_id, reply_key, provider_reply_id, event_key) "
-                 "VALUES (v.run_id, v.reply_key, 'm', 'k')")
+        merge = (
+            "MERGE INTO reconcile_stagedreceipt s USING (VALUES (%s::bigint, %s)) v(run_id, reply_key) "
+            "ON s.reply_key = v.reply_key "
+            "WHEN MATCHED THEN UPDATE SET run_id = v.run_id "
+            "WHEN NOT MATCHED THEN INSERT (run_id, reply_key, provider_reply_id, event_key) "
+            "VALUES (v.run_id, v.reply_key, 'm', 'k')"
+        )
         with pytest.raises(IntegrityError, match="no such"), transaction.atomic():
             cursor.execute(merge, [run + 1_000_000, key if action == "update" else _key()])
-    assert list(StagedReceipt.objects.values_list("run_id", flat=True)) == ([run] if action == "update" else [])
+    assert list(StagedReceipt.objects.values_list("run_id", flat=True)) == (
+        [run] if action == "update" else []
+    )
 
 
 def test_a_null_action_refers_to_nothing_and_does_not_hide_a_missing_one():
     report, action = _report(), _action()
     with connection.cursor() as cursor:
-        cursor.execute("INSERT INTO reconcile_finding (report_id, kind, event_key, reply_key, action_id, repair, "
-                       "repair_outcome, repair_code, action_state, detail, decision, decided_by, decision_reason, "
-                       "decision_result) SELECT %s, 'RECEIPT_MISSING', '', '', a, 'NONE', '', '', '', '', '', '', "
-                       "'', '' FROM (VALUES (NULL::bigint), (%s)) v(a)", [report, action])
+        cursor.execute(
+            "INSERT INTO reconcile_finding (report_id, kind, event_key, reply_key, action_id, repair, "
+            "repair_outcome, repair_code, action_state, detail, decision, decided_by, decision_reason, "
+            "decision_result) SELECT %s, 'RECEIPT_MISSING', '', '', a, 'NONE', '', '', '', '', '', '', "
+            "'', '' FROM (VALUES (NULL::bigint), (%s)) v(a)",
+            [report, action],
+        )
         with pytest.raises(IntegrityError, match="no such"), transaction.atomic():
-            cursor.execute("UPDATE reconcile_finding SET action_id = CASE WHEN action_id IS NULL THEN NULL "
-                           "ELSE %s END", [action + 1_000_000])
+            cursor.execute(
+                "UPDATE reconcile_finding SET action_id = CASE WHEN action_id IS NULL THEN NULL ELSE %s END",
+                [action + 1_000_000],
+            )
         cursor.execute("UPDATE reconcile_finding SET action_id = NULL")
     assert list(Finding.objects.values_list("action_id", flat=True)) == [None, None]
 
@@ -122,13 +144,19 @@ def test_a_target_deleted_by_the_statement_that_refers_to_it_is_refused():
     run = _run()
     with connection.cursor() as cursor:
         with pytest.raises(IntegrityError), transaction.atomic():
-            cursor.execute("WITH d AS (DELETE FROM reconcile_reconcilerun WHERE id = %s RETURNING id) "
-                           "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
-                           "SELECT id, %s, 'm', 'k' FROM d", [run, _key()])
+            cursor.execute(
+                "WITH d AS (DELETE FROM reconcile_reconcilerun WHERE id = %s RETURNING id) "
+                "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
+                "SELECT id, %s, 'm', 'k' FROM d",
+                [run, _key()],
+            )
         with pytest.raises(IntegrityError), transaction.atomic():
-            cursor.execute("WITH d AS (DELETE FROM reconcile_reconcilerun WHERE id = %s) "
-                           "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
-                           "VALUES (%s, %s, 'm', 'k')", [run, run, _key()])
+            cursor.execute(
+                "WITH d AS (DELETE FROM reconcile_reconcilerun WHERE id = %s) "
+                "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, event_key) "
+                "VALUES (%s, %s, 'm', 'k')",
+                [run, run, _key()],
+            )
         assert _orphans(cursor) == 0
 
 
@@ -143,8 +171,10 @@ def test_truncating_a_referred_table_is_refused_or_takes_its_referring_rows(case
             with transaction.atomic():
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # Django's deferred keys: no pending events
                 cursor.execute(f"TRUNCATE {r.target} CASCADE")
-                cursor.execute(f"SELECT count(*) FROM {r.table} t WHERE t.{r.column} IS NOT NULL AND NOT EXISTS "
-                               f"(SELECT 1 FROM {r.target} p WHERE p.{r.target_column} = t.{r.column})")
+                cursor.execute(
+                    f"SELECT count(*) FROM {r.table} t WHERE t.{r.column} IS NOT NULL AND NOT EXISTS "
+                    f"(SELECT 1 FROM {r.target} p WHERE p.{r.target_column} = t.{r.column})"
+                )
                 orphans = cursor.fetchone()[0]
                 raise RuntimeError("roll the truncate back")
         except IntegrityError:
@@ -155,6 +185,7 @@ def test_truncating_a_referred_table_is_refused_or_takes_its_referring_rows(case
 
 
 # -- with other transactions at the same time (each its own connection) -------------------------
+
 
 def _connect(**kwargs) -> psycopg.Connection:
     s = connection.settings_dict
@@ -172,6 +203,7 @@ def _in_thread(work) -> tuple[threading.Thread, dict]:
             outcome["result"] = work()
         except Exception as exc:  # noqa: BLE001 - the probe reports what the statement did
             outcome["error"] = exc
+
     thread = threading.Thread(target=run)
     thread.start()
     return thread, outcome
@@ -206,7 +238,9 @@ def test_a_target_committed_while_the_check_waits_is_locked_too():
         else:
             deleter.execute("SET lock_timeout = '1s'")
             try:
-                deleted = deleter.execute("DELETE FROM reconcile_reconcilerun WHERE id = %s", [y]).rowcount == 1
+                deleted = (
+                    deleter.execute("DELETE FROM reconcile_reconcilerun WHERE id = %s", [y]).rowcount == 1
+                )
             except (psycopg.errors.LockNotAvailable, psycopg.errors.ForeignKeyViolation):
                 pass  # a key's lock makes the delete wait, then it is refused
         stager.commit()
@@ -249,8 +283,8 @@ def test_a_target_another_transaction_wrote_is_locked_whatever_ran_first(first):
     probe = {
         "zero_row_update": "UPDATE reconcile_stagedreceipt SET event_key = event_key WHERE false",
         "zero_row_insert_select": "INSERT INTO reconcile_stagedreceipt (run_id, reply_key, provider_reply_id, "
-                                  "event_key) SELECT run_id, reply_key, 'm', 'k' FROM reconcile_stagedreceipt "
-                                  "WHERE false",
+        "event_key) SELECT run_id, reply_key, 'm', 'k' FROM reconcile_stagedreceipt "
+        "WHERE false",
         "age_read": "SELECT max(age(xmin)) FROM reconcile_reconcilerun",
     }[first]
     x = _run()
@@ -263,8 +297,11 @@ def test_a_target_another_transaction_wrote_is_locked_whatever_ran_first(first):
             y = _raw_run(other.cursor(), source_id)  # takes the next transaction id, committed
         _receipts(stager.cursor(), y)
         with stager.cursor() as c:
-            c.execute("SELECT age(xmin), xmin::text, pg_current_xact_id()::text FROM reconcile_reconcilerun "
-                      "WHERE id = %s", [y])
+            c.execute(
+                "SELECT age(xmin), xmin::text, pg_current_xact_id()::text FROM reconcile_reconcilerun "
+                "WHERE id = %s",
+                [y],
+            )
             seen = c.fetchone()
         deleter.execute("SET lock_timeout = '1s'")
         try:

@@ -51,8 +51,13 @@ print(" / ".join(outcomes))
 
 def _outcomes(tmp_path, mode: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "lite.sqlite3"), str(ROOT), mode],
-                            env=env, capture_output=True, timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "lite.sqlite3"), str(ROOT), mode],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     return result.stdout.decode().strip().splitlines()[-1]
 

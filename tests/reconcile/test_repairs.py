@@ -1,4 +1,4 @@
-"""Seed 000's repair table, one test per rule, plus report-before-repair and paging."""
+"""The repair table (docs/concepts/reconciliation.md#repairs), one test per rule, plus report-before-repair and paging."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from ingress.models import Delivery, InboundEvent
-from reconcile.models import Finding, ReconcileReport, ReconcileRun, ScanState, StagedEvent
+from reconcile.models import Finding, ReconcileReport, ReconcileRun, StagedEvent
 from replies.contract import reply_key
 from replies.models import ReplyAction, ReplyTransition
 from tests.reconcile.conftest import approved_and_sent, body, held_and_delivered, item
@@ -44,7 +44,10 @@ def test_missing_source_event_is_replayed_through_ingest_with_replies_held(sourc
     assert set(recovered.transitions.values_list("actor", flat=True)) == {"system:reconcile"}
     finding = report.findings.get(kind="MISSING_LOCAL")
     assert (finding.event_key, finding.repair, finding.repair_outcome) == (
-        recovered.event_key, "replayed_through_ingest", "applied")
+        recovered.event_key,
+        "replayed_through_ingest",
+        "applied",
+    )
 
 
 def test_event_on_both_sides_updates_evidence_only(source_side, deliver, scan):
@@ -82,8 +85,9 @@ def test_receipt_for_unknown_send_is_attached_and_marked_sent(source_side, deliv
     action.refresh_from_db()
     assert action.delivery_state == "SENT"
     assert action.provider_reply_id == state.receipts[action.reply_key]
-    assert ReplyTransition.objects.filter(action=action, next_state="SENT",
-                                          reason_code="receipt_found_at_reconcile").exists()
+    assert ReplyTransition.objects.filter(
+        action=action, next_state="SENT", reason_code="receipt_found_at_reconcile"
+    ).exists()
     report = ReconcileReport.objects.get(pk=outcome.report_id)
     assert report.summary["counts"]["receipts_attached"] == 1
     assert report.summary["counts"]["replies_confirmed"] == 1
@@ -132,7 +136,7 @@ def test_no_receipt_makes_a_retry_candidate_and_nothing_more(source_side, delive
 
 
 def test_report_is_written_before_any_repair(source_side, deliver, scan, monkeypatch):
-    """Seed 000: "Write a report before applying any repair." A repair that fails leaves the
+    """docs/concepts/reconciliation.md#steps: "Write a report before applying any repair." A repair that fails leaves the
     report and its findings committed, the failed finding says `failed` with a code, and the
     other repairs still apply."""
     from ingress import services as ingress_services
@@ -187,17 +191,23 @@ def test_a_second_run_changes_nothing(source_side, deliver, scan):
     state.hold_events(item(1), item(2))
     deliver(body(item(1)))
     scan(source)
-    snapshot = (InboundEvent.objects.count(), ReplyAction.objects.count(),
-                sorted(ReplyAction.objects.values_list("reply_key", flat=True)))
+    snapshot = (
+        InboundEvent.objects.count(),
+        ReplyAction.objects.count(),
+        sorted(ReplyAction.objects.values_list("reply_key", flat=True)),
+    )
     outcome = scan(source)
-    assert (InboundEvent.objects.count(), ReplyAction.objects.count(),
-            sorted(ReplyAction.objects.values_list("reply_key", flat=True))) == snapshot
+    assert (
+        InboundEvent.objects.count(),
+        ReplyAction.objects.count(),
+        sorted(ReplyAction.objects.values_list("reply_key", flat=True)),
+    ) == snapshot
     counts = ReconcileReport.objects.get(pk=outcome.report_id).summary["counts"]
     assert counts["missing_recovered"] == 0 and counts["events_matched"] == 2
 
 
 def test_reconcile_status_moves_through_its_declared_table_with_history(source_side, deliver, scan):
-    """Issue 11 item 10: reconcile_status no longer bypasses the transition function."""
+    """reconcile_status never bypasses the transition function (docs/concepts/ledgers.md#transitions)."""
     from conduit.statemachine import TransitionTable
     from ingress.contract import RECONCILE_TABLE
     from ingress.models import EventTransition
@@ -207,10 +217,15 @@ def test_reconcile_status_moves_through_its_declared_table_with_history(source_s
     assert deliver(body(item(1))).status_code == 200
     assert deliver(body(item(2))).status_code == 200  # the source never shows it
     assert scan(source).state == "published"
-    moves = set(EventTransition.objects.filter(ledger="event_reconcile", refused=False).values_list(
-        "event__source_event_id", "prior_state", "next_state"))
-    assert moves == {("evt_test_000001", "UNRECONCILED", "MATCHED"),
-                     ("evt_test_000002", "UNRECONCILED", "SOURCE_UNVERIFIED")}
+    moves = set(
+        EventTransition.objects.filter(ledger="event_reconcile", refused=False).values_list(
+            "event__source_event_id", "prior_state", "next_state"
+        )
+    )
+    assert moves == {
+        ("evt_test_000001", "UNRECONCILED", "MATCHED"),
+        ("evt_test_000002", "UNRECONCILED", "SOURCE_UNVERIFIED"),
+    }
     assert scan(source).state == "published"  # nothing changes: no new history
     assert EventTransition.objects.filter(ledger="event_reconcile").count() == 2
     # The source shows event 2 now: SOURCE_UNVERIFIED -> MATCHED is declared.
@@ -226,23 +241,32 @@ def test_an_undeclared_reconcile_status_move_is_refused_and_recorded(sandbox_sou
     """Positive control for the table: with MATCHED -> SOURCE_UNVERIFIED undeclared, the move is
     refused, the event keeps its status and the refusal is in its history."""
     from conduit.statemachine import TransitionTable
-    from ingress import services
     from ingress.models import EventTransition, InboundEvent
+    from ingress.services import events as services
 
     deliver(body(item(1)))
     InboundEvent.objects.update(reconcile_status="MATCHED")
     narrowed = TransitionTable.declare("event_reconcile", [("UNRECONCILED", "MATCHED")])
     monkeypatch.setattr(services, "RECONCILE_TABLE", narrowed)
-    moved = services.events_reconcile_mark(events=InboundEvent.objects.all(), to="SOURCE_UNVERIFIED",
-                                           actor="tester", reason_code="test", at=timezone.now())
+    moved = services.events_reconcile_mark(
+        events=InboundEvent.objects.all(),
+        to="SOURCE_UNVERIFIED",
+        actor="tester",
+        reason_code="test",
+        at=timezone.now(),
+    )
     assert moved == 0
     assert InboundEvent.objects.get().reconcile_status == "MATCHED"
     refusal = EventTransition.objects.get(ledger="event_reconcile")
-    assert (refusal.prior_state, refusal.next_state, refusal.refused) == ("MATCHED", "SOURCE_UNVERIFIED", True)
+    assert (refusal.prior_state, refusal.next_state, refusal.refused) == (
+        "MATCHED",
+        "SOURCE_UNVERIFIED",
+        True,
+    )
 
 
 def test_a_receipt_under_a_key_never_planned_is_reported_and_the_scan_publishes(source_side, deliver, scan):
-    """README, Repairs: "a receipt for an action in another state, or under a key Conduit never
+    """docs/concepts/reconciliation.md#repairs: "a receipt for an action in another state, or under a key Conduit never
     planned | none | UNEXPECTED_RECEIPT, UNKNOWN_RECEIPT". End to end: the provider shows a reply
     under a foreign key on a held event, and the scan still publishes its report."""
     state, source = source_side

@@ -1,7 +1,8 @@
-"""Issue 32 item 6: the report counts the missing events it recovered, not those it found.
+"""The report counts the missing events it recovered, not those it found.
 
-Seed 000: "The reconciliation report records the source cursor, contract version, events
-compared, missing records recovered, ..." and "Write a report before applying any repair".
+docs/concepts/reconciliation.md#reports: "The reconciliation report records the source cursor,
+contract version, events compared, missing records recovered, ..."; docs/concepts/reconciliation.md#steps:
+"Write a report before applying any repair".
 The report is written before the replay, so what the comparison found (`missing_found`) and what
 the replay did (`missing_recovered`, `missing_replay_refused`, `missing_replay_failed`) are
 counted apart: the first with the report, the rest when the repairs have run.
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.django_db
 def _conflict_arrives_before_the_replay(monkeypatch, deliver, n: int) -> None:
     """Between the report and its repairs, a webhook delivers event `n` with another text: the
     replay of the event as the source showed it meets an identity conflict, and ingest refuses
-    its batch (seed 004: "Any invalid member rolls back the entire batch")."""
+    its batch (docs/concepts/event-contract.md#batches: "Any invalid member rolls back the entire
+    batch")."""
     real = repairs.missing_replay
 
     def replay_after_a_webhook(*args, **kwargs):
@@ -38,8 +40,8 @@ def _conflict_arrives_before_the_replay(monkeypatch, deliver, n: int) -> None:
 
 
 def test_a_refused_replay_is_not_counted_as_recovered(source_side, deliver, scan, monkeypatch):
-    """Two events missed by the webhook; the replay of one is refused. Seed 000's "missing records
-    recovered" is the one replay ingest accepted; the refused one is counted apart, with its code."""
+    """Two events missed by the webhook; the replay of one is refused. The "missing records
+    recovered" of docs/concepts/reconciliation.md#missing-counts is the one replay ingest accepted; the refused one is counted apart, with its code."""
     state, source = source_side
     state.hold_events(item(1), item(2), item(3))
     assert deliver(body(item(1))).status_code == 200  # items 2 and 3: no webhook came
@@ -50,8 +52,12 @@ def test_a_refused_replay_is_not_counted_as_recovered(source_side, deliver, scan
     report = ReconcileReport.objects.get(pk=outcome.report_id)
     counts = report.summary["counts"]
     assert sorted(counts) == sorted(REPORT_COUNTS)
-    assert (counts["missing_found"], counts["missing_recovered"], counts["missing_replay_refused"],
-            counts["missing_replay_failed"]) == (2, 1, 1, 0)
+    assert (
+        counts["missing_found"],
+        counts["missing_recovered"],
+        counts["missing_replay_refused"],
+        counts["missing_replay_failed"],
+    ) == (2, 1, 1, 0)
     assert report.summary["missing_replay_codes"] == {"replay_refused": 1}
     outcomes = dict(report.findings.filter(kind="MISSING_LOCAL").values_list("event_key", "repair_outcome"))
     assert sorted(outcomes.values()) == ["applied", "refused"]
@@ -77,13 +83,20 @@ def test_the_report_written_before_the_repairs_does_not_claim_them(source_side, 
     report = ReconcileReport.objects.get(run=ReconcileRun.objects.get())
     counts = report.summary["counts"]
     assert counts["missing_found"] == 1
-    assert (counts["missing_recovered"], counts["missing_replay_refused"], counts["missing_replay_failed"]) == (
-        None, None, None)
+    assert (
+        counts["missing_recovered"],
+        counts["missing_replay_refused"],
+        counts["missing_replay_failed"],
+    ) == (None, None, None)
     monkeypatch.setattr(repairs, "missing_replay", real)
     assert reconcile_page(source=source).state == "published"  # the next page call finishes the run
     report.refresh_from_db()
     counts = report.summary["counts"]
-    assert (counts["missing_found"], counts["missing_recovered"], counts["missing_replay_refused"]) == (1, 1, 0)
+    assert (counts["missing_found"], counts["missing_recovered"], counts["missing_replay_refused"]) == (
+        1,
+        1,
+        0,
+    )
     assert report.summary["missing_replay_codes"] == {}
 
 
@@ -98,14 +111,19 @@ def test_a_failed_replay_is_counted_as_failed_with_its_code(source_side, deliver
     outcome = scan(source)
     report = ReconcileReport.objects.get(pk=outcome.report_id)
     counts = report.summary["counts"]
-    assert (counts["missing_found"], counts["missing_recovered"], counts["missing_replay_refused"],
-            counts["missing_replay_failed"]) == (2, 0, 0, 2)
+    assert (
+        counts["missing_found"],
+        counts["missing_recovered"],
+        counts["missing_replay_refused"],
+        counts["missing_replay_failed"],
+    ) == (2, 0, 0, 2)
     assert report.summary["missing_replay_codes"] == {"database_error": 2}
     assert not InboundEvent.objects.exists()
 
 
-def test_the_report_page_and_export_show_refused_replays_apart(admin_client, source_side, deliver, scan,
-                                                              monkeypatch):
+def test_the_report_page_and_export_show_refused_replays_apart(
+    admin_client, source_side, deliver, scan, monkeypatch
+):
     state, source = source_side
     state.hold_events(item(1), item(2))
     monkeypatch.setattr(repairs, "REPLAY_BATCH", 1)

@@ -1,4 +1,4 @@
-"""Each rule once (issue 12 item 6): the staged event's field list, the scan-until-done loop,
+"""Each rule once: the staged event's field list, the scan-until-done loop,
 ISO formatting, and the canary's signing secret kept out of the process environment."""
 
 from __future__ import annotations
@@ -24,17 +24,22 @@ from tests.reconcile.conftest import body, item
 
 # -- the event field list -----------------------------------------------------------
 
+
 def _observations(source):
-    parsed = get_adapter(source.adapter).parse(body=body(item(1), item(2, text="no trigger here")),
-                                               config=source_config(source))
+    parsed = get_adapter(source.adapter).parse(
+        body=body(item(1), item(2, text="no trigger here")), config=source_config(source)
+    )
     assert len(parsed.observations) == 2 and not parsed.rejections
     return parsed.observations
 
 
 def _stage(source, observations) -> ReconcileRun:
-    run = ReconcileRun.objects.create(source=source, trigger="command", requested_by="tester",
-                                      created_at=dj_timezone.now())
-    insert_rows(StagedEvent, staging.STAGED_EVENT_COLUMNS, [staging.staged_row(run.pk, o) for o in observations])
+    run = ReconcileRun.objects.create(
+        source=source, trigger="command", requested_by="tester", created_at=dj_timezone.now()
+    )
+    insert_rows(
+        StagedEvent, staging.STAGED_EVENT_COLUMNS, [staging.staged_row(run.pk, o) for o in observations]
+    )
     return run
 
 
@@ -63,12 +68,15 @@ def test_control_a_field_left_out_of_the_list_breaks_the_rebuild(sandbox_source,
     """Positive control: a list that forgets one contract field cannot rebuild the observation."""
     observations = _observations(sandbox_source)
     run = _stage(sandbox_source, observations)
-    monkeypatch.setattr(staging, "OBSERVED_FIELDS", tuple(f for f in staging.OBSERVED_FIELDS if f != "sender_ref"))
+    monkeypatch.setattr(
+        staging, "OBSERVED_FIELDS", tuple(f for f in staging.OBSERVED_FIELDS if f != "sender_ref")
+    )
     with pytest.raises(TypeError, match="sender_ref"):
         staging.staged_observations(sandbox_source, run, [o.event_key for o in observations])
 
 
 # -- the scan loop ------------------------------------------------------------------------
+
 
 @pytest.mark.django_db
 def test_scan_until_done_reports_each_staged_page_and_returns_the_last_outcome(source_side, settings):
@@ -121,13 +129,18 @@ def test_scan_until_done_stops_after_max_pages_calls_without_an_end(source_side,
 
 # -- ISO formatting ---------------------------------------------------------------------
 
+
 def test_iso_z_writes_utc_with_a_z_and_keeps_other_offsets():
     assert iso_z(datetime(2026, 1, 15, 14, 0, tzinfo=timezone.utc)) == "2026-01-15T14:00:00Z"
-    assert iso_z(datetime(2026, 1, 15, 14, 0, tzinfo=timezone(timedelta(hours=2)))) == "2026-01-15T14:00:00+02:00"
+    assert (
+        iso_z(datetime(2026, 1, 15, 14, 0, tzinfo=timezone(timedelta(hours=2))))
+        == "2026-01-15T14:00:00+02:00"
+    )
     assert iso_z(None) is None
 
 
 # -- the canary's secret --------------------------------------------------------------------
+
 
 def test_a_held_secret_is_read_before_the_environment_and_only_while_held(monkeypatch):
     monkeypatch.setenv("CONDUIT_SOURCE_TEST_HELD", "from-env")
@@ -143,8 +156,8 @@ def test_a_held_secret_is_read_before_the_environment_and_only_while_held(monkey
 
 @pytest.mark.django_db(transaction=True)  # the canary serves its webhook over real HTTP
 def test_the_canary_leaves_no_secret_in_the_process_environment(monkeypatch):
-    """Before issue 12 the canary wrote the key it made into os.environ for the rest of the
-    process's life (and every child process's)."""
+    """The canary never writes the key it makes into os.environ, where it would stay for the rest
+    of the process's life (and every child process's)."""
     from reconcile.proof.canary import CANARY, canary_run
 
     monkeypatch.delenv(CANARY["secret_env"], raising=False)

@@ -15,10 +15,11 @@ from django.db import connection
 
 from ingress.models import InboundEvent
 from reconcile import clock, poll
-from reconcile import scan as scan_module
-from reconcile.models import ReconcileReport, ReconcileRun, ScanState, StagedEvent
 from reconcile.lease import LeaseBusy
+from reconcile.models import ReconcileReport, ReconcileRun, ScanState, StagedEvent
 from reconcile.poll import reconcile_due
+from reconcile.scan import commit as scan_commit
+from reconcile.scan import page as scan_page
 from reconcile.scan import reconcile_page
 from replies.models import ReplyAction
 from tests.conftest import subprocess_env
@@ -69,13 +70,20 @@ def test_two_workers_race_one_publishes_the_stale_holder_publishes_nothing(sourc
 def test_a_killed_scan_publishes_nothing_and_the_next_run_resumes(source_side, settings):
     state, source = source_side
     state.hold_events(*[item(n) for n in range(1, 11)])
-    env = {**subprocess_env(), "CONDUIT_RECONCILE_PAGE_SIZE": "3", "CONDUIT_RECONCILE_LEASE_SECONDS": "2",
-           "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS": "1"}
+    env = {
+        **subprocess_env(),
+        "CONDUIT_RECONCILE_PAGE_SIZE": "3",
+        "CONDUIT_RECONCILE_LEASE_SECONDS": "2",
+        "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS": "1",
+    }
     with state.lock:
         state.latency = 0.4
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "reconcile", source.name], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "manage.py", "reconcile", source.name],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not ReconcileRun.objects.filter(pages__gte=2).exists():
@@ -114,7 +122,10 @@ def test_a_failed_page_keeps_safe_codes_backs_off_and_keeps_progress(source_side
     assert reconcile_page(source=source).state == "staged"
     fail_next(state, "page_error", 2)
     first = reconcile_page(source=source)
-    assert first.state == "failed" and (first.error.error_class, first.error.code) == ("provider", "provider_overloaded")
+    assert first.state == "failed" and (first.error.error_class, first.error.code) == (
+        "provider",
+        "provider_overloaded",
+    )
     scan = ScanState.objects.get(source=source)
     assert (scan.last_error_class, scan.last_error_code) == ("provider", "provider_overloaded")
     assert "raw-provider-detail" not in scan.last_error_message
@@ -159,9 +170,14 @@ def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src
     for i in range(n):
         state = provider()
         source, _ = source_register(
-            name=f"{prefix}{i}", adapter="sandbox-social", account_ref=f"acct_test_{prefix}{i}",
-            event_types=["comment.created"], purposes=[], trigger_keywords=[],
-            secret_env="CONDUIT_SOURCE_TEST_SANDBOX_SECRET", source_url=state.url,
+            name=f"{prefix}{i}",
+            adapter="sandbox-social",
+            account_ref=f"acct_test_{prefix}{i}",
+            event_types=["comment.created"],
+            purposes=[],
+            trigger_keywords=[],
+            secret_env="CONDUIT_SOURCE_TEST_SANDBOX_SECRET",
+            source_url=state.url,
         )
         state.hold(source.account_ref, [item(number) for number in range(1, 2 * pages + 1)])
         if i == failing:
@@ -171,10 +187,10 @@ def _sources(provider, n: int, *, failing: int | None = None, prefix: str = "src
 
 
 def _polls_until_complete(healthy, limit: int, max_polls: int = 50) -> int:
-    for poll in range(1, max_polls + 1):
+    for polls in range(1, max_polls + 1):
         reconcile_due(limit=limit)
         if all(ScanState.objects.get(source=s).last_completed_at for s in healthy):
-            return poll
+            return polls
     raise AssertionError("healthy sources did not complete")
 
 
@@ -270,7 +286,8 @@ def test_the_poll_skips_a_source_whose_lease_another_worker_holds(source_side):
 
     scan_state_for(source)
     ScanState.objects.filter(source=source).update(
-        lease_token="f" * 64, lease_expires_at=clock.now() + timedelta(seconds=30))
+        lease_token="f" * 64, lease_expires_at=clock.now() + timedelta(seconds=30)
+    )
     result = reconcile_due(limit=5)
     assert (result.page_calls, result.skipped_busy) == (0, ["sandbox"])
     assert state.page_calls == 0
@@ -310,7 +327,7 @@ def test_the_schedule_runs_the_bounded_poll(source_side):
 def test_the_poll_leaves_canary_sources_to_the_canary(provider):
     from ingress.models import Source
 
-    (source, state), = _sources(provider, 1)
+    ((source, state),) = _sources(provider, 1)
     Source.objects.filter(pk=source.pk).update(canary=True)
     assert reconcile_due(limit=5).page_calls == 0 and state.page_calls == 0
 
@@ -351,9 +368,10 @@ def test_control_without_the_durable_cursor_one_source_takes_every_poll(provider
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("where", ["read", "commit", "lease"])
-def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(provider, settings, monkeypatch,
-                                                                               where):
-    """Seed 004: "An invalid/unavailable source cannot consume an unbounded number of page calls
+def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(
+    provider, settings, monkeypatch, where
+):
+    """docs/concepts/reconciliation.md#scheduling: "An invalid/unavailable source cannot consume an unbounded number of page calls
     or starve independent sources." An arbitrary exception raised for one source, wherever in its
     page call, becomes that source's page failure (class, code, backoff, shown by doctor); the
     round-robin cursor moves past it and the healthy source beside it is served in the same poll."""
@@ -365,7 +383,11 @@ def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(pr
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 2
     (bad, _), (good, good_state) = _sources(provider, 2, prefix="any", pages=1)
-    real_read, real_check, real_lease = SandboxSocialAdapter.read_page, scan_module.page_check, scan_module.lease_acquire
+    real_read, real_check, real_lease = (
+        SandboxSocialAdapter.read_page,
+        scan_commit.page_check,
+        scan_page.lease_acquire,
+    )
 
     def read(self, **kw):
         if kw["config"].name == bad.name:
@@ -382,9 +404,13 @@ def test_any_error_of_one_source_is_its_recorded_failure_and_the_poll_goes_on(pr
             raise OperationalError("secret")
         return real_lease(source)
 
-    monkeypatch.setattr(*{"read": (SandboxSocialAdapter, "read_page", read),
-                          "commit": (scan_module, "page_check", check),
-                          "lease": (scan_module, "lease_acquire", lease)}[where])
+    monkeypatch.setattr(
+        *{
+            "read": (SandboxSocialAdapter, "read_page", read),
+            "commit": (scan_commit, "page_check", check),
+            "lease": (scan_page, "lease_acquire", lease),
+        }[where]
+    )
     result = reconcile_due(limit=5)
     assert [o.source for o in result.outcomes] == [bad.name, good.name]
     assert result.outcomes[0].state == "failed" and result.outcomes[1].state == "published"

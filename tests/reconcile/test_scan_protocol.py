@@ -1,4 +1,5 @@
-"""Seed 004's page protocol and default limits, the exhausted scan, and guarded restarts."""
+"""The page protocol and default limits, the exhausted scan, and guarded restarts
+(docs/concepts/reconciliation.md#page-protocol, #limits, #generations, #restart)."""
 
 from __future__ import annotations
 
@@ -25,17 +26,31 @@ pytestmark = pytest.mark.django_db
 def observations(source, *numbers: int):
     found = []
     for i in range(0, len(numbers), 100):  # a webhook body carries a bounded batch
-        parsed = SandboxSocialAdapter().parse(body=body(*[item(n) for n in numbers[i:i + 100]]),
-                                              config=source_config(source))
+        parsed = SandboxSocialAdapter().parse(
+            body=body(*[item(n) for n in numbers[i : i + 100]]), config=source_config(source)
+        )
         assert not parsed.rejections
         found += parsed.observations
     return found
 
 
-def page(source, *numbers: int, scan_id: str = "scan_test_1", cursor: str | None = None,
-         complete: bool = False, size_bytes: int = 100) -> SourcePage:
-    return SourcePage(scan_id=scan_id, observations=observations(source, *numbers), rejections=[], receipts=[],
-                      next_cursor=cursor, complete=complete, size_bytes=size_bytes)
+def page(
+    source,
+    *numbers: int,
+    scan_id: str = "scan_test_1",
+    cursor: str | None = None,
+    complete: bool = False,
+    size_bytes: int = 100,
+) -> SourcePage:
+    return SourcePage(
+        scan_id=scan_id,
+        observations=observations(source, *numbers),
+        rejections=[],
+        receipts=[],
+        next_cursor=cursor,
+        complete=complete,
+        size_bytes=size_bytes,
+    )
 
 
 def scripted(monkeypatch, pages: list[SourcePage]) -> list[dict]:
@@ -55,7 +70,7 @@ def due_now():
 
 
 def test_an_immediately_repeated_cursor_fails_the_page(source_side, monkeypatch):
-    """Seed 004: "Returned pages must ... avoid repeated cursors"."""
+    """docs/concepts/reconciliation.md#page-protocol: "Returned pages must ... avoid repeated cursors"."""
     _, source = source_side
     scripted(monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="A")])
     assert reconcile_page(source=source).state == "staged"
@@ -66,9 +81,11 @@ def test_an_immediately_repeated_cursor_fails_the_page(source_side, monkeypatch)
 
 
 def test_a_cursor_cycle_fails_the_page(source_side, monkeypatch):
-    """Seed 004: "avoid repeated cursors": A -> B -> A repeats A, though never back to back."""
+    """docs/concepts/reconciliation.md#page-protocol: "avoid repeated cursors": A -> B -> A repeats A, though never back to back."""
     _, source = source_side
-    scripted(monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="B"), page(source, 3, cursor="A")])
+    scripted(
+        monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="B"), page(source, 3, cursor="A")]
+    )
     assert reconcile_page(source=source).state == "staged"
     assert reconcile_page(source=source).state == "staged"
     outcome = reconcile_page(source=source)
@@ -76,11 +93,16 @@ def test_a_cursor_cycle_fails_the_page(source_side, monkeypatch):
     run = ReconcileRun.objects.get()
     assert (run.pages, run.cursor) == (2, "B")
     scan = ScanState.objects.get()
-    assert (scan.last_error_class, scan.last_error_code, scan.failures) == ("protocol", "page_cursor_cycle", 1)
+    assert (scan.last_error_class, scan.last_error_code, scan.failures) == (
+        "protocol",
+        "page_cursor_cycle",
+        1,
+    )
 
 
 def test_completion_with_a_cursor_fails_the_page(source_side, monkeypatch):
-    """Seed 004: pages "cannot claim completion while providing another cursor"."""
+    """docs/concepts/reconciliation.md#page-protocol: pages "cannot claim completion while providing
+    another cursor"."""
     _, source = source_side
     scripted(monkeypatch, [page(source, 1, cursor="A", complete=True)])
     outcome = reconcile_page(source=source)
@@ -89,10 +111,16 @@ def test_completion_with_a_cursor_fails_the_page(source_side, monkeypatch):
 
 
 def test_a_changed_scan_id_fails_the_page(source_side, monkeypatch):
-    """Seed 004: "Returned pages must retain one nonempty ScanID"."""
+    """docs/concepts/reconciliation.md#page-protocol: "Returned pages must retain one nonempty ScanID"."""
     _, source = source_side
-    scripted(monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="B", scan_id="scan_test_2"),
-                           page(source, 2, scan_id="", complete=True)])
+    scripted(
+        monkeypatch,
+        [
+            page(source, 1, cursor="A"),
+            page(source, 2, cursor="B", scan_id="scan_test_2"),
+            page(source, 2, scan_id="", complete=True),
+        ],
+    )
     reconcile_page(source=source)
     assert reconcile_page(source=source).error.code == "page_scan_changed"
     due_now()
@@ -101,10 +129,15 @@ def test_a_changed_scan_id_fails_the_page(source_side, monkeypatch):
 
 
 def test_an_over_long_scan_id_is_refused_not_truncated(source_side, monkeypatch):
-    """Seed 004: "ScanID, cursor, checkpoint ... tokens are bounded to 4 KiB"."""
+    """docs/concepts/reconciliation.md#limits: "ScanID, cursor, checkpoint ... tokens are bounded to 4 KiB"."""
     _, source = source_side
-    scripted(monkeypatch, [page(source, 1, scan_id="s" * 4097, complete=True),
-                           page(source, 1, scan_id="s" * 4096, complete=True)])
+    scripted(
+        monkeypatch,
+        [
+            page(source, 1, scan_id="s" * 4097, complete=True),
+            page(source, 1, scan_id="s" * 4096, complete=True),
+        ],
+    )
     outcome = reconcile_page(source=source)
     assert (outcome.state, outcome.error.code) == ("failed", "page_scan_id_too_long")
     due_now()
@@ -113,7 +146,7 @@ def test_an_over_long_scan_id_is_refused_not_truncated(source_side, monkeypatch)
 
 
 def test_an_exhausted_partial_scan_discards_only_its_staging(source_side, scan, monkeypatch):
-    """Seed 004: "An exhausted partial scan (Complete=false, no next cursor) discards only its
+    """docs/concepts/reconciliation.md#generations: "An exhausted partial scan (Complete=false, no next cursor) discards only its
     staging and retries later; the previous complete snapshot/checkpoint remain authoritative." """
     state, source = source_side
     state.hold_events(item(1))
@@ -135,7 +168,7 @@ def test_an_exhausted_partial_scan_discards_only_its_staging(source_side, scan, 
 
 
 def test_a_page_over_the_item_limit_fails(source_side, monkeypatch):
-    """Seed 004: "Default limits are 1,000 observations/direct Events per page"."""
+    """docs/concepts/reconciliation.md#limits: "Default limits are 1,000 observations/direct Events per page"."""
     _, source = source_side
     monkeypatch.setattr(staging, "MAX_PAGE_ITEMS", 2)
     monkeypatch.setattr(staging.settings, "CONDUIT_RECONCILE_PAGE_SIZE", 2)
@@ -155,20 +188,24 @@ def test_the_default_item_limit_is_1000_a_page(source_side, monkeypatch):
 
 
 def test_a_page_over_8_mib_fails(source_side, monkeypatch):
-    """Seed 004: "8 MiB encoded page/batch"."""
+    """docs/concepts/reconciliation.md#limits: "8 MiB encoded page/batch"."""
     _, source = source_side
     calls = scripted(monkeypatch, [page(source, 1, complete=True, size_bytes=8 * 1024 * 1024 + 1)])
     assert reconcile_page(source=source).error.code == "page_too_large"
     assert calls[0]["max_bytes"] == 8 * 1024 * 1024  # the adapter is told to stop reading there
 
 
-@pytest.mark.parametrize("limit, value, pages, code", [
-    ("MAX_PAGES", 2, 3, "scan_too_many_pages"),
-    ("MAX_STAGED_ITEMS", 2, 3, "scan_too_many_items"),
-    ("MAX_STAGED_BYTES", 250, 3, "scan_too_large"),
-])
+@pytest.mark.parametrize(
+    "limit, value, pages, code",
+    [
+        ("MAX_PAGES", 2, 3, "scan_too_many_pages"),
+        ("MAX_STAGED_ITEMS", 2, 3, "scan_too_many_items"),
+        ("MAX_STAGED_BYTES", 250, 3, "scan_too_large"),
+    ],
+)
 def test_a_scan_over_a_staging_limit_is_discarded(source_side, monkeypatch, limit, value, pages, code):
-    """Seed 004: "10,000 staged items, 1,000 pages ... 32 MiB staged observation bytes". A
+    """docs/concepts/reconciliation.md#limits: "10,000 staged items, 1,000 pages ... 32 MiB staged
+    observation bytes". A
     generation that would pass one is discarded (the checkpoint stays) and the source backs off."""
     _, source = source_side
     monkeypatch.setattr(staging, limit, value)
@@ -183,13 +220,19 @@ def test_a_scan_over_a_staging_limit_is_discarded(source_side, monkeypatch, limi
     assert (scan.last_error_code, scan.failures, scan.checkpoint_until) == (code, 1, None)
 
 
-def test_the_default_scan_limits_are_seed_004s():
-    assert (staging.MAX_PAGES, staging.MAX_STAGED_ITEMS, staging.MAX_STAGED_BYTES, staging.MAX_PAGE_BYTES,
-            staging.MAX_TOKEN_BYTES, staging.MAX_PAGE_ITEMS) == (1000, 10_000, 32 * 2**20, 8 * 2**20, 4096, 1000)
+def test_the_default_scan_limits_are_the_documented_ones():
+    assert (
+        staging.MAX_PAGES,
+        staging.MAX_STAGED_ITEMS,
+        staging.MAX_STAGED_BYTES,
+        staging.MAX_PAGE_BYTES,
+        staging.MAX_TOKEN_BYTES,
+        staging.MAX_PAGE_ITEMS,
+    ) == (1000, 10_000, 32 * 2**20, 8 * 2**20, 4096, 1000)
 
 
 def test_restart_discards_staging_keeps_the_checkpoint_and_is_due_at_once(source_side, scan, monkeypatch):
-    """Seed 004: RestartScan "discards only staging/cursors, preserves ... the complete
+    """docs/concepts/reconciliation.md#restart: RestartScan "discards only staging/cursors, preserves ... the complete
     snapshot/checkpoint, and makes a fresh scan due immediately"."""
     state, source = source_side
     state.hold_events(item(1))
@@ -206,12 +249,13 @@ def test_restart_discards_staging_keeps_the_checkpoint_and_is_due_at_once(source
     after = ScanState.objects.get()
     assert after.checkpoint_until == checkpoint and after.next_due_at <= clock.now()
     assert StagedEvent.objects.count() == 0
-    assert ReconcileRunTransition.objects.filter(run=active, next_state="DISCARDED",
-                                                 actor="operator_test").exists()
+    assert ReconcileRunTransition.objects.filter(
+        run=active, next_state="DISCARDED", actor="operator_test"
+    ).exists()
 
 
 def test_restart_with_a_stale_expected_run_is_refused(source_side, monkeypatch):
-    """Seed 004: RestartScan "rejects a stale expected generation"."""
+    """docs/concepts/reconciliation.md#restart: RestartScan "rejects a stale expected generation"."""
     _, source = source_side
     scripted(monkeypatch, [page(source, 1, cursor="A")])
     reconcile_page(source=source)
@@ -255,7 +299,11 @@ def test_restart_never_discards_a_run_that_wrote_its_report(source_side, scan, m
     with pytest.raises(RestartRefused, match="written its report"):
         scan_restart(source=source, actor="operator_test")
     refused = ReconcileRunTransition.objects.get(run=run, refused=True)
-    assert (refused.prior_state, refused.next_state, refused.actor) == ("REPAIRING", "DISCARDED", "operator_test")
+    assert (refused.prior_state, refused.next_state, refused.actor) == (
+        "REPAIRING",
+        "DISCARDED",
+        "operator_test",
+    )
     assert ReconcileRun.objects.get().state == "REPAIRING"
 
 
@@ -264,6 +312,7 @@ def test_positive_control_a_repeated_cursor_check_alone_misses_the_cycle(source_
     _, source = source_side
     fresh = iter(range(10**6))
     monkeypatch.setattr(staging, "_cursor_digest", lambda cursor: f"never-seen-{next(fresh)}")
-    scripted(monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="B"), page(source, 3, cursor="A")])
+    scripted(
+        monkeypatch, [page(source, 1, cursor="A"), page(source, 2, cursor="B"), page(source, 3, cursor="A")]
+    )
     assert [reconcile_page(source=source).state for _ in range(3)] == ["staged"] * 3
-

@@ -1,8 +1,8 @@
-"""Issue 32 item 4: every ranged setting is checked when Conduit starts, from one table.
+"""Every ranged setting is checked when Conduit starts, from one table (docs/configuration.md#ranges).
 
-`CONDUIT_RECONCILE_INTERVAL_SECONDS=0` made the first new source's scan state refuse its insert
-(the scan_interval_range constraint) inside the poll, so no source was scanned. The ranges are
-conduit/checks.py's SETTING_RANGES, held here against the README's configuration table, the
+Unchecked, `CONDUIT_RECONCILE_INTERVAL_SECONDS=0` would make the first new source's scan state
+refuse its insert (the scan_interval_range constraint) inside the poll, so no source is scanned. The ranges are
+conduit/checks.py's SETTING_RANGES, held here against docs/configuration.md's table, the
 settings module and the database constraint.
 """
 
@@ -30,8 +30,11 @@ def _inside(entry) -> list:
     return [entry.low, *([entry.high] if entry.high is not None else []), *([None] if entry.optional else [])]
 
 
-@pytest.mark.parametrize("entry, value", [(e, v) for e in ENTRIES for v in _outside(e)],
-                         ids=lambda p: getattr(p, "setting", repr(p)))
+@pytest.mark.parametrize(
+    "entry, value",
+    [(e, v) for e in ENTRIES for v in _outside(e)],
+    ids=lambda p: getattr(p, "setting", repr(p)),
+)
 def test_each_setting_out_of_range_is_the_checks_error_naming_setting_range_and_value(settings, entry, value):
     setattr(settings, entry.setting, value)
     errors = settings_in_range()
@@ -42,8 +45,11 @@ def test_each_setting_out_of_range_is_the_checks_error_naming_setting_range_and_
     assert f"({bounds})" in message
 
 
-@pytest.mark.parametrize("entry, value", [(e, v) for e in ENTRIES for v in _inside(e)],
-                         ids=lambda p: getattr(p, "setting", repr(p)))
+@pytest.mark.parametrize(
+    "entry, value",
+    [(e, v) for e in ENTRIES for v in _inside(e)],
+    ids=lambda p: getattr(p, "setting", repr(p)),
+)
 def test_each_setting_at_its_bounds_passes(settings, entry, value):
     setattr(settings, entry.setting, value)
     assert settings_in_range() == []
@@ -53,7 +59,9 @@ def test_a_value_that_is_not_a_whole_number_is_refused_too(settings):
     settings.CONDUIT_RECONCILE_POLL_LIMIT = True
     settings.CONDUIT_RECONCILE_MAX_PAGES = 2.5
     assert {e.msg.split(" ")[0] for e in settings_in_range()} == {
-        "CONDUIT_RECONCILE_POLL_LIMIT", "CONDUIT_RECONCILE_MAX_PAGES"}
+        "CONDUIT_RECONCILE_POLL_LIMIT",
+        "CONDUIT_RECONCILE_MAX_PAGES",
+    }
 
 
 def test_the_check_is_registered_with_django():
@@ -64,8 +72,14 @@ def test_the_check_is_registered_with_django():
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "CONDUIT_ENV_FILE": "/nonexistent/.demo.env", **env}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environment,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_manage_py_check_passes_with_the_defaults():
@@ -74,12 +88,15 @@ def test_manage_py_check_passes_with_the_defaults():
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("setting, value, words", [
-    ("CONDUIT_RECONCILE_INTERVAL_SECONDS", "0", "1 s to 1 year (1 to 31536000)"),
-    # Before: settings refused it without saying the value ("must be 1 to 200 page calls").
-    ("CONDUIT_RECONCILE_POLL_LIMIT", "201", "1 to 200 (1 to 200)"),
-    ("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", "0", "1 to 20,000,000 (1 to 20000000)"),
-])
+@pytest.mark.parametrize(
+    "setting, value, words",
+    [
+        ("CONDUIT_RECONCILE_INTERVAL_SECONDS", "0", "1 s to 1 year (1 to 31536000)"),
+        # Before: settings refused it without saying the value ("must be 1 to 200 page calls").
+        ("CONDUIT_RECONCILE_POLL_LIMIT", "201", "1 to 200 (1 to 200)"),
+        ("CONDUIT_RECONCILE_MAX_STAGED_ITEMS", "0", "1 to 20,000,000 (1 to 20000000)"),
+    ],
+)
 def test_manage_py_check_refuses_to_start_naming_setting_range_and_value(setting, value, words):
     done = _manage("check", **{setting: value})
     assert done.returncode != 0
@@ -95,11 +112,11 @@ def test_the_webs_ranged_setting_is_refused_when_the_settings_load():
 
 
 def _readme_rows() -> dict[str, str]:
-    """The README's configuration table: variable -> its row."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): line for line in section.splitlines()
-            if (m := re.match(r"\| `([A-Z0-9_]+)` \|", line))}
+    """docs/configuration.md's table: variable -> its row."""
+    section = (ROOT / "docs" / "configuration.md").read_text()
+    return {
+        m.group(1): line for line in section.splitlines() if (m := re.match(r"\| `([A-Z0-9_]+)` \|", line))
+    }
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.setting)
@@ -109,7 +126,7 @@ def test_the_readme_row_states_the_tables_range(entry):
     assert entry.words in rows[entry.setting]
 
 
-# How the README words a range: "1 to 200", "1 s to 1 year", "1 to 16 GiB", "at least 1 byte".
+# How docs/configuration.md words a range: "1 to 200", "1 s to 1 year", "1 to 16 GiB", "at least 1 byte".
 RANGE_WORDS = re.compile(r"\b\d[\d,]*( s)? to \d|\bat least \d")
 
 
@@ -135,8 +152,10 @@ def test_the_database_and_staging_hold_the_same_bounds():
 
     constraint = next(c for c in ScanState._meta.constraints if c.name == "scan_interval_range")
     interval = SETTING_RANGES["CONDUIT_RECONCILE_INTERVAL_SECONDS"]
-    assert dict(constraint.condition.children) == {"interval_seconds__gte": interval.low,
-                                                   "interval_seconds__lte": interval.high}
+    assert dict(constraint.condition.children) == {
+        "interval_seconds__gte": interval.low,
+        "interval_seconds__lte": interval.high,
+    }
     for setting, low, high in LIMIT_SETTINGS.values():
         assert (low, high) == (SETTING_RANGES[setting].low, SETTING_RANGES[setting].high)
 
@@ -154,9 +173,15 @@ def test_a_scan_state_the_database_refuses_does_not_stop_the_poll(source_side, s
     state, source = source_side
     scan_state_for(source)
     settings.CONDUIT_RECONCILE_INTERVAL_SECONDS = 0
-    source_register(name="later", adapter="sandbox-social", account_ref="acct_test_99",
-                    event_types=["comment.created"], purposes=["public_ack"], trigger_keywords=["CHECKLIST"],
-                    secret_env=SECRET_ENV)
+    source_register(
+        name="later",
+        adapter="sandbox-social",
+        account_ref="acct_test_99",
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env=SECRET_ENV,
+    )
     result = reconcile_due(limit=5)
     assert [o.source for o in result.outcomes] == ["sandbox"]
     assert not ScanState.objects.filter(source__name="later").exists()

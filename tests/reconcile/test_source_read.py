@@ -17,8 +17,15 @@ ADAPTER = get_adapter("sandbox-social")
 
 
 def read(state, source, **kw):
-    args = dict(config=source_config(source), base_url=state.url, since=None, until=None, cursor=None,
-                limit=1000, timeout=2.0)
+    args = dict(
+        config=source_config(source),
+        base_url=state.url,
+        since=None,
+        until=None,
+        cursor=None,
+        limit=1000,
+        timeout=2.0,
+    )
     args.update(kw)
     return ADAPTER.read_page(**args)
 
@@ -32,8 +39,12 @@ def test_pages_walk_every_event_once_in_order_even_when_events_change_mid_scan(s
         scan_ids.add(page.scan_id)
         seen += [o.source_event_id for o in page.observations]
         if page_number == 0:  # an event is removed and one added behind the cursor
-            urllib.request.urlopen(urllib.request.Request(
-                f"{state.url}/sources/acct_test_01/events/evt_test_000005", method="DELETE"), timeout=2)
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"{state.url}/sources/acct_test_01/events/evt_test_000005", method="DELETE"
+                ),
+                timeout=2,
+            )
             state.hold_events(item(8))
         if page.complete:
             assert page.next_cursor is None
@@ -114,5 +125,3 @@ def test_sandbox_provider_command_holds_fixtures(tmp_path):
     bad.write_text("[]")
     with pytest.raises(CommandError, match="not a fixture"):
         call_command("sandbox_provider", "--port", "0", "--hold", str(bad))
-
-

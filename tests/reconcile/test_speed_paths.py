@@ -1,4 +1,5 @@
-"""Issue 17 target 4: the faster reconcile paths keep the guarantees of the paths they replace."""
+"""The faster reconcile paths (docs/internals.md#staging) keep the guarantees of the paths they
+replace."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from reconcile.models import ReconcileRun, StagedEvent
 from reconcile.scan import reconcile_page
 from tests.reconcile.test_scan_protocol import page, scripted
 
-
 # -- canonical JSON: the same bytes from the encoder built once ------------------------------
+
 
 def _reference(value) -> bytes:
     """Canonical JSON as json.dumps writes it with the canonical arguments (the former implementation)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
 
 
 JSON = st.recursive(
@@ -47,8 +49,10 @@ def test_canonical_hash_of_a_known_payload_is_unchanged():
     assert payload_hash(value) == "6d101289d9aa2658d8c8804814b028d209d58fc02bd2112bc6ad419a79b1302b"
 
 
-@pytest.mark.parametrize("value, error", [(float("nan"), ValueError), ({"a": float("inf")}, ValueError),
-                                          ("\ud800", UnicodeEncodeError)])
+@pytest.mark.parametrize(
+    "value, error",
+    [(float("nan"), ValueError), ({"a": float("inf")}, ValueError), ("\ud800", UnicodeEncodeError)],
+)
 def test_canonical_json_refuses_what_json_dumps_refuses(value, error):
     """The adapters turn these errors into rejections: the same value must raise the same class."""
     with pytest.raises(error):
@@ -59,12 +63,14 @@ def test_canonical_json_refuses_what_json_dumps_refuses(value, error):
 
 def test_positive_control_an_encoder_without_sorted_keys_is_caught(monkeypatch):
     """The property above can fail: an encoder that keeps insertion order writes other bytes."""
-    monkeypatch.setattr(canonical, "_CANONICAL", json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
-                                                                  allow_nan=False))
+    monkeypatch.setattr(
+        canonical, "_CANONICAL", json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    )
     assert canonical_json({"b": 1, "a": 2}) != _reference({"b": 1, "a": 2})
 
 
 # -- staging: a page that repeats nothing is COPYed straight into the staged tables -----------
+
 
 def _staged_by_temporary_table(queries) -> bool:
     return any("CREATE TEMPORARY TABLE" in q["sql"] for q in queries.captured_queries)
@@ -72,7 +78,7 @@ def _staged_by_temporary_table(queries) -> bool:
 
 @pytest.mark.django_db
 def test_a_new_page_goes_straight_in_and_a_repeat_takes_the_careful_path(source_side, monkeypatch):
-    """Seed 004 (staging): an event an earlier page staged with the same payload is one event.
+    """docs/concepts/reconciliation.md#generations (staging): an event an earlier page staged with the same payload is one event.
     The direct COPY relies on the unique constraint to refuse the repeat; its savepoint takes
     the COPY back and the page is staged row by row (ON CONFLICT DO NOTHING)."""
     _, source = source_side
@@ -105,10 +111,13 @@ def test_positive_control_without_the_unique_constraint_a_repeat_is_staged_twice
     finally:
         StagedEvent.objects.all().delete()
         with connection.cursor() as cursor:
-            cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT staged_event_unique UNIQUE (run_id, event_key)")
+            cursor.execute(
+                f"ALTER TABLE {table} ADD CONSTRAINT staged_event_unique UNIQUE (run_id, event_key)"
+            )
 
 
 # -- the whole-generation statements' session settings ------------------------------------------
+
 
 @pytest.mark.django_db(transaction=True)
 def test_bulk_settings_hold_for_their_transaction_only():
@@ -132,6 +141,7 @@ def test_bulk_settings_hold_for_their_transaction_only():
 
 # -- the event ledger and the findings keep room on their pages: reconcile rewrites rows in place --
 
+
 def _events(source, n: int) -> None:
     """n events of `source`, as ingest leaves them (UNRECONCILED), written in one statement."""
     from django.utils import timezone
@@ -139,26 +149,46 @@ def _events(source, n: int) -> None:
     from ingress.models import InboundEvent
 
     now = timezone.now()
-    InboundEvent.objects.bulk_create([
-        InboundEvent(event_key=f"sandbox-social:{source.account_ref}:comment.created:evt_test_hot_{i:05d}",
-                     source=source, source_system="sandbox-social", source_account_ref=source.account_ref,
-                     source_event_id=f"evt_test_hot_{i:05d}", event_type="comment.created",
-                     conversation_ref=f"post_test_{i % 7}", message_ref=f"msg_test_hot_{i:05d}",
-                     sender_ref=f"person_test_{i % 13}", occurred_at=now, occurred_at_original=now.isoformat(),
-                     payload_hash=f"{i:064x}", contract_version="event-v1", canary=False, trigger_rule_version=1,
-                     trigger_match=True, event_state="RECORD_READY", reconcile_status="UNRECONCILED",
-                     first_received_at=now, last_received_at=now, seen_count=1, message_text="CHECKLIST " * 8)
-        for i in range(n)
-    ])
+    InboundEvent.objects.bulk_create(
+        [
+            InboundEvent(
+                event_key=f"sandbox-social:{source.account_ref}:comment.created:evt_test_hot_{i:05d}",
+                source=source,
+                source_system="sandbox-social",
+                source_account_ref=source.account_ref,
+                source_event_id=f"evt_test_hot_{i:05d}",
+                event_type="comment.created",
+                conversation_ref=f"post_test_{i % 7}",
+                message_ref=f"msg_test_hot_{i:05d}",
+                sender_ref=f"person_test_{i % 13}",
+                occurred_at=now,
+                occurred_at_original=now.isoformat(),
+                payload_hash=f"{i:064x}",
+                contract_version="event-v1",
+                canary=False,
+                trigger_rule_version=1,
+                trigger_match=True,
+                event_state="RECORD_READY",
+                reconcile_status="UNRECONCILED",
+                first_received_at=now,
+                last_received_at=now,
+                seen_count=1,
+                message_text="CHECKLIST " * 8,
+            )
+            for i in range(n)
+        ]
+    )
 
 
 def _updated_in_place(table: str, update) -> tuple[int, int]:
     """(rows `update()` updated in `table`, of which HOT), from this transaction's own statistics
     (pg_stat_xact_user_tables)."""
+
     def counts() -> tuple[int, int]:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
-                           [table])
+            cursor.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [table]
+            )
             return cursor.fetchone()
 
     before = counts()
@@ -175,9 +205,16 @@ def _events_marked(source, n: int) -> tuple[int, int]:
     from reconcile.repairs import events_mark_set
 
     _events(source, n)
-    return _updated_in_place(InboundEvent._meta.db_table, lambda: events_mark_set(
-        events=InboundEvent.objects.filter(source=source), to="MATCHED", actor="tester",
-        reason_code="source_shows_same_payload", at=timezone.now()))
+    return _updated_in_place(
+        InboundEvent._meta.db_table,
+        lambda: events_mark_set(
+            events=InboundEvent.objects.filter(source=source),
+            to="MATCHED",
+            actor="tester",
+            reason_code="source_shows_same_payload",
+            at=timezone.now(),
+        ),
+    )
 
 
 def _findings_applied(source, n: int) -> tuple[int, int]:
@@ -188,18 +225,28 @@ def _findings_applied(source, n: int) -> tuple[int, int]:
     from reconcile.repairs import _findings_outcome
 
     now = timezone.now()
-    run = ReconcileRun.objects.create(source=source, trigger="command", requested_by="tester", until=now,
-                                      created_at=now)
+    run = ReconcileRun.objects.create(
+        source=source, trigger="command", requested_by="tester", until=now, created_at=now
+    )
     report = ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
-    Finding.objects.bulk_create([
-        Finding(report=report, kind="MISSING_LOCAL", event_key=f"sandbox-social:acct:comment.created:evt_test_{i}",
-                repair="replayed_through_ingest", repair_outcome=RepairOutcome.PLANNED,
-                detail="the source has it and Conduit did not: replayed through ingest, replies held for review")
-        for i in range(n)])
+    Finding.objects.bulk_create(
+        [
+            Finding(
+                report=report,
+                kind="MISSING_LOCAL",
+                event_key=f"sandbox-social:acct:comment.created:evt_test_{i}",
+                repair="replayed_through_ingest",
+                repair_outcome=RepairOutcome.PLANNED,
+                detail="the source has it and Conduit did not: replayed through ingest, replies held for review",
+            )
+            for i in range(n)
+        ]
+    )
     planned = Finding.objects.filter(report=report, repair_outcome=RepairOutcome.PLANNED)
     ids = list(planned.values_list("id", flat=True))
-    return _updated_in_place(Finding._meta.db_table,
-                             lambda: _findings_outcome(planned, ids, RepairOutcome.APPLIED))
+    return _updated_in_place(
+        Finding._meta.db_table, lambda: _findings_outcome(planned, ids, RepairOutcome.APPLIED)
+    )
 
 
 ROOMY = [("inbound_events", _events_marked), ("reconcile_finding", _findings_applied)]

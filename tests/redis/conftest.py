@@ -23,7 +23,9 @@ def redis_url():
         pytest.fail("redis-server is missing (Debian: apt-get install redis-server; .ci/run installs it)")
     proc = subprocess.Popen(
         [str(ROOT / "scripts" / "with-redis"), "sh", "-c", 'echo "$REDIS_URL"; exec cat >/dev/null'],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     url = proc.stdout.readline().strip()
     if not url.startswith("redis://"):

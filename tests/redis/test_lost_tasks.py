@@ -20,9 +20,15 @@ QUEUE_KEY = "django_q:conduit:q"  # django-q2's Redis list for the cluster named
 
 def _body(first: int, count: int) -> bytes:
     events = [
-        {"id": f"evt_test_r{n:04d}", "type": "comment.created", "post_id": "post_test_07",
-         "comment_id": f"msg_test_r{n:04d}", "from_id": f"person_test_{n:04d}",
-         "created_at": "2026-01-15T14:30:00Z", "text": "CHECKLIST"}
+        {
+            "id": f"evt_test_r{n:04d}",
+            "type": "comment.created",
+            "post_id": "post_test_07",
+            "comment_id": f"msg_test_r{n:04d}",
+            "from_id": f"person_test_{n:04d}",
+            "created_at": "2026-01-15T14:30:00Z",
+            "text": "CHECKLIST",
+        }
         for n in range(first, first + count)
     ]
     return json.dumps({"account": "acct_test_01", "events": events}).encode()
@@ -36,32 +42,57 @@ def _production_schedules() -> None:
 
     migration = importlib.import_module("replies.migrations.0002_groups_and_schedules")
     for name, func in migration.SCHEDULES:
-        Schedule.objects.update_or_create(name=name, defaults={
-            "func": func, "schedule_type": "I", "minutes": 1, "repeats": -1, "next_run": timezone.now()})
+        Schedule.objects.update_or_create(
+            name=name,
+            defaults={
+                "func": func,
+                "schedule_type": "I",
+                "minutes": 1,
+                "repeats": -1,
+                "next_run": timezone.now(),
+            },
+        )
 
 
 def test_the_redis_url_puts_django_q2_on_redis(redis_url):
     """CONDUIT_Q_BROKER=redis://... selects django-q2's Redis broker; unset, the ORM broker stays."""
     probe = "import django; django.setup(); from django_q.brokers import get_broker; print(type(get_broker()).__module__)"
     run = lambda **env: subprocess.run(  # noqa: E731
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True,
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
         env={**subprocess_env(), "DJANGO_SETTINGS_MODULE": "conduit.settings", **env},
     ).stdout.strip()
     assert run(CONDUIT_Q_BROKER=redis_url) == "django_q.brokers.redis_broker"
     assert run() == "django_q.brokers.orm"
-    bad = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                         env={**subprocess_env(), "DJANGO_SETTINGS_MODULE": "conduit.settings",
-                              "CONDUIT_Q_BROKER": "amqp://127.0.0.1/"})
+    bad = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            **subprocess_env(),
+            "DJANGO_SETTINGS_MODULE": "conduit.settings",
+            "CONDUIT_Q_BROKER": "amqp://127.0.0.1/",
+        },
+    )
     assert bad.returncode != 0 and "CONDUIT_Q_BROKER is orm or a redis:// URL" in bad.stderr
 
 
 @pytest.mark.django_db(transaction=True)
 def test_flushing_redis_loses_queued_sends_and_every_approved_reply_is_still_sent_once(
-    provider, wire, deliver, redis_url, redis_client, monkeypatch,
+    provider,
+    wire,
+    deliver,
+    redis_url,
+    redis_client,
+    monkeypatch,
 ):
     """A real qcluster on a real redis-server; Redis is flushed with sends queued, twice.
 
-    Issue 16: "The send and reconcile safety nets (the schedules, the claim, the sweeper) make a
+    docs/scaling.md#redis: "The send and reconcile safety nets (the schedules, the claim, the sweeper) make a
     lost Redis task harmless; a test proves it by flushing Redis mid-run."
     """
     from django_q.conf import Conf
@@ -96,9 +127,11 @@ def test_flushing_redis_loses_queued_sends_and_every_approved_reply_is_still_sen
     assert redis_client.llen(QUEUE_KEY) == 0
 
     cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT,
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
         env={**subprocess_env(), "CONDUIT_Q_BROKER": redis_url, "CONDUIT_Q_WORKERS": "2"},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     started = time.monotonic()
 
@@ -120,7 +153,9 @@ def test_flushing_redis_loses_queued_sends_and_every_approved_reply_is_still_sen
         assert states(batch_a) == {"APPROVED"}
         # The send_due schedule (rows in PostgreSQL) queues them again.
         wait_sent(batch_a, 90)
-        assert max(Task.objects.filter(func="replies.tasks.send_due").values_list("result", flat=True)) >= len(batch_a)
+        assert max(
+            Task.objects.filter(func="replies.tasks.send_due").values_list("result", flat=True)
+        ) >= len(batch_a)
 
         # Mid-run: approvals queue sends on a running cluster, and Redis is flushed at once;
         # whatever the workers had not yet taken is lost, whatever they took runs.

@@ -17,9 +17,12 @@ from tests.conftest import free_port
 
 def _pg_bin() -> Path:
     found = os.environ.get("CONDUIT_PG_BIN") or max(
-        (str(p.parent) for p in Path("/usr/lib/postgresql").glob("*/bin/pg_basebackup")), default="")
+        (str(p.parent) for p in Path("/usr/lib/postgresql").glob("*/bin/pg_basebackup")), default=""
+    )
     if not found:
-        pytest.fail("PostgreSQL binaries not found (make test's scripts/with-postgres exports CONDUIT_PG_BIN)")
+        pytest.fail(
+            "PostgreSQL binaries not found (make test's scripts/with-postgres exports CONDUIT_PG_BIN)"
+        )
     return Path(found)
 
 
@@ -53,15 +56,46 @@ def replica_settings(django_db_setup, django_db_blocker):
         (max_connections,) = cursor.fetchone()
     try:
         subprocess.run(
-            [*runas, str(pg_bin / "pg_basebackup"), "-h", primary["HOST"], "-p", str(primary["PORT"]),
-             "-U", primary["USER"], "-D", str(data), "-R", "-X", "stream", "-c", "fast"],
-            check=True, capture_output=True, text=True, timeout=120,
+            [
+                *runas,
+                str(pg_bin / "pg_basebackup"),
+                "-h",
+                primary["HOST"],
+                "-p",
+                str(primary["PORT"]),
+                "-U",
+                primary["USER"],
+                "-D",
+                str(data),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         subprocess.run(
-            [*runas, str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(work / "standby.log"), "-w", "-o",
-             f"-p {port} -k {work} -c listen_addresses=127.0.0.1 -c hot_standby=on"
-             f" -c max_connections={max_connections}", "start"],
-            check=True, capture_output=True, text=True, timeout=120,
+            [
+                *runas,
+                str(pg_bin / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(work / "standby.log"),
+                "-w",
+                "-o",
+                f"-p {port} -k {work} -c listen_addresses=127.0.0.1 -c hot_standby=on"
+                f" -c max_connections={max_connections}",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     except subprocess.CalledProcessError as exc:
         log = (work / "standby.log").read_text()[-1000:] if (work / "standby.log").exists() else ""
@@ -73,8 +107,11 @@ def replica_settings(django_db_setup, django_db_blocker):
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0], "not a standby"
         yield replica
     finally:
-        subprocess.run([*runas, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [*runas, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -26,7 +26,7 @@ def _body(n: int) -> bytes:
 
 
 def test_the_read_api_reads_the_replica(replica, sandbox_source, deliver, api):
-    """Issue 16: "DATABASE_REPLICA_URL routes the read API ... to a streaming replica".
+    """docs/scaling.md#replica: "DATABASE_REPLICA_URL routes the read API ... to a streaming replica".
 
     With replay paused, a row committed on the primary is absent from /api/events/ and
     /api/quarantine/ until the replica replays it; a browser pinned to the primary sees it at once.
@@ -54,7 +54,7 @@ def test_the_read_api_reads_the_replica(replica, sandbox_source, deliver, api):
 
 
 def test_the_replica_refuses_writes_and_the_router_never_chooses_it_for_one(replica, wire, planned):
-    """Issue 16: "every write, claim, lease and transition stays on the primary"."""
+    """docs/scaling.md#replica: "every write, claim, lease and transition stays on the primary"."""
     from django.db import router
 
     from conduit import routers
@@ -66,8 +66,9 @@ def test_the_replica_refuses_writes_and_the_router_never_chooses_it_for_one(repl
     action, _ = planned()
     replica.caught_up()
     # The replica is a real hot standby: any write there raises.
-    with pytest.raises((InternalError, NotSupportedError, OperationalError, ProgrammingError),
-                       match="read-only transaction"):
+    with pytest.raises(
+        (InternalError, NotSupportedError, OperationalError, ProgrammingError), match="read-only transaction"
+    ):
         with transaction.atomic(using="replica"):
             InboundEvent.objects.using("replica").update(seen_count=5)
     # Inside a list page (the router's replica flag on), writes still go to the primary ...
@@ -88,9 +89,13 @@ SELECTED = re.compile(r'name="_selected_action" value="(\d+)"')
 
 
 def test_admin_lists_read_the_replica_and_the_page_after_an_action_reads_the_primary(
-    replica, wire, planned, client, django_user_model,
+    replica,
+    wire,
+    planned,
+    client,
+    django_user_model,
 ):
-    """Issue 16: "a page that must read its own write (after an admin action) reads the primary".
+    """docs/scaling.md#replica: "a page that must read its own write (after an admin action) reads the primary".
 
     The review queue is read from the replica; after approving one reply the reviewer's
     redirected page comes from the primary (the action's result is shown at once), while another
@@ -102,7 +107,9 @@ def test_admin_lists_read_the_replica_and_the_page_after_an_action_reads_the_pri
     public_ack, private = planned()
     reviewer = django_user_model.objects.create_superuser("reviewer_test", password="unused-test-password")
     other = Client()
-    other.force_login(django_user_model.objects.create_superuser("other_test", password="unused-test-password"))
+    other.force_login(
+        django_user_model.objects.create_superuser("other_test", password="unused-test-password")
+    )
     client.force_login(reviewer)
     replica.caught_up()  # the users and sessions are on the primary only (never read from the replica)
     queue = "/admin/replies/reviewqueue/"
@@ -111,8 +118,16 @@ def test_admin_lists_read_the_replica_and_the_page_after_an_action_reads_the_pri
 
     replica.pause()
     # The confirmation carries the copy version it showed (v1, the only one).
-    response = client.post(queue, {"action": "approve", "_selected_action": [public_ack.pk], "confirm": "yes",
-                                   f"pin_{public_ack.pk}": "v1"}, follow=True)
+    response = client.post(
+        queue,
+        {
+            "action": "approve",
+            "_selected_action": [public_ack.pk],
+            "confirm": "yes",
+            f"pin_{public_ack.pk}": "v1",
+        },
+        follow=True,
+    )
     assert response.redirect_chain and response.status_code == 200
     assert "conduit_read_primary" in response.cookies or "conduit_read_primary" in client.cookies
     # The reviewer's own page: the primary, the approved reply gone from the queue.

@@ -15,7 +15,7 @@ def test_the_shared_schedule_doubles_from_the_base_up_to_the_cap():
 
 
 def test_the_sender_uses_the_shared_schedule_before_it_is_exhausted():
-    """README: "backoff 5 s doubling (cap 300 s)"; past MAX_AUTOMATIC_ATTEMPTS, the cap."""
+    """docs/replies.md#outcomes: "backoff 5 s doubling to a 300 s cap"; past MAX_AUTOMATIC_ATTEMPTS, the cap."""
     for attempts in range(0, MAX_AUTOMATIC_ATTEMPTS):
         assert backoff_seconds(attempts) == backoff_delay(failures=attempts, cap=BACKOFF_CAP_SECONDS)
     assert backoff_seconds(MAX_AUTOMATIC_ATTEMPTS) == BACKOFF_CAP_SECONDS

@@ -26,13 +26,19 @@ def processes() -> dict[int, dict]:
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cmdline = (
+                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            )
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
         found[int(entry)] = {
-            "state": fields[0], "ppid": int(fields[1]), "pgrp": int(fields[2]), "sid": int(fields[3]),
-            "start": fields[19], "cmd": cmdline.strip(),
+            "state": fields[0],
+            "ppid": int(fields[1]),
+            "pgrp": int(fields[2]),
+            "sid": int(fields[3]),
+            "start": fields[19],
+            "cmd": cmdline.strip(),
         }
     return found
 
@@ -40,18 +46,29 @@ def processes() -> dict[int, dict]:
 class Demo:
     """scripts/demo in its own session, as a terminal would run it, on SQLite and free ports."""
 
-    def __init__(self, tmp_path: Path, *, web_port: int | None = None, command: list[str] | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, *, web_port: int | None = None, command: list[str] | None = None
+    ) -> None:
         self.tmp_path = tmp_path
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
         env.update(
             DEMO_ENV_FILE=str(tmp_path / "demo.env"),
             DEMO_DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-            DEMO_PORT=str(web_port or free_port()), DEMO_PROVIDER_PORT=str(free_port()), DEMO_GRAPH_PORT=str(free_port()),
-            DEMO_STOP_GRACE_SECONDS="20", PYTHONUNBUFFERED="1", CONDUIT_Q_WORKERS="2",
+            DEMO_PORT=str(web_port or free_port()),
+            DEMO_PROVIDER_PORT=str(free_port()),
+            DEMO_GRAPH_PORT=str(free_port()),
+            DEMO_STOP_GRACE_SECONDS="20",
+            PYTHONUNBUFFERED="1",
+            CONDUIT_Q_WORKERS="2",
         )
         self.proc = subprocess.Popen(
-            command or ["bash", str(ROOT / "scripts" / "demo")], cwd=ROOT, env=env, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            command or ["bash", str(ROOT / "scripts" / "demo")],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self.lines: list[str] = []
         self.seen: dict[int, dict] = {}  # every descendant ever observed, by pid
@@ -143,37 +160,44 @@ def qcluster_processes(run: Demo) -> list[int]:
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_stopping_the_running_demo_leaves_nothing_running(demo, signum, status):
-    """Issue 10 item 12 / issue 15 item 1: the django-q2 cluster used to outlive the demo."""
+    """Stopping the demo stops the django-q2 cluster too: nothing outlives it."""
     run = demo()
     run.wait_for(BANNER)
     deadline = time.monotonic() + 30
-    while len(qcluster_processes(run)) < 3 and time.monotonic() < deadline:  # the cluster and its sentinel, workers
+    while (
+        len(qcluster_processes(run)) < 3 and time.monotonic() < deadline
+    ):  # the cluster and its sentinel, workers
         time.sleep(0.2)
     assert len(qcluster_processes(run)) >= 3, run.seen
-    # Issue 15: the terminal stays readable: no django-q2 line per task, no line per request.
+    # The terminal stays readable: no django-q2 line per task, no line per request.
     assert "django-q Processed" not in run.output and '"GET /admin/login/' not in run.output
-    # Issue 13: the demo's synthetic Instagram source holds the notified comment and the one
+    # The demo's synthetic Instagram source holds the notified comment and the one
     # reconciliation recovered from the Graph simulator.
     import sqlite3
 
     with contextlib.closing(sqlite3.connect(run.tmp_path / "demo.sqlite3")) as db:
         statuses = db.execute(
             "SELECT e.reconcile_status FROM inbound_events e JOIN ingress_source s ON s.id = e.source_id "
-            "WHERE s.name = 'instagram'").fetchall()
+            "WHERE s.name = 'instagram'"
+        ).fetchall()
     assert sorted(statuses) == [("MATCHED",), ("MATCHED",)], run.output[-3000:]
     if signum == signal.SIGINT:
-        # Issue 15: the banner's "try" command works as printed, in a terminal that exported
+        # The banner's "try" command works as printed, in a terminal that exported
         # nothing (manage.py reads the env file), and makes a new pending reply.
         (command,) = re.findall(r"^\s*try:\s+(.+)$", run.output, flags=re.MULTILINE)
         terminal = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
-        terminal["DATABASE_URL"] = f"sqlite:///{run.tmp_path / 'demo.sqlite3'}"  # the demo's, as DEMO_DATABASE_URL
-        tried = subprocess.run(command, shell=True, cwd=ROOT, env=terminal, capture_output=True, text=True,
-                               timeout=60)
+        terminal["DATABASE_URL"] = (
+            f"sqlite:///{run.tmp_path / 'demo.sqlite3'}"  # the demo's, as DEMO_DATABASE_URL
+        )
+        tried = subprocess.run(
+            command, shell=True, cwd=ROOT, env=terminal, capture_output=True, text=True, timeout=60
+        )
         assert tried.returncode == 0, tried.stdout + tried.stderr
         with contextlib.closing(sqlite3.connect(run.tmp_path / "demo.sqlite3")) as db:
             (pending,) = db.execute(
                 "SELECT COUNT(*) FROM reply_actions WHERE event_key LIKE '%evt_test_0104' "
-                "AND delivery_state = 'REVIEW_PENDING'").fetchone()
+                "AND delivery_state = 'REVIEW_PENDING'"
+            ).fetchone()
         assert pending == 2
     assert run.stop(signum) == status, run.output[-3000:]
     assert run.survivors() == []
@@ -181,7 +205,7 @@ def test_stopping_the_running_demo_leaves_nothing_running(demo, signum, status):
 
 
 def test_ctrl_c_during_setup_stops_setup_and_never_claims_to_run(demo):
-    """Issue 15 item 3: a Ctrl-C during setup stops it; no banner, nothing left running."""
+    """A Ctrl-C during setup stops it; no banner, nothing left running."""
     run = demo()
     run.wait_for("demo: running the non-delivery canary")
     assert run.stop(signal.SIGINT) == 130, run.output[-3000:]
@@ -190,7 +214,7 @@ def test_ctrl_c_during_setup_stops_setup_and_never_claims_to_run(demo):
 
 
 def test_a_service_that_cannot_start_fails_the_demo_loudly(demo):
-    """Issue 15 item 3: a failed step is not swallowed; the demo says so, exits non-zero, stops the rest."""
+    """A failed step is not swallowed; the demo says so, exits non-zero, stops the rest."""
     with socket.socket() as taken:  # the web server's port is already in use
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -205,15 +229,21 @@ def test_a_service_that_cannot_start_fails_the_demo_loudly(demo):
 
 @pytest.mark.parametrize("to_demo_only", [False, True])
 def test_make_demo_ends_without_an_error_when_stopped(demo, to_demo_only):
-    """Issue 15: `make` does not end with an error after the demo is stopped: Ctrl-C (the terminal
+    """`make` does not end with an error after the demo is stopped: Ctrl-C (the terminal
     signals make, its recipe's shell and the demo alike), or a SIGTERM to the demo alone, after
-    which make used to report "Error 143"."""
+    which make reports no "Error 143"."""
     run = demo(command=["make", "--no-print-directory", "demo"])
     run.wait_for(BANNER)
     if to_demo_only:
-        shells = {pid: info for pid, info in run.seen.items()
-                  if "scripts/demo" in info["cmd"] and "make" not in info["cmd"] and info["ppid"] != 1
-                  and pid != run.proc.pid and info["cmd"].startswith(("bash", "/bin/bash", "/usr/bin/bash"))}
+        shells = {
+            pid: info
+            for pid, info in run.seen.items()
+            if "scripts/demo" in info["cmd"]
+            and "make" not in info["cmd"]
+            and info["ppid"] != 1
+            and pid != run.proc.pid
+            and info["cmd"].startswith(("bash", "/bin/bash", "/usr/bin/bash"))
+        }
         # The script's own subshells carry its command line too: the script is the one whose parent is not one.
         (script,) = [pid for pid, info in shells.items() if info["ppid"] not in shells]
         os.kill(script, signal.SIGTERM)

@@ -26,9 +26,11 @@ def test_approval_reaches_sent_through_the_cluster_once_despite_duplicate_tasks(
     enqueue_send(action.pk)
 
     cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT,
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
         env={**subprocess_env(), "CONDUIT_Q_WORKERS": "2"},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 90
@@ -42,7 +44,9 @@ def test_approval_reaches_sent_through_the_cluster_once_despite_duplicate_tasks(
         while Task.objects.filter(func="replies.tasks.send_reply").count() < 3:
             assert time.monotonic() < deadline, "the duplicate tasks did not run"
             time.sleep(0.3)
-        results = sorted(Task.objects.filter(func="replies.tasks.send_reply").values_list("result", flat=True))
+        results = sorted(
+            Task.objects.filter(func="replies.tasks.send_reply").values_list("result", flat=True)
+        )
     finally:
         cluster.send_signal(signal.SIGTERM)
         try:

@@ -1,4 +1,4 @@
-"""The replies changelists run a constant number of queries whatever the page size (issue 12 item 5)."""
+"""The replies changelists run a constant number of queries whatever the page size."""
 
 import pytest
 from django.utils import timezone
@@ -20,15 +20,22 @@ def _actions(planned, n: int, **state) -> list[ReplyAction]:
     for i in range(n):
         event.pk, event.event_key = None, f"sandbox-social:evt_test_q{i:03}"
         event.save()
-        actions.append(ReplyAction.objects.create(
-            reply_key=reply_key(event.event_key, "public_ack"), event=event, purpose="public_ack",
-            created_at=timezone.now(), **state,
-        ))
+        actions.append(
+            ReplyAction.objects.create(
+                reply_key=reply_key(event.event_key, "public_ack"),
+                event=event,
+                purpose="public_ack",
+                created_at=timezone.now(),
+                **state,
+            )
+        )
     return actions
 
 
 @pytest.mark.parametrize("rows", [2, 40])
-def test_the_review_queue_asks_nothing_per_row(admin_client, wire, planned, rows, django_assert_max_num_queries):
+def test_the_review_queue_asks_nothing_per_row(
+    admin_client, wire, planned, rows, django_assert_max_num_queries
+):
     wire()
     _actions(planned, rows)
     with django_assert_max_num_queries(MAX_QUERIES):
@@ -49,13 +56,26 @@ def test_the_other_replies_changelists_ask_nothing_per_row(
 
 
 @pytest.mark.parametrize("rows", [2, 40])
-def test_the_stranded_queue_asks_nothing_per_row(admin_client, wire, planned, rows, django_assert_max_num_queries):
+def test_the_stranded_queue_asks_nothing_per_row(
+    admin_client, wire, planned, rows, django_assert_max_num_queries
+):
     wire()
-    for action in _actions(planned, rows, delivery_state="FAILED_BEFORE_SEND", attempt_count=2,
-                           last_error_code="live_send_disabled"):
+    for action in _actions(
+        planned,
+        rows,
+        delivery_state="FAILED_BEFORE_SEND",
+        attempt_count=2,
+        last_error_code="live_send_disabled",
+    ):
         for number in (1, 2):
-            SendAttempt.objects.create(action=action, attempt_number=number, at=timezone.now(),
-                                       transport="not_sent", evidence=f"evidence_{number}", transport_name="x")
+            SendAttempt.objects.create(
+                action=action,
+                attempt_number=number,
+                at=timezone.now(),
+                transport="not_sent",
+                evidence=f"evidence_{number}",
+                transport_name="x",
+            )
     with django_assert_max_num_queries(MAX_QUERIES):
         page = admin_client.get("/admin/replies/strandedsendqueue/")
     assert page.status_code == 200
@@ -64,9 +84,13 @@ def test_the_stranded_queue_asks_nothing_per_row(admin_client, wire, planned, ro
     assert html.count("attempt 2 at") == rows and "attempt 1 at" not in html
 
 
-@pytest.mark.parametrize("queue, guard", [
-    ("reviewqueue", "with_approval_needs"), ("strandedsendqueue", "with_last_attempt"),
-])
+@pytest.mark.parametrize(
+    "queue, guard",
+    [
+        ("reviewqueue", "with_approval_needs"),
+        ("strandedsendqueue", "with_last_attempt"),
+    ],
+)
 def test_positive_control_without_the_prefetch_each_row_queries(
     admin_client, wire, planned, monkeypatch, queue, guard
 ):
@@ -75,8 +99,11 @@ def test_positive_control_without_the_prefetch_each_row_queries(
     from django.test.utils import CaptureQueriesContext
 
     wire()
-    actions = _actions(planned, 40, delivery_state="FAILED_BEFORE_SEND", last_error_code="live_send_disabled") \
-        if queue == "strandedsendqueue" else _actions(planned, 40)
+    actions = (
+        _actions(planned, 40, delivery_state="FAILED_BEFORE_SEND", last_error_code="live_send_disabled")
+        if queue == "strandedsendqueue"
+        else _actions(planned, 40)
+    )
     assert actions
     monkeypatch.setattr(selectors, guard, lambda queryset: queryset)
     with CaptureQueriesContext(connection) as queries:

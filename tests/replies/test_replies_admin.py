@@ -43,10 +43,16 @@ def test_queues_and_pages_render_with_history_and_attempts(admin_client, pending
     reply_approve(action_id=action.pk, actor="reviewer_test")
     reply_send(action_id=action.pk)
     for url in (
-        "/admin/replies/reviewqueue/", "/admin/replies/unknownsendqueue/", "/admin/replies/replyaction/",
-        f"/admin/replies/replyaction/{action.pk}/change/", f"/admin/replies/reviewqueue/{other.pk}/change/",
-        "/admin/replies/replycopy/", "/admin/replies/replycopy/add/", "/admin/replies/sendattempt/",
-        "/admin/replies/canarysinkrecord/", f"/admin/replies/replyaction/?q={action.reply_key}",
+        "/admin/replies/reviewqueue/",
+        "/admin/replies/unknownsendqueue/",
+        "/admin/replies/replyaction/",
+        f"/admin/replies/replyaction/{action.pk}/change/",
+        f"/admin/replies/reviewqueue/{other.pk}/change/",
+        "/admin/replies/replycopy/",
+        "/admin/replies/replycopy/add/",
+        "/admin/replies/sendattempt/",
+        "/admin/replies/canarysinkrecord/",
+        f"/admin/replies/replyaction/?q={action.reply_key}",
         "/admin/replies/reviewqueue/?purpose=private_delivery",
     ):
         assert admin_client.get(url).status_code == 200, url
@@ -125,15 +131,27 @@ def test_a_retry_the_recovery_table_forbids_is_refused_as_a_message(client, prov
 
 
 def test_copy_is_versioned_and_only_declared_purposes_get_copy(admin_client, pending, sandbox_source):
-    response = admin_client.post("/admin/replies/replycopy/add/", {
-        "source": sandbox_source.pk, "purpose": "public_ack", "channel": "public_ack", "text": "New text.",
-    })
+    response = admin_client.post(
+        "/admin/replies/replycopy/add/",
+        {
+            "source": sandbox_source.pk,
+            "purpose": "public_ack",
+            "channel": "public_ack",
+            "text": "New text.",
+        },
+    )
     assert response.status_code == 302
     versions = list(ReplyCopy.objects.filter(purpose="public_ack").values_list("copy_version", "text"))
     assert versions == [("v2", "New text."), ("v1", "The sample checklist is ready in the test fixture.")]
-    response = admin_client.post("/admin/replies/replycopy/add/", {
-        "source": sandbox_source.pk, "purpose": "nope", "channel": "x", "text": "y",
-    })
+    response = admin_client.post(
+        "/admin/replies/replycopy/add/",
+        {
+            "source": sandbox_source.pk,
+            "purpose": "nope",
+            "channel": "x",
+            "text": "y",
+        },
+    )
     assert response.status_code == 200 and b"not a declared purpose" in response.content
 
 
@@ -146,7 +164,9 @@ def test_only_owners_may_enable_live_sending_on_a_route(client, sandbox_source):
     route = ReplyRoute.objects.get(source=sandbox_source, purpose="public_ack")
     form = {"transport_name": "sandbox", "target_url": "http://127.0.0.1:9", "live_send_enabled": "on"}
     editor = member("editor_test")
-    editor.user_permissions.add(*Permission.objects.filter(codename__in=["change_replyroute", "view_replyroute"]))
+    editor.user_permissions.add(
+        *Permission.objects.filter(codename__in=["change_replyroute", "view_replyroute"])
+    )
     client.force_login(editor)
     url = f"/admin/replies/replyroute/{route.pk}/change/"
     assert b'name="live_send_enabled"' not in client.get(url).content
@@ -175,12 +195,19 @@ def test_owners_add_a_route_only_for_a_declared_purpose(client, sandbox_source):
     assert client.post(add, {**form, "purpose": "private_delivery"}).status_code == 302
     route = ReplyRoute.objects.get(purpose="private_delivery")
     assert (route.transport_name, route.target_url, route.live_send_enabled) == (
-        "sandbox", "http://127.0.0.1:9", False)
+        "sandbox",
+        "http://127.0.0.1:9",
+        False,
+    )
 
 
-@pytest.mark.parametrize("queue, group, reason", [
-    ("reviewqueue", "reviewers", "closed_by_reviewer"), ("unknownsendqueue", "operators", "closed_by_operator"),
-])
+@pytest.mark.parametrize(
+    "queue, group, reason",
+    [
+        ("reviewqueue", "reviewers", "closed_by_reviewer"),
+        ("unknownsendqueue", "operators", "closed_by_operator"),
+    ],
+)
 def test_each_queue_closes_with_its_own_reason(client, pending, queue, group, reason):
     (action, _), _ = pending
     if queue == "unknownsendqueue":

@@ -15,8 +15,14 @@ from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLY = OutboundReply(
-    reply_key="k" * 64, event_key="evt", purpose="public_ack", channel="public_ack",
-    copy_version="v1", text="synthetic", conversation_ref="post_test_07", message_ref="msg_test_0042",
+    reply_key="k" * 64,
+    event_key="evt",
+    purpose="public_ack",
+    channel="public_ack",
+    copy_version="v1",
+    text="synthetic",
+    conversation_ref="post_test_07",
+    message_ref="msg_test_0042",
 )
 
 
@@ -80,7 +86,9 @@ def test_the_management_command_serves_with_the_chosen_capabilities():
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "sandbox_provider", "--port", str(port), "--no-lookup"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 30

@@ -25,28 +25,35 @@ def approved_pair(wire, planned, provider):
     actions = planned()
     for action in actions:
         assert reply_approve(action_id=action.pk, actor="reviewer_test").ok
-        SendBudget.objects.get_or_create(source=source, purpose=action.purpose,
-                                         defaults={"limit": None, "window_seconds": 3600})
+        SendBudget.objects.get_or_create(
+            source=source, purpose=action.purpose, defaults={"limit": None, "window_seconds": 3600}
+        )
     return state, source, actions
 
 
 def history(action) -> list[tuple]:
-    return list(ReplyTransition.objects.filter(action=action).order_by("id")
-                .values_list("prior_state", "next_state", "actor", "reason_code", "refused"))
+    return list(
+        ReplyTransition.objects.filter(action=action)
+        .order_by("id")
+        .values_list("prior_state", "next_state", "actor", "reason_code", "refused")
+    )
 
 
 def test_a_send_is_two_statements_claim_and_finish(approved_pair):
-    """Issue 17: "claim and attempt row together, finish in one statement". Before: 14 statements
+    """Claim and attempt row together, finish in one statement (docs/internals.md#sender). Done
+    apart it is 14 statements
     (BEGIN, the lock, a needs_reauth read, the budget row's insert and lock, the move, its history,
     the attempt, COMMIT; then BEGIN, the attempt's evidence, the move, its history, COMMIT)."""
     from replies.selectors import approved_copy
 
     state, source, (public, _) = approved_pair
     public.refresh_from_db()
-    approved_copy(source_id=source.pk, purpose=public.purpose, copy_version=public.copy_version)  # kept per process
-    from replies import sender
+    approved_copy(
+        source_id=source.pk, purpose=public.purpose, copy_version=public.copy_version
+    )  # kept per process
+    from replies.sender import claim
 
-    sender._claim_sql(by_id=False)  # the claim's SQL is compiled once per process
+    claim._claim_sql(by_id=False)  # the claim's SQL is compiled once per process
     with CaptureQueriesContext(connection) as queries:
         assert reply_send_next() == (public.pk, "SENT")
     assert len(queries.captured_queries) == 2, [q["sql"][:60] for q in queries.captured_queries]
@@ -58,12 +65,17 @@ def test_a_send_is_two_statements_claim_and_finish(approved_pair):
         ("SENDING", "SENT", "system:sender", "receipt_stored", False),
     ]
     attempt = SendAttempt.objects.get(action=public)
-    assert (attempt.attempt_number, attempt.transport, attempt.http_status, attempt.evidence,
-            attempt.transport_name) == (1, "response_received", 201, "receipt", "sandbox")
+    assert (
+        attempt.attempt_number,
+        attempt.transport,
+        attempt.http_status,
+        attempt.evidence,
+        attempt.transport_name,
+    ) == (1, "response_received", 201, "receipt", "sandbox")
 
 
 def test_the_attempt_row_is_written_sent_with_the_claim_before_any_transport_code(approved_pair, monkeypatch):
-    """Seed 000: "A SendAttempt row ... written as `sent` ... before the call": at the moment the
+    """docs/internals.md#sender: "A SendAttempt row ... written as `sent` ... before the call": at the moment the
     transport is called, the claim, its history and the attempt row are committed together."""
     from conduit.providers.sandbox.transport import SandboxTransport
 
@@ -74,7 +86,9 @@ def test_the_attempt_row_is_written_sent_with_the_claim_before_any_transport_cod
     def spying(self, reply):
         row = ReplyAction.objects.get(reply_key=reply.reply_key)
         seen["state"] = row.delivery_state
-        seen["attempt"] = list(SendAttempt.objects.filter(action=row).values_list("attempt_number", "transport"))
+        seen["attempt"] = list(
+            SendAttempt.objects.filter(action=row).values_list("attempt_number", "transport")
+        )
         seen["claimed"] = history(row)[-1][:2]
         return real(self, reply)
 
@@ -84,7 +98,8 @@ def test_the_attempt_row_is_written_sent_with_the_claim_before_any_transport_cod
 
 
 def test_an_ambiguous_send_parks_in_unknown_and_no_claim_takes_it_again(approved_pair):
-    """Seed 000: "A timeout after the external request creates SEND_STATUS_UNKNOWN"; "Ambiguous
+    """docs/replies.md#outcomes: "A timeout after the external request creates SEND_STATUS_UNKNOWN";
+    docs/concepts/acceptance.md#checks: "Ambiguous
     send: A simulated lost receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry"."""
     state, _, (public, private) = approved_pair
     fail_next(state, "drop_after_accept")
@@ -107,7 +122,9 @@ def test_a_refused_send_backs_off_and_the_claim_waits_for_its_time(approved_pair
     ReplyAction.objects.filter(pk=public.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
     assert reply_send_next() == (public.pk, "SENT")
     assert list(SendAttempt.objects.filter(action=public).values_list("attempt_number", "transport")) == [
-        (1, "response_received"), (2, "response_received")]
+        (1, "response_received"),
+        (2, "response_received"),
+    ]
     assert history(public)[-2][:2] == ("FAILED_BEFORE_SEND", "SENDING")
 
 
@@ -138,7 +155,7 @@ def test_a_counted_budget_is_claimed_in_the_transaction_path_and_counted(approve
 
 
 def test_a_receipt_after_the_sweeper_parked_the_send_still_lands(approved_pair, monkeypatch):
-    """README: "A receipt that arrives after the sweeper parked the row still lands
+    """docs/replies.md#outcomes: "A receipt that arrives after the sweeper parked the row still lands
     (SEND_STATUS_UNKNOWN -> SENT)"."""
     from conduit.providers.sandbox.transport import SandboxTransport
     from replies.sender import replies_sweep
@@ -153,7 +170,11 @@ def test_a_receipt_after_the_sweeper_parked_the_send_still_lands(approved_pair, 
 
     monkeypatch.setattr(SandboxTransport, "send", slow)
     assert reply_send(action_id=public.pk) == "SENT"
-    assert [h[3] for h in history(public)[-3:]] == ["claimed", "worker_lease_expired", "receipt_after_lease_expired"]
+    assert [h[3] for h in history(public)[-3:]] == [
+        "claimed",
+        "worker_lease_expired",
+        "receipt_after_lease_expired",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -175,9 +196,14 @@ def test_a_receipt_lands_when_the_sweeper_commits_while_finish_waits(approved_pa
         try:
             with transaction.atomic():
                 outcome = reply_action_transition(
-                    action_id=action_id, to=S.SEND_STATUS_UNKNOWN, actor="system:sweeper",
-                    reason_code="worker_lease_expired", expected=S.SENDING, record_lost_race=False,
-                    extra={"sending_since": None, "last_error_code": "worker_lease_expired"})
+                    action_id=action_id,
+                    to=S.SEND_STATUS_UNKNOWN,
+                    actor="system:sweeper",
+                    reason_code="worker_lease_expired",
+                    expected=S.SENDING,
+                    record_lost_race=False,
+                    extra={"sending_since": None, "last_error_code": "worker_lease_expired"},
+                )
                 assert outcome.applied
                 locked.set()
                 time.sleep(1.0)  # the finish statement starts and waits on this row lock
@@ -203,6 +229,8 @@ def test_a_receipt_lands_when_the_sweeper_commits_while_finish_waits(approved_pa
         t.join()
     assert not errors
     public.refresh_from_db()
-    hist = list(ReplyTransition.objects.filter(action=public).order_by("id").values_list("reason_code", flat=True))
+    hist = list(
+        ReplyTransition.objects.filter(action=public).order_by("id").values_list("reason_code", flat=True)
+    )
     assert (state, public.delivery_state) == ("SENT", "SENT"), (state, public.delivery_state, hist)
     assert hist[-1] == "receipt_after_lease_expired"

@@ -48,7 +48,9 @@ def test_approval_records_actor_copy_and_queues_the_send_on_commit(
         approve(action)
     action.refresh_from_db()
     assert (action.delivery_state, action.approval_state, action.approved_by) == (
-        "APPROVED", "APPROVED", "reviewer_test",
+        "APPROVED",
+        "APPROVED",
+        "reviewer_test",
     )
     assert (action.copy_version, action.channel) == ("v1", "public_ack")
     assert action.approved_at is not None
@@ -78,7 +80,14 @@ def test_nothing_can_be_claimed_twice(wire, planned, provider):
     action, _ = planned()
     approve(action)
     reply_send(action_id=action.pk)
-    for stuck in ("SENDING", "SENT", "SUPPRESSED_TEST", "CLOSED_NO_REPLY", "SEND_STATUS_UNKNOWN", "REVIEW_PENDING"):
+    for stuck in (
+        "SENDING",
+        "SENT",
+        "SUPPRESSED_TEST",
+        "CLOSED_NO_REPLY",
+        "SEND_STATUS_UNKNOWN",
+        "REVIEW_PENDING",
+    ):
         ReplyAction.objects.filter(pk=action.pk).update(delivery_state=stuck)
         assert reply_send(action_id=action.pk) == "not_claimed", stuck
     assert SendAttempt.objects.filter(action=action).count() == 1
@@ -128,7 +137,12 @@ def test_automatic_attempts_back_off_to_the_cap_and_never_stop_for_a_curable_fai
     action.refresh_from_db()
     assert action.attempt_count == MAX_AUTOMATIC_ATTEMPTS + 1 and action.next_attempt_at is not None
     assert [backoff_seconds(n) for n in range(1, MAX_AUTOMATIC_ATTEMPTS + 2)] == [
-        5, 10, 20, 40, BACKOFF_CAP_SECONDS, BACKOFF_CAP_SECONDS,
+        5,
+        10,
+        20,
+        40,
+        BACKOFF_CAP_SECONDS,
+        BACKOFF_CAP_SECONDS,
     ]
 
 
@@ -167,7 +181,9 @@ def test_sweeper_parks_a_stale_sending_row_and_leaves_a_fresh_one(wire, planned,
     wire(provider())
     stale, fresh = planned()
     now = timezone.now()
-    ReplyAction.objects.filter(pk=stale.pk).update(delivery_state="SENDING", sending_since=now - timedelta(seconds=300))
+    ReplyAction.objects.filter(pk=stale.pk).update(
+        delivery_state="SENDING", sending_since=now - timedelta(seconds=300)
+    )
     ReplyAction.objects.filter(pk=fresh.pk).update(delivery_state="SENDING", sending_since=now)
     settings.CONDUIT_SEND_LEASE_SECONDS = 120
     assert replies_sweep() == 1
@@ -187,7 +203,9 @@ def test_a_receipt_that_arrives_after_the_lease_expired_still_lands(wire, planne
 
     def slow_send(self, reply):
         receipt = real_send(self, reply)
-        ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")  # swept meanwhile
+        ReplyAction.objects.filter(pk=action.pk).update(
+            delivery_state="SEND_STATUS_UNKNOWN"
+        )  # swept meanwhile
         return receipt
 
     monkeypatch.setattr(SandboxTransport, "send", slow_send)
@@ -242,7 +260,9 @@ def live_transport(monkeypatch):
     return built
 
 
-def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code(wire, planned, live_transport):
+def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code(
+    wire, planned, live_transport
+):
     wire(None, transport_name="live_test", live_send_enabled=True)
     action, _ = planned()
     ReplyAction.objects.filter(pk=action.pk).update(canary=True)  # the flag the guard reads
@@ -329,7 +349,7 @@ def test_without_receipt_lookup_a_retry_is_refused(wire, planned, provider, idem
     assert state_of(action) == "CLOSED_NO_REPLY"
 
 
-# Reply routes: each action goes out through its own (source, purpose) route (issue 12 item 2).
+# Reply routes: each action goes out through its own (source, purpose) route.
 
 
 def _route(purpose: str, **changes):
@@ -360,7 +380,7 @@ def test_each_purpose_goes_out_through_its_own_route(wire, planned, provider):
 
 
 def test_the_canary_guard_reads_the_actions_own_route(wire, planned, live_transport):
-    """Seed 000's canary never reaches a live transport: the guard asks whether the route this
+    """The canary never reaches a live transport (docs/concepts/canary.md#guard): the guard asks whether the route this
     action would take is live, so a live route for one purpose does not taint the other."""
     wire(None)
     _route("private_delivery", transport_name="live_test")
@@ -372,7 +392,9 @@ def test_the_canary_guard_reads_the_actions_own_route(wire, planned, live_transp
     public.refresh_from_db()
     private.refresh_from_db()
     assert (public.last_error_code, private.last_error_code) == ("", "canary_aimed_at_live_transport")
-    assert list(CanarySinkRecord.objects.values_list("purpose", "transport_name")) == [("public_ack", "sandbox")]
+    assert list(CanarySinkRecord.objects.values_list("purpose", "transport_name")) == [
+        ("public_ack", "sandbox")
+    ]
     assert live_transport == []
 
 
@@ -385,7 +407,9 @@ def test_without_a_route_approval_is_refused_and_a_send_stops_as_misconfigured(w
     ReplyRoute.objects.filter(purpose="public_ack").delete()
     result = reply_approve(action_id=public.pk, actor="reviewer_test")
     assert not result.ok and "no reply route for purpose 'public_ack'" in result.message
-    assert "no reply route" in approval_missing(ReplyAction.objects.select_related("event__source").get(pk=public.pk))
+    assert "no reply route" in approval_missing(
+        ReplyAction.objects.select_related("event__source").get(pk=public.pk)
+    )
     approve(private)
     ReplyRoute.objects.filter(purpose="private_delivery").delete()  # removed after approval
     assert reply_send(action_id=private.pk) == "FAILED_BEFORE_SEND"

@@ -14,7 +14,7 @@ from replies.contract import (
 )
 from replies.models import ReplyAction, ReplyTransition, SendAttempt
 from replies.selectors import sends_stranded
-from replies.sender import due_action_ids, reply_send
+from replies.sender import deliver, due_action_ids, reply_send
 from replies.services import reply_approve, stranded_retry_now
 from tests.conftest import fail_next
 
@@ -50,7 +50,8 @@ def live_transport(monkeypatch):
 def test_an_exhausted_failure_before_send_keeps_retrying_at_the_capped_interval_under_the_same_key(
     wire, planned, provider
 ):
-    """Seed 000: FAILED_BEFORE_SEND -> "Retry under the same keys"; "A failure before transport
+    """docs/replies.md#stranded: FAILED_BEFORE_SEND -> "Retry under the same keys";
+    docs/concepts/acceptance.md#checks: "A failure before transport
     retries under the same keys". Exhaustion must not be a dead end."""
     state = provider()
     wire(state)
@@ -85,18 +86,24 @@ def test_an_incurable_failure_stops_automatic_retries_and_names_its_code(wire, p
     approve(action)
     assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
     action.refresh_from_db()
-    assert (action.last_error_code, action.next_attempt_at, action.attempt_count) == ("live_send_disabled", None, 1)
+    assert (action.last_error_code, action.next_attempt_at, action.attempt_count) == (
+        "live_send_disabled",
+        None,
+        1,
+    )
     assert action.pk not in due_action_ids(now=timezone.now() + timedelta(days=365))
     assert list(sends_stranded()) == [action]
     why = selectors.stranded_why(action)
-    assert why.startswith("stopped by live_send_disabled: ") and INCURABLE_FAILURES["live_send_disabled"] in why
+    assert (
+        why.startswith("stopped by live_send_disabled: ") and INCURABLE_FAILURES["live_send_disabled"] in why
+    )
 
 
 def test_positive_control_without_the_incurable_guard_the_same_failure_is_rescheduled(
     wire, planned, live_transport, monkeypatch
 ):
     """Break the guard on purpose: the stop above is the guard's doing, not an accident."""
-    monkeypatch.setattr(sender, "failure_is_incurable", lambda code: False)
+    monkeypatch.setattr(deliver, "failure_is_incurable", lambda code: False)
     wire(None, transport_name="live_test", live_send_enabled=False)
     action, _ = planned()
     approve(action)
@@ -109,8 +116,12 @@ def test_positive_control_without_the_incurable_guard_the_same_failure_is_resche
 def test_incurable_codes_are_declared_with_why_and_transient_ones_are_not():
     for code, why in INCURABLE_FAILURES.items():
         assert code == code.lower() and " " not in code and len(why) > 20, code
-    for transient in ("connect_failed", "provider_refused_429", "capability_discovery_failed",
-                      "transport_or_copy_unavailable"):
+    for transient in (
+        "connect_failed",
+        "provider_refused_429",
+        "capability_discovery_failed",
+        "transport_or_copy_unavailable",
+    ):
         assert transient not in INCURABLE_FAILURES
 
 
@@ -141,7 +152,8 @@ def member(username: str, *groups: str) -> User:
 def act(client, action: str, rows, **extra):
     return client.post(
         "/admin/replies/strandedsendqueue/",
-        {"action": action, "_selected_action": [r.pk for r in rows], **extra}, follow=True,
+        {"action": action, "_selected_action": [r.pk for r in rows], **extra},
+        follow=True,
     )
 
 
@@ -159,7 +171,7 @@ def stranded(wire, planned, live_transport):
 def test_the_stranded_queue_shows_last_evidence_and_retry_now_needs_confirmation_and_keeps_the_key(
     client, stranded, monkeypatch, django_capture_on_commit_callbacks
 ):
-    """Seed 000: FAILED_BEFORE_SEND -> "Retry under the same keys": a person's retry reuses the reply key."""
+    """docs/replies.md#stranded: FAILED_BEFORE_SEND -> "Retry under the same keys": a person's retry reuses the reply key."""
     _, (action, other) = stranded
     queued = []
     monkeypatch.setattr(sender, "enqueue_send", queued.append)
@@ -183,7 +195,10 @@ def test_the_stranded_queue_shows_last_evidence_and_retry_now_needs_confirmation
     assert queued == [action.pk]
     last = ReplyTransition.objects.filter(action=action).last()
     assert (last.prior_state, last.next_state, last.actor, last.reason_code) == (
-        "FAILED_BEFORE_SEND", "APPROVED", "operator_test", "retry_now_by_operator",
+        "FAILED_BEFORE_SEND",
+        "APPROVED",
+        "operator_test",
+        "retry_now_by_operator",
     )
     assert [a.pk for a in sends_stranded()] == [other.pk]
 

@@ -7,7 +7,6 @@ import pytest
 
 from conduit.providers.base import Ambiguous, NotSent, OutboundReply
 from conduit.providers.sandbox import transport as sandbox
-from conduit.providers.sandbox.simulator import serve
 from conduit.providers.sandbox.transport import (
     REFUSED_BEFORE_APPLYING,
     SandboxTransport,
@@ -15,17 +14,25 @@ from conduit.providers.sandbox.transport import (
 from replies.models import SendAttempt
 from replies.sender import due_action_ids, reply_send
 from replies.services import reply_approve
+from simulators.sandbox import serve
 from tests.conftest import free_port
 
 REPLY = OutboundReply(
-    reply_key="k" * 64, event_key="evt", purpose="public_ack", channel="public_ack",
-    copy_version="v1", text="synthetic", conversation_ref="post_test_07", message_ref="msg_test_0042",
+    reply_key="k" * 64,
+    event_key="evt",
+    purpose="public_ack",
+    channel="public_ack",
+    copy_version="v1",
+    text="synthetic",
+    conversation_ref="post_test_07",
+    message_ref="msg_test_0042",
 )
 
 
 @pytest.fixture
 def stub(loopback):
     """A provider stand-in: GET /capabilities answers `capabilities_status`, POST /replies `status`."""
+
     def start(*, status: int = 201, capabilities_status: int = 200):
         posts: list[dict] = []
 
@@ -66,7 +73,9 @@ def test_a_4xx_not_declared_refused_before_applying_is_not_established(stub, sta
     with pytest.raises(Ambiguous) as raised:
         SandboxTransport(server.url).send(REPLY)
     assert (raised.value.code, raised.value.http_status, raised.value.response) == (
-        f"provider_undeclared_{status}", status, True,
+        f"provider_undeclared_{status}",
+        status,
+        True,
     )
 
 
@@ -104,7 +113,8 @@ def test_the_declared_refusals_are_what_the_sandbox_provider_answers_before_appl
 
 
 def test_a_409_parks_the_reply_in_unknown_and_nothing_retries_it(stub, wire, planned):
-    """Seed 000: SEND_STATUS_UNKNOWN: "The provider may have accepted the action"; "A simulated lost
+    """docs/concepts/ledgers.md#reply-states: SEND_STATUS_UNKNOWN: "The provider may have accepted the
+    action"; docs/concepts/acceptance.md#checks: "A simulated lost
     receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry"."""
     server = stub(status=409)
     wire(server)

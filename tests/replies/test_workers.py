@@ -26,9 +26,15 @@ def ingest_events(count: int) -> None:
     source = Source.objects.get(name="sandbox")
     for start in range(0, count, 50):
         events = [
-            {"id": f"evt_test_w{i}", "type": "comment.created", "post_id": "post_test_07",
-             "comment_id": f"msg_test_w{i}", "from_id": "person_test_09",
-             "created_at": "2026-01-15T14:30:00Z", "text": "CHECKLIST"}
+            {
+                "id": f"evt_test_w{i}",
+                "type": "comment.created",
+                "post_id": "post_test_07",
+                "comment_id": f"msg_test_w{i}",
+                "from_id": "person_test_09",
+                "created_at": "2026-01-15T14:30:00Z",
+                "text": "CHECKLIST",
+            }
             for i in range(start, min(count, start + 50))
         ]
         body = json.dumps({"account": "acct_test_01", "events": events}).encode()
@@ -52,8 +58,13 @@ def test_four_worker_processes_send_500_actions_each_exactly_once(provider, wire
     assert ReplyAction.objects.filter(delivery_state="APPROVED").count() == 2 * EVENTS
 
     workers = [
-        subprocess.Popen([sys.executable, "manage.py", "send_replies", "--drain"], cwd=ROOT,
-                         env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "manage.py", "send_replies", "--drain"],
+            cwd=ROOT,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for _ in range(WORKERS)
     ]
     outputs = [w.communicate(timeout=300) for w in workers]
@@ -80,7 +91,10 @@ def test_worker_killed_after_the_provider_applied_ends_unknown_and_is_never_rese
     approve_all(monkeypatch)
     worker = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("crash_worker.py")), str(action.pk)],
-        cwd=ROOT, env=subprocess_env(), capture_output=True, timeout=120,
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        timeout=120,
     )
     assert worker.returncode == -signal.SIGKILL, worker.stderr.decode()
     action.refresh_from_db()
@@ -98,8 +112,13 @@ def test_worker_killed_after_the_provider_applied_ends_unknown_and_is_never_rese
     assert (action.delivery_state, action.last_error_code) == ("SEND_STATUS_UNKNOWN", "worker_lease_expired")
     assert action.pk not in due_action_ids()
     assert reply_send(action_id=action.pk) == "not_claimed"
-    drained = subprocess.run([sys.executable, "manage.py", "send_replies", "--drain"], cwd=ROOT,
-                             env=subprocess_env(), capture_output=True, timeout=120)
+    drained = subprocess.run(
+        [sys.executable, "manage.py", "send_replies", "--drain"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        timeout=120,
+    )
     assert drained.returncode == 0
     action.refresh_from_db()
     assert action.delivery_state == "SEND_STATUS_UNKNOWN"

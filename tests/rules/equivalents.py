@@ -83,6 +83,8 @@ def stale(text: str | None = None) -> list[str]:
                 continue
             now = digest(code)
             if now != pinned[code]:
-                problems.append(f"{mutant}: {code} changed since the argument was made "
-                                f"(pinned {pinned[code]}, now {now}): re-check it with mutmut show")
+                problems.append(
+                    f"{mutant}: {code} changed since the argument was made "
+                    f"(pinned {pinned[code]}, now {now}): re-check it with mutmut show"
+                )
     return problems

@@ -12,7 +12,7 @@ from replies.contract import (
 
 
 def test_backoff_is_five_seconds_doubling_up_to_the_cap():
-    """README: "backoff 5 s doubling (cap 300 s)"."""
+    """docs/replies.md#outcomes: "backoff 5 s doubling to a 300 s cap"."""
     assert [backoff_seconds(n) for n in range(0, 5)] == [5, 5, 10, 20, 40]
     assert backoff_seconds(7) == BACKOFF_CAP_SECONDS == 300
     assert backoff_seconds(100) == 300

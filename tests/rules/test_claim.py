@@ -10,15 +10,21 @@ from replies.sender import due_action_ids, reply_send
 from tests.rules.conftest import lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
-NEVER_CLAIMABLE = ["REVIEW_PENDING", "SENDING", "SENT", "SEND_STATUS_UNKNOWN", "SUPPRESSED_TEST",
-                   "CLOSED_NO_REPLY"]
+NEVER_CLAIMABLE = [
+    "REVIEW_PENDING",
+    "SENDING",
+    "SENT",
+    "SEND_STATUS_UNKNOWN",
+    "SUPPRESSED_TEST",
+    "CLOSED_NO_REPLY",
+]
 
 
 def test_due_actions_are_approved_and_failed_past_their_backoff_oldest_first(make_action):
-    """Seed 000 step 3: "The sender claims an approved row with one atomic transition from APPROVED
+    """docs/concepts/ledgers.md#claim: "The sender claims an approved row with one atomic transition from APPROVED
     to SENDING. A row already in SENDING, SENT, SUPPRESSED_TEST, or CLOSED_NO_REPLY cannot be
     claimed again." REVIEW_PENDING is the approval gate; SEND_STATUS_UNKNOWN is never retried
-    automatically (seed 000 invariant 6)."""
+    automatically (docs/concepts/event-contract.md#invariants)."""
     now = timezone.now()
     never = [make_action(state) for state in NEVER_CLAIMABLE]
     approved = make_action("APPROVED")
@@ -34,9 +40,7 @@ def test_due_actions_are_approved_and_failed_past_their_backoff_oldest_first(mak
 
 
 @pytest.mark.parametrize("state", NEVER_CLAIMABLE)
-def test_an_action_outside_the_claimable_states_is_not_claimed_and_nothing_is_recorded(
-    make_action, state
-):
+def test_an_action_outside_the_claimable_states_is_not_claimed_and_nothing_is_recorded(make_action, state):
     """Not an attempted move either: reply_send returns before asking the ledger for SENDING."""
     action = make_action(state)
     assert reply_send(action_id=action.pk) == "not_claimed"

@@ -8,7 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from replies.models import ReplyAction, ReplyRoute, ReplyTransition, SendAttempt
-from replies.sender import _claim, _lock_next, reply_send, reply_send_next
+from replies.sender import reply_send, reply_send_next
+from replies.sender.claim import _claim, _lock_next
 from tests.rules.conftest import lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
@@ -17,8 +18,13 @@ CLAIM_EVIDENCE = "claimed; request about to be written"
 
 def _claimed(make_action, now, *, locked: bool, canary: bool) -> tuple[ReplyAction, ReplyAction]:
     """A due FAILED_BEFORE_SEND action with two attempts behind it, claimed one way or the other."""
-    action = make_action("FAILED_BEFORE_SEND", canary=canary, attempt_count=2,
-                         next_attempt_at=now - timedelta(seconds=1), last_error_code="connection_refused")
+    action = make_action(
+        "FAILED_BEFORE_SEND",
+        canary=canary,
+        attempt_count=2,
+        next_attempt_at=now - timedelta(seconds=1),
+        last_error_code="connection_refused",
+    )
     if locked:  # reply_send_next: the locking read, then the claim in its transaction
         with transaction.atomic():
             held = _lock_next(now)
@@ -32,7 +38,7 @@ def _claimed(make_action, now, *, locked: bool, canary: bool) -> tuple[ReplyActi
 
 @pytest.mark.parametrize("locked", [False, True], ids=["read", "locked"])
 def test_a_claim_commits_sending_and_a_sent_attempt_numbered_as_the_ledger_counts(make_action, locked):
-    """README, The sender: "the claim makes each send at-most-once: one compare-and-set APPROVED →
+    """docs/replies.md#sender: "the claim makes each send at-most-once: one compare-and-set APPROVED →
     SENDING (or a due FAILED_BEFORE_SEND → SENDING), committed with a `SendAttempt` row written as
     `sent` before any transport code runs." The attempt is the action's third (two before it), and
     the action object the transport boundary then gets is the row as claimed: SENDING, count 3
@@ -41,13 +47,23 @@ def test_a_claim_commits_sending_and_a_sent_attempt_numbered_as_the_ledger_count
     action, held = _claimed(make_action, now, locked=locked, canary=False)
     row = ReplyAction.objects.get(pk=action.pk)
     assert (row.delivery_state, row.attempt_count, row.sending_since, row.next_attempt_at) == (
-        "SENDING", 3, now, None)
+        "SENDING",
+        3,
+        now,
+        None,
+    )
     assert (held.delivery_state, held.attempt_count) == ("SENDING", 3)
-    attempts = list(SendAttempt.objects.filter(action=action).values_list(
-        "attempt_number", "transport", "evidence", "transport_name", "at"))
+    attempts = list(
+        SendAttempt.objects.filter(action=action).values_list(
+            "attempt_number", "transport", "evidence", "transport_name", "at"
+        )
+    )
     assert attempts == [(3, "sent", CLAIM_EVIDENCE, "sandbox", now)]
-    history = list(ReplyTransition.objects.filter(action=action).values_list(
-        "prior_state", "next_state", "actor", "reason_code", "refused"))
+    history = list(
+        ReplyTransition.objects.filter(action=action).values_list(
+            "prior_state", "next_state", "actor", "reason_code", "refused"
+        )
+    )
     assert history == [("FAILED_BEFORE_SEND", "SENDING", "system:sender", "claimed", False)]
 
 
@@ -70,16 +86,31 @@ def test_a_claim_from_an_unlocked_read_numbers_its_attempt_from_the_row_not_the_
     claim is attempt 3, never a second attempt 2."""
     now = timezone.now()
     action = make_action("FAILED_BEFORE_SEND", attempt_count=1, next_attempt_at=now - timedelta(seconds=5))
-    SendAttempt.objects.create(action=action, attempt_number=1, at=now - timedelta(minutes=2),
-                               transport="not_sent", evidence="connection_refused", transport_name="sandbox")
+    SendAttempt.objects.create(
+        action=action,
+        attempt_number=1,
+        at=now - timedelta(minutes=2),
+        transport="not_sent",
+        evidence="connection_refused",
+        transport_name="sandbox",
+    )
     stale = ReplyAction.objects.get(pk=action.pk)
     ReplyAction.objects.filter(pk=action.pk).update(attempt_count=2)  # the other worker's claim
-    SendAttempt.objects.create(action=action, attempt_number=2, at=now - timedelta(minutes=1),
-                               transport="not_sent", evidence="connection_refused", transport_name="sandbox")
+    SendAttempt.objects.create(
+        action=action,
+        attempt_number=2,
+        at=now - timedelta(minutes=1),
+        transport="not_sent",
+        evidence="connection_refused",
+        transport_name="sandbox",
+    )
     assert _claim(stale, now)
     assert (stale.delivery_state, stale.attempt_count) == ("SENDING", 3)
     assert list(SendAttempt.objects.filter(action=action).values_list("attempt_number", "transport")) == [
-        (1, "not_sent"), (2, "not_sent"), (3, "sent")]
+        (1, "not_sent"),
+        (2, "not_sent"),
+        (3, "sent"),
+    ]
 
 
 def test_the_claim_inside_the_locking_reads_transaction_adds_no_savepoint(make_action):
@@ -114,7 +145,7 @@ def test_an_action_without_a_route_for_its_purpose_is_not_sent_and_its_attempt_n
     make_action, caplog
 ):
     """Each action goes out through its own reply route (source + purpose). With none for its
-    purpose the locking read's LEFT JOIN finds nulls: no route, so nothing is sent. README: the
+    purpose the locking read's LEFT JOIN finds nulls: no route, so nothing is sent. docs/replies.md#outcomes: the
     attempt is FAILED_BEFORE_SEND, `not_sent`; the claim's attempt names no transport."""
     action = make_action("APPROVED")
     ReplyRoute.objects.filter(source=action.event.source, purpose=action.purpose).delete()
@@ -122,10 +153,15 @@ def test_an_action_without_a_route_for_its_purpose_is_not_sent_and_its_attempt_n
         assert reply_send_next() == (action.pk, "FAILED_BEFORE_SEND")
     action.refresh_from_db()
     assert (action.delivery_state, action.last_error_code, action.attempt_count) == (
-        "FAILED_BEFORE_SEND", "transport_misconfigured", 1)
-    assert list(SendAttempt.objects.filter(action=action).values_list(
-        "attempt_number", "transport", "evidence", "transport_name")) == [
-        (1, "not_sent", "transport_misconfigured", "")]
+        "FAILED_BEFORE_SEND",
+        "transport_misconfigured",
+        1,
+    )
+    assert list(
+        SendAttempt.objects.filter(action=action).values_list(
+            "attempt_number", "transport", "evidence", "transport_name"
+        )
+    ) == [(1, "not_sent", "transport_misconfigured", "")]
     assert f"no reply route for purpose {action.purpose}" in caplog.text
 
 
@@ -136,8 +172,15 @@ def _hold_and_write(lock_row, action_id: int):
         try:
             with transaction.atomic():
                 ReplyTransition.objects.create(
-                    action_id=action_id, ledger="reply", prior_state="APPROVED", next_state="APPROVED",
-                    at=timezone.now(), actor="acct_test_reviewer", reason_code="note", refused=True)
+                    action_id=action_id,
+                    ledger="reply",
+                    prior_state="APPROVED",
+                    next_state="APPROVED",
+                    at=timezone.now(),
+                    actor="acct_test_reviewer",
+                    reason_code="note",
+                    refused=True,
+                )
             return None
         except OperationalError as exc:
             return exc
@@ -152,5 +195,6 @@ def test_the_locking_read_does_not_block_rows_that_reference_the_action(make_act
     action = make_action("APPROVED")
     assert _hold_and_write(lambda: _lock_next(timezone.now()), action.pk) is None
     control = _hold_and_write(
-        lambda: list(ReplyAction.objects.select_for_update().filter(pk=action.pk)), action.pk)
+        lambda: list(ReplyAction.objects.select_for_update().filter(pk=action.pk)), action.pk
+    )
     assert control is not None and "lock timeout" in str(control)

@@ -20,9 +20,11 @@ def test_every_argument_pins_the_code_as_it_is():
 
 def test_mutant_names_map_to_their_functions():
     assert code_of("conduit.canonical.x_canonical_json__mutmut_4") == "conduit.canonical.canonical_json"
-    assert code_of("replies.sender.x__claim__mutmut_15") == "replies.sender._claim"
-    assert code_of("reconcile.decisions.evidence.xǁHttpSemanticsModelǁanswer__mutmut_9") == \
-        "reconcile.decisions.evidence.HttpSemanticsModel.answer"
+    assert code_of("replies.sender.claim.x__claim__mutmut_15") == "replies.sender.claim._claim"
+    assert (
+        code_of("reconcile.decisions.evidence.xǁHttpSemanticsModelǁanswer__mutmut_9")
+        == "reconcile.decisions.evidence.HttpSemanticsModel.answer"
+    )
 
 
 def test_control_a_changed_function_or_a_missing_pin_is_reported(tmp_path, monkeypatch):
@@ -32,10 +34,14 @@ def test_control_a_changed_function_or_a_missing_pin_is_reported(tmp_path, monke
     module.write_text("def rule(value):\n    return value.encode('utf-8')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     before = digest("pinned_rule_test.rule")
-    text = (f"- `pinned_rule_test.x_rule__mutmut_1`: 'utf-8' becomes 'UTF-8', the same codec. "
-            f"`code pinned_rule_test.rule@{before}`\n"
-            "- `pinned_rule_test.x_rule__mutmut_2`: an argument that pins nothing.\n")
-    assert stale(text) == ["pinned_rule_test.x_rule__mutmut_2: its entry pins no `code pinned_rule_test.rule@…`"]
+    text = (
+        f"- `pinned_rule_test.x_rule__mutmut_1`: 'utf-8' becomes 'UTF-8', the same codec. "
+        f"`code pinned_rule_test.rule@{before}`\n"
+        "- `pinned_rule_test.x_rule__mutmut_2`: an argument that pins nothing.\n"
+    )
+    assert stale(text) == [
+        "pinned_rule_test.x_rule__mutmut_2: its entry pins no `code pinned_rule_test.rule@…`"
+    ]
 
     module.write_text("def rule(value):\n    return value.encode('utf-8', 'strict')\n")
     sys.modules.pop("pinned_rule_test", None)

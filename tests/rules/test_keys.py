@@ -1,4 +1,4 @@
-"""Key derivation: event_key, reply_key and the canonical hash, exactly as seed 000 states them."""
+"""Key derivation: event_key, reply_key and the canonical hash, exactly as docs/concepts/keys.md states them."""
 
 import hashlib
 import json
@@ -26,7 +26,7 @@ def _hex(text: str) -> str:
 
 
 def test_with_a_provider_event_id_the_key_is_the_id_qualified_by_source_account_and_type():
-    """Seed 000 step 1: "source_event_id: Provider event identifier when available"."""
+    """docs/concepts/keys.md#event-key: "source_event_id: Provider event identifier when available"."""
     assert event_key(**REFS) == "sandbox_social:acct_test_01:comment.created:evt_test_01"
 
 
@@ -41,7 +41,7 @@ def test_with_a_provider_id_the_message_refs_do_not_enter_the_key(field):
 
 
 def test_without_an_event_id_the_key_is_the_sha256_of_the_stable_refs_joined_by_bars():
-    """Seed 000 invariant 1: "event_key comes from stable source identifiers"."""
+    """docs/concepts/event-contract.md#invariants: "event_key comes from stable source identifiers"."""
     refs = {**REFS, "source_event_id": ""}
     assert event_key(**refs) == _hex(
         "sandbox_social|acct_test_01|comment.created|post_test_01|comment_test_01"
@@ -57,12 +57,16 @@ def test_without_an_event_id_every_stable_ref_changes_the_key(field):
 
 
 def test_an_observation_derives_its_key_from_its_own_refs_only():
-    """Seed 000 step 1: "Receipt time and message text never act as the sole key"."""
+    """docs/concepts/keys.md#event-key: "Receipt time and message text never act as the sole key"."""
     common = dict(
-        index=0, sender_ref="user_test_01",
+        index=0,
+        sender_ref="user_test_01",
         occurred_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-        occurred_at_original="2026-01-02T03:04:05Z", payload_hash="0" * 64,
-        contract_version="1", canary=False, text="hello",
+        occurred_at_original="2026-01-02T03:04:05Z",
+        payload_hash="0" * 64,
+        contract_version="1",
+        canary=False,
+        text="hello",
     )
     with_id = Observation(**REFS, **common)
     assert with_id.event_key == event_key(**REFS)
@@ -74,7 +78,7 @@ def test_an_observation_derives_its_key_from_its_own_refs_only():
 
 
 def test_reply_key_is_sha256_of_reply_bar_event_key_bar_purpose():
-    """Seed 000 step 3: reply_key = SHA-256("reply|" + event_key + "|" + purpose)."""
+    """docs/concepts/keys.md#reply-key: reply_key = SHA-256("reply|" + event_key + "|" + purpose)."""
     key = event_key(**REFS)
     assert reply_key(key, "public_ack") == _hex("reply|" + key + "|public_ack")
     assert reply_key(key, "public_ack") != reply_key(key, "private_delivery")

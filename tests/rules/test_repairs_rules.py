@@ -1,4 +1,4 @@
-"""Seed 000's repair table, rule by rule, on findings written directly: outcome, code and scope."""
+"""The repair table (docs/concepts/reconciliation.md#repairs), rule by rule, on findings written directly: outcome, code and scope."""
 
 from __future__ import annotations
 
@@ -32,21 +32,50 @@ class Ctx:
     run: ReconcileRun
     report: ReconcileReport
 
-    def finding(self, kind: str, *, action: ReplyAction | None = None, repair: str = "none",
-                outcome: str = "planned", report: ReconcileReport | None = None, **fields) -> Finding:
+    def finding(
+        self,
+        kind: str,
+        *,
+        action: ReplyAction | None = None,
+        repair: str = "none",
+        outcome: str = "planned",
+        report: ReconcileReport | None = None,
+        **fields,
+    ) -> Finding:
         if action is not None:
-            fields = {"action": action, "action_state": action.delivery_state,
-                      "reply_key": action.reply_key, "event_key": action.event_id, **fields}
-        return Finding.objects.create(report=report or self.report, kind=kind, repair=repair,
-                                      repair_outcome=outcome, **fields)
+            fields = {
+                "action": action,
+                "action_state": action.delivery_state,
+                "reply_key": action.reply_key,
+                "event_key": action.event_id,
+                **fields,
+            }
+        return Finding.objects.create(
+            report=report or self.report, kind=kind, repair=repair, repair_outcome=outcome, **fields
+        )
 
     def attach(self, **kw) -> None:
-        actions_repair(self.source, self.token, self.run, self.report, kind="RECEIPT_ATTACHED", to="SENT",
-                       reason="receipt_found_at_reconcile", **kw)
+        actions_repair(
+            self.source,
+            self.token,
+            self.run,
+            self.report,
+            kind="RECEIPT_ATTACHED",
+            to="SENT",
+            reason="receipt_found_at_reconcile",
+            **kw,
+        )
 
     def mark_unknown(self) -> None:
-        actions_repair(self.source, self.token, self.run, self.report, kind="RECEIPT_MISSING",
-                       to="SEND_STATUS_UNKNOWN", reason="receipt_missing_at_reconcile")
+        actions_repair(
+            self.source,
+            self.token,
+            self.run,
+            self.report,
+            kind="RECEIPT_MISSING",
+            to="SEND_STATUS_UNKNOWN",
+            reason="receipt_missing_at_reconcile",
+        )
 
 
 class RepairLoopStuck(BaseException):
@@ -70,8 +99,9 @@ def repairs_end(monkeypatch):
 
 def _run_and_report(source, *, state: str = "REPAIRING") -> tuple[ReconcileRun, ReconcileReport]:
     now = timezone.now()
-    run = ReconcileRun.objects.create(source=source, state=state, trigger="command", requested_by="tester",
-                                      created_at=now)
+    run = ReconcileRun.objects.create(
+        source=source, state=state, trigger="command", requested_by="tester", created_at=now
+    )
     return run, ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
 
 
@@ -97,32 +127,45 @@ def outcome_of(finding: Finding) -> tuple[str, str]:
 
 @pytest.mark.parametrize("prior", ["SENDING", "SEND_STATUS_UNKNOWN"])
 def test_a_staged_receipt_is_attached_and_the_action_marked_sent(ctx, make_action, prior):
-    """Seed 000: "Provider receipt exists for SENDING or SEND_STATUS_UNKNOWN | Attach the receipt
+    """docs/concepts/reconciliation.md#repairs: "Provider receipt exists for SENDING or
+    SEND_STATUS_UNKNOWN | Attach the receipt
     and mark SENT". The receipt is this run's staged one; the error the unknown send carried is
     cleared, the finding says `applied` with no code."""
     action = make_action(prior, last_error_code="timeout_after_request", sending_since=timezone.now())
-    StagedReceipt.objects.create(run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_7",
-                                 event_key=action.event_id)
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_7", event_key=action.event_id
+    )
     finding = ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
     ctx.attach()
     action.refresh_from_db()
-    assert (action.delivery_state, action.provider_reply_id, action.last_error_code, action.sending_since) == (
-        "SENT", "msg_test_7", "", None)
+    assert (
+        action.delivery_state,
+        action.provider_reply_id,
+        action.last_error_code,
+        action.sending_since,
+    ) == ("SENT", "msg_test_7", "", None)
     assert outcome_of(finding) == ("applied", "")
-    assert list(ReplyTransition.objects.filter(action=action).values_list(
-        "prior_state", "next_state", "actor", "reason_code", "refused")) == [
-        (prior, "SENT", "system:reconcile", "receipt_found_at_reconcile", False)]
+    assert list(
+        ReplyTransition.objects.filter(action=action).values_list(
+            "prior_state", "next_state", "actor", "reason_code", "refused"
+        )
+    ) == [(prior, "SENT", "system:reconcile", "receipt_found_at_reconcile", False)]
 
 
 def test_the_receipt_attached_is_this_runs_never_another_runs(ctx, make_action):
-    """Seed 000 step 5: "Compare provider reply receipts with the reply-action ledger" (this
+    """docs/concepts/reconciliation.md#steps: "Compare provider reply receipts with the reply-action
+    ledger" (this
     generation's): a receipt staged by another run under the same key is not this run's evidence.
     With no receipt of its own staged, the action is still marked SENT by its planned finding,
     with no provider id borrowed from elsewhere."""
     action = make_action("SEND_STATUS_UNKNOWN")
     other_run = _other_report(ctx).run
-    StagedReceipt.objects.create(run=other_run, reply_key=action.reply_key, provider_reply_id="msg_test_other",
-                                 event_key=action.event_id)
+    StagedReceipt.objects.create(
+        run=other_run,
+        reply_key=action.reply_key,
+        provider_reply_id="msg_test_other",
+        event_key=action.event_id,
+    )
     ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
     ctx.attach()
     action.refresh_from_db()
@@ -130,13 +173,14 @@ def test_the_receipt_attached_is_this_runs_never_another_runs(ctx, make_action):
 
 
 def test_a_receipt_repair_is_a_compare_and_set_on_the_state_the_report_saw(ctx, make_action):
-    """README: "A receipt repair is a compare-and-set on the state the report saw; if the sender
+    """docs/concepts/reconciliation.md#repairs: "A receipt repair is a compare-and-set on the state the report saw; if the sender
     moved the action meanwhile, the finding says `refused`." The report saw SENDING; the sweeper
     has since parked it SEND_STATUS_UNKNOWN (a move SENDING's repair would also allow): refused,
     `state_moved`, the action untouched."""
     action = make_action("SENDING")
-    StagedReceipt.objects.create(run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_8",
-                                 event_key=action.event_id)
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_8", event_key=action.event_id
+    )
     finding = ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
     ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
     ctx.attach()
@@ -146,9 +190,10 @@ def test_a_receipt_repair_is_a_compare_and_set_on_the_state_the_report_saw(ctx, 
 
 
 def test_a_finding_whose_action_is_gone_is_refused_as_action_gone(ctx, make_action):
-    """README: the outcome is `refused` with `action_gone` when the action no longer exists."""
-    finding = ctx.finding("RECEIPT_ATTACHED", repair="receipt_attached_marked_sent", reply_key="0" * 64,
-                          action_state="SENDING")
+    """docs/concepts/reconciliation.md#repair-outcomes: the outcome is `refused` with `action_gone` when the action no longer exists."""
+    finding = ctx.finding(
+        "RECEIPT_ATTACHED", repair="receipt_attached_marked_sent", reply_key="0" * 64, action_state="SENDING"
+    )
     ctx.attach()
     assert outcome_of(finding) == ("refused", "action_gone")
 
@@ -157,14 +202,17 @@ def test_a_finding_whose_action_is_gone_is_refused_as_action_gone(ctx, make_acti
 
 
 def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(ctx, make_action):
-    """Seed 000: "Local action says SENT and provider receipt is missing | Mark
+    """docs/concepts/reconciliation.md#repairs: "Local action says SENT and provider receipt is missing | Mark
     SEND_STATUS_UNKNOWN. Preserve the action and stop." The provider id it had is kept."""
     action = make_action("SENT", provider_reply_id="msg_test_9")
     finding = ctx.finding("RECEIPT_MISSING", action=action, repair="marked_send_status_unknown")
     ctx.mark_unknown()
     action.refresh_from_db()
     assert (action.delivery_state, action.last_error_code, action.provider_reply_id) == (
-        "SEND_STATUS_UNKNOWN", "receipt_missing_at_reconcile", "msg_test_9")
+        "SEND_STATUS_UNKNOWN",
+        "receipt_missing_at_reconcile",
+        "msg_test_9",
+    )
     assert outcome_of(finding) == ("applied", "")
 
 
@@ -173,10 +221,16 @@ def test_a_repair_acts_only_on_its_own_reports_planned_findings_of_its_kind(ctx,
     of its own report and kind: another report's planned finding on the same action waits for
     that report."""
     action = make_action("SENT")
-    theirs = ctx.finding("RECEIPT_MISSING", action=action, repair="marked_send_status_unknown",
-                         report=_other_report(ctx))
-    done = ctx.finding("RECEIPT_MISSING", action=action, repair="marked_send_status_unknown", outcome="failed",
-                       repair_code="database_error")
+    theirs = ctx.finding(
+        "RECEIPT_MISSING", action=action, repair="marked_send_status_unknown", report=_other_report(ctx)
+    )
+    done = ctx.finding(
+        "RECEIPT_MISSING",
+        action=action,
+        repair="marked_send_status_unknown",
+        outcome="failed",
+        repair_code="database_error",
+    )
     other_kind = ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
     ctx.mark_unknown()
     action.refresh_from_db()
@@ -186,12 +240,17 @@ def test_a_repair_acts_only_on_its_own_reports_planned_findings_of_its_kind(ctx,
     assert outcome_of(other_kind) == ("planned", "")
 
 
-@pytest.mark.parametrize("exc, code", [(DatabaseError("boom: secret text"), "database_error"),
-                                       (RuntimeError("boom: secret text"), "unexpected_error")])
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (DatabaseError("boom: secret text"), "database_error"),
+        (RuntimeError("boom: secret text"), "unexpected_error"),
+    ],
+)
 def test_a_repair_that_raises_fails_with_a_stable_code_and_the_others_still_apply(
     ctx, make_action, monkeypatch, caplog, exc, code
 ):
-    """README: "`failed` (`database_error`, `unexpected_error`; the error's text is never kept). A
+    """docs/concepts/reconciliation.md#repair-outcomes: "`failed` (`database_error`, `unexpected_error`; the error's text is never kept). A
     failed repair leaves the report, its findings and every other repair in place." The log line
     names the action and the error's type, never its text."""
     broken, fine = make_action("SENT"), make_action("SENT")
@@ -239,8 +298,9 @@ def _stage(ctx: Ctx, *events, run: ReconcileRun | None = None):
     from reconcile.staging import STAGED_EVENT_COLUMNS, staged_row
 
     observations = _observations(ctx.source, *events)
-    insert_rows(StagedEvent, list(STAGED_EVENT_COLUMNS),
-                [staged_row((run or ctx.run).pk, o) for o in observations])
+    insert_rows(
+        StagedEvent, list(STAGED_EVENT_COLUMNS), [staged_row((run or ctx.run).pk, o) for o in observations]
+    )
     return observations
 
 
@@ -250,15 +310,22 @@ def _accept(ctx: Ctx, *events, delivery: str = ""):
     from ingress.services import observations_accept
 
     observations = _observations(ctx.source, *events)
-    observations_accept(source=ctx.source, parsed=Parsed(observations, []),
-                        delivery_id=delivery or f"d_test_{events[0]['id']}",
-                        body_hash="1" * 64, body_bytes=1, now=timezone.now(), actor="tester")
+    observations_accept(
+        source=ctx.source,
+        parsed=Parsed(observations, []),
+        delivery_id=delivery or f"d_test_{events[0]['id']}",
+        body_hash="1" * 64,
+        body_bytes=1,
+        now=timezone.now(),
+        actor="tester",
+    )
     return observations
 
 
 def test_missing_events_are_replayed_through_ingest_in_batches_with_replies_held(ctx, monkeypatch):
-    """Seed 000: "Source event exists and local event is missing | Replay it through the normal
-    idempotent ingest path. Hold any reply at human review." README: a delivery
+    """docs/concepts/reconciliation.md#repairs: "Source event exists and local event is missing |
+    Replay it through the normal idempotent ingest path. Hold any reply at human review." The same
+    page: a delivery
     `reconcile:<run>:<batch digest>`, one a batch."""
     from conduit.canonical import payload_hash
     from ingress.models import Delivery
@@ -266,16 +333,23 @@ def test_missing_events_are_replayed_through_ingest_in_batches_with_replies_held
 
     monkeypatch.setattr(repairs, "REPLAY_BATCH", 2)
     observations = _stage(ctx, item(1), item(2), item(3))
-    findings = [ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
-                for o in observations]
+    findings = [
+        ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
+        for o in observations
+    ]
     missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
     assert [outcome_of(f) for f in findings] == [("applied", "")] * 3
     events = InboundEvent.objects.filter(source=ctx.source)
     assert sorted(events.values_list("event_key", flat=True)) == sorted(o.event_key for o in observations)
     assert set(ReplyAction.objects.values_list("delivery_state", flat=True)) == {"REVIEW_PENDING"}
-    batches = [sorted(observations, key=lambda o: o.event_key)[:2], sorted(observations, key=lambda o: o.event_key)[2:]]
-    expected = {f"reconcile:{ctx.run.pk}:{payload_hash(sorted([o.event_key, o.payload_hash] for o in b))[:32]}"
-                for b in batches}
+    batches = [
+        sorted(observations, key=lambda o: o.event_key)[:2],
+        sorted(observations, key=lambda o: o.event_key)[2:],
+    ]
+    expected = {
+        f"reconcile:{ctx.run.pk}:{payload_hash(sorted([o.event_key, o.payload_hash] for o in b))[:32]}"
+        for b in batches
+    }
     assert set(Delivery.objects.values_list("delivery_id", flat=True)) == expected
     for delivery in Delivery.objects.all():  # the batch's digest stands for its body
         assert delivery.body_hash.startswith(delivery.delivery_id.rsplit(":", 1)[1])
@@ -284,14 +358,18 @@ def test_missing_events_are_replayed_through_ingest_in_batches_with_replies_held
 
 
 def test_a_replay_that_raises_fails_with_a_stable_code_and_logs_no_text(ctx, monkeypatch, caplog):
-    """README: `failed` with `database_error` or `unexpected_error`, the error's text never kept;
+    """docs/concepts/reconciliation.md#repair-outcomes: `failed` with `database_error` or `unexpected_error`, the error's text never kept;
     the replay's findings of other reports stay planned."""
     from tests.reconcile.conftest import item
 
     (observation,) = _stage(ctx, item(1))
     finding = ctx.finding("MISSING_LOCAL", event_key=observation.event_key, repair="replayed_through_ingest")
-    theirs = ctx.finding("MISSING_LOCAL", event_key=observation.event_key, repair="replayed_through_ingest",
-                         report=_other_report(ctx))
+    theirs = ctx.finding(
+        "MISSING_LOCAL",
+        event_key=observation.event_key,
+        repair="replayed_through_ingest",
+        report=_other_report(ctx),
+    )
 
     def failing(**kw):
         raise DatabaseError("secret text")
@@ -301,35 +379,58 @@ def test_a_replay_that_raises_fails_with_a_stable_code_and_logs_no_text(ctx, mon
         missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
     assert outcome_of(finding) == ("failed", "database_error")
     assert outcome_of(theirs) == ("planned", "")
-    assert caplog.messages == [f"reconcile repair replay source=sandbox run={ctx.run.pk} failed type=DatabaseError"]
+    assert caplog.messages == [
+        f"reconcile repair replay source=sandbox run={ctx.run.pk} failed type=DatabaseError"
+    ]
     assert not InboundEvent.objects.exists()
 
 
 def test_events_the_source_shows_with_the_same_payload_are_matched_and_unverified_ones_marked(ctx):
-    """Seed 000: "Source and local event both exist | Update reconciliation evidence. Create no
+    """docs/concepts/reconciliation.md#repairs: "Source and local event both exist | Update
+    reconciliation evidence. Create no
     new action"; "Local event has no matching source evidence | Set reconcile_status to
     SOURCE_UNVERIFIED. Preserve the record for review". Only this run's staging is evidence, only
     with the same payload, and only the report's planned SOURCE_UNVERIFIED findings are marked."""
     from tests.reconcile.conftest import item
 
     same, changed, other_run, unverified, not_planned = _accept(
-        ctx, item(1), item(2), item(3), item(4), item(5))
+        ctx, item(1), item(2), item(3), item(4), item(5)
+    )
     _stage(ctx, item(1), item(2, text="CHECKLIST edited"))
     _stage(ctx, item(3), run=_other_report(ctx).run)
-    finding = ctx.finding("SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified")
-    theirs = ctx.finding("SOURCE_UNVERIFIED", event_key=not_planned.event_key, repair="marked_source_unverified",
-                         report=_other_report(ctx))
+    finding = ctx.finding(
+        "SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified"
+    )
+    theirs = ctx.finding(
+        "SOURCE_UNVERIFIED",
+        event_key=not_planned.event_key,
+        repair="marked_source_unverified",
+        report=_other_report(ctx),
+    )
     actions_before = ReplyAction.objects.count()
     evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
     status = dict(InboundEvent.objects.values_list("event_key", "reconcile_status"))
-    assert status == {same.event_key: "MATCHED", changed.event_key: "UNRECONCILED",
-                      other_run.event_key: "UNRECONCILED", unverified.event_key: "SOURCE_UNVERIFIED",
-                      not_planned.event_key: "UNRECONCILED"}
-    reasons = dict(InboundEvent.objects.filter(transitions__ledger="event_reconcile").values_list(
-        "event_key", "transitions__reason_code"))
-    assert reasons == {same.event_key: "source_shows_same_payload", unverified.event_key: "no_source_evidence"}
-    assert set(InboundEvent.objects.filter(transitions__ledger="event_reconcile").values_list(
-        "transitions__actor", flat=True)) == {"system:reconcile"}
+    assert status == {
+        same.event_key: "MATCHED",
+        changed.event_key: "UNRECONCILED",
+        other_run.event_key: "UNRECONCILED",
+        unverified.event_key: "SOURCE_UNVERIFIED",
+        not_planned.event_key: "UNRECONCILED",
+    }
+    reasons = dict(
+        InboundEvent.objects.filter(transitions__ledger="event_reconcile").values_list(
+            "event_key", "transitions__reason_code"
+        )
+    )
+    assert reasons == {
+        same.event_key: "source_shows_same_payload",
+        unverified.event_key: "no_source_evidence",
+    }
+    assert set(
+        InboundEvent.objects.filter(transitions__ledger="event_reconcile").values_list(
+            "transitions__actor", flat=True
+        )
+    ) == {"system:reconcile"}
     assert outcome_of(finding) == ("applied", "")
     assert outcome_of(theirs) == ("planned", "")
     assert ReplyAction.objects.count() == actions_before
@@ -350,12 +451,14 @@ def test_evidence_marks_that_raise_fail_with_a_stable_code(ctx, monkeypatch, cap
     with caplog.at_level(logging.WARNING, logger="conduit.reconcile"):
         evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
     assert outcome_of(finding) == ("failed", "database_error")
-    assert caplog.messages == [f"reconcile repair evidence source=sandbox run={ctx.run.pk} failed type=DatabaseError"]
+    assert caplog.messages == [
+        f"reconcile repair evidence source=sandbox run={ctx.run.pk} failed type=DatabaseError"
+    ]
 
 
 @pytest.mark.parametrize("step", ["replay", "evidence", "actions"])
 def test_a_lost_lease_stops_the_repairs_and_leaves_their_findings_planned(ctx, make_action, step):
-    """Seed 004: a holder that lost its lease publishes nothing: LeaseLost is not a repair failure
+    """docs/concepts/reconciliation.md#leases: a holder that lost its lease publishes nothing: LeaseLost is not a repair failure
     (no `failed` outcome); the findings stay planned for the lease's new holder."""
     from reconcile.lease import LeaseLost
     from tests.reconcile.conftest import item
@@ -369,9 +472,18 @@ def test_a_lost_lease_stops_the_repairs_and_leaves_their_findings_planned(ctx, m
         finding = ctx.finding("SOURCE_UNVERIFIED", event_key=o.event_key, repair="marked_source_unverified")
         call = lambda token: evidence_mark(ctx.source, token, ctx.run, ctx.report)  # noqa: E731
     else:
-        finding = ctx.finding("RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown")
-        call = lambda token: actions_repair(ctx.source, token, ctx.run, ctx.report, kind="RECEIPT_MISSING",  # noqa: E731
-                                            to="SEND_STATUS_UNKNOWN", reason="receipt_missing_at_reconcile")
+        finding = ctx.finding(
+            "RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown"
+        )
+        call = lambda token: actions_repair(
+            ctx.source,
+            token,
+            ctx.run,
+            ctx.report,
+            kind="RECEIPT_MISSING",  # noqa: E731
+            to="SEND_STATUS_UNKNOWN",
+            reason="receipt_missing_at_reconcile",
+        )
     with pytest.raises(LeaseLost):
         call("0" * 64)
     assert outcome_of(finding) == ("planned", "")
@@ -381,9 +493,9 @@ def test_a_lost_lease_stops_the_repairs_and_leaves_their_findings_planned(ctx, m
 
 
 def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
-    """Seed 000 step 5: compare the source set with the event ledger and the provider's receipts
-    with the reply-action ledger, then "Write a report before applying any repair", each finding
-    with the repair of the table (README, Repairs). The window is [since, until): item 0 is in,
+    """docs/concepts/reconciliation.md#steps: compare the source set with the event ledger and the
+    provider's receipts with the reply-action ledger, then "Write a report before applying any
+    repair", each finding with the repair of the table (docs/concepts/reconciliation.md#repairs). The window is [since, until): item 0 is in,
     item 10 and item 20 are not; receipts and findings are this run's only; actions are those of
     staged events."""
     from datetime import timedelta
@@ -398,11 +510,13 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
     run.rejections = [{"page": 2, "index": 4, "code": "missing_field"}]
     run.save()
     matched, twice, conflict, unverified, first, in_flight, unknown_held, more_flight, more_sent = _accept(
-        ctx, item(1), item(6), item(3), item(4), item(0), item(7), item(8), item(5), item(9))
+        ctx, item(1), item(6), item(3), item(4), item(0), item(7), item(8), item(5), item(9)
+    )
     _accept(ctx, item(6), delivery="d_test_again")  # a second delivery of item 6: one duplicate folded
     _accept(ctx, item(10), item(20), delivery="d_test_outside")  # outside the window
-    staged = _stage(ctx, item(1), item(6), item(2), item(3, text="CHECKLIST edited"), item(7), item(8), item(5),
-                    item(9))
+    staged = _stage(
+        ctx, item(1), item(6), item(2), item(3, text="CHECKLIST edited"), item(7), item(8), item(5), item(9)
+    )
     missing = staged[2]
     actions = {(a.event_id, a.purpose): a for a in ReplyAction.objects.all()}
 
@@ -410,14 +524,19 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
         action = actions[(event.event_key, purpose)]
         ReplyAction.objects.filter(pk=action.pk).update(delivery_state=state)
         if receipt:
-            StagedReceipt.objects.create(run=run, reply_key=action.reply_key, provider_reply_id=receipt,
-                                         event_key=event.event_key)
+            StagedReceipt.objects.create(
+                run=run, reply_key=action.reply_key, provider_reply_id=receipt, event_key=event.event_key
+            )
         return action
 
     attach_sending = act(matched, "public_ack", "SENDING", "msg_test_1")
     lost = act(matched, "private_delivery", "SENT")
-    StagedReceipt.objects.create(run=_other_report(ctx).run, reply_key=lost.reply_key,
-                                 provider_reply_id="msg_test_elsewhere", event_key=matched.event_key)
+    StagedReceipt.objects.create(
+        run=_other_report(ctx).run,
+        reply_key=lost.reply_key,
+        provider_reply_id="msg_test_elsewhere",
+        event_key=matched.event_key,
+    )
     confirmed = act(twice, "public_ack", "SENT", "msg_test_2")
     suppressed = act(twice, "private_delivery", "SUPPRESSED_TEST")
     candidate = act(conflict, "public_ack", "SEND_STATUS_UNKNOWN")
@@ -431,38 +550,89 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
     act(more_flight, "private_delivery", "APPROVED")
     confirmed_too = act(more_sent, "public_ack", "SENT", "msg_test_6")
     candidate_too = act(more_sent, "private_delivery", "SEND_STATUS_UNKNOWN")
-    StagedReceipt.objects.create(run=run, reply_key="f" * 64, provider_reply_id="msg_test_5",
-                                 event_key=matched.event_key)
-    for at, state in ((BASE_TIME, "QUARANTINED"), (BASE_TIME - timedelta(seconds=1), "QUARANTINED"),
-                      (BASE_TIME + timedelta(minutes=1), "DISMISSED")):
-        QuarantineReceipt.objects.create(source=ctx.source, reason_code="invalid_signature", state=state,
-                                         authenticated=False, received_at=at, body_sha256="2" * 64, body_bytes=3)
+    StagedReceipt.objects.create(
+        run=run, reply_key="f" * 64, provider_reply_id="msg_test_5", event_key=matched.event_key
+    )
+    for at, state in (
+        (BASE_TIME, "QUARANTINED"),
+        (BASE_TIME - timedelta(seconds=1), "QUARANTINED"),
+        (BASE_TIME + timedelta(minutes=1), "DISMISSED"),
+    ):
+        QuarantineReceipt.objects.create(
+            source=ctx.source,
+            reason_code="invalid_signature",
+            state=state,
+            authenticated=False,
+            received_at=at,
+            body_sha256="2" * 64,
+            body_bytes=3,
+        )
 
     from ingress.services import source_register
 
-    other, _ = source_register(name="other_test", adapter="sandbox-social", account_ref="acct_test_02",
-                               event_types=["comment.created"], purposes=["public_ack"],
-                               trigger_keywords=["CHECKLIST"], secret_env=ctx.source.secret_env)
-    QuarantineReceipt.objects.create(source=other, reason_code="invalid_signature", authenticated=False,
-                                     received_at=BASE_TIME, body_sha256="2" * 64, body_bytes=3)
+    other, _ = source_register(
+        name="other_test",
+        adapter="sandbox-social",
+        account_ref="acct_test_02",
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env=ctx.source.secret_env,
+    )
+    QuarantineReceipt.objects.create(
+        source=other,
+        reason_code="invalid_signature",
+        authenticated=False,
+        received_at=BASE_TIME,
+        body_sha256="2" * 64,
+        body_bytes=3,
+    )
     comparison = generation_compare(ctx.source, run)
     counts = report_counts(ctx.source, run, comparison)
     assert counts == {
-        "events_compared": 8, "events_local": 9, "events_matched": 6, "missing_found": 1,
+        "events_compared": 8,
+        "events_local": 9,
+        "events_matched": 6,
+        "missing_found": 1,
         # What the replay did is counted once the repairs have run: none yet.
-        "missing_recovered": None, "missing_replay_refused": None, "missing_replay_failed": None,
-        "identity_conflicts": 1, "source_unverified": 2, "duplicates_converged": 1, "actions_compared": 14,
-        "replies_confirmed": 4, "receipts_attached": 2, "sent_without_receipt": 1, "retry_candidates": 2,
-        "unknown_sends": 3, "sending_in_flight": 2, "suppressed_actions": 1, "unexpected_receipts": 1,
-        "unknown_receipts": 1, "receipts_not_compared": 0, "invalid_source_items": 1, "quarantined_inputs": 1,
-        "page_calls": 3, "external_calls": 0,
+        "missing_recovered": None,
+        "missing_replay_refused": None,
+        "missing_replay_failed": None,
+        "identity_conflicts": 1,
+        "source_unverified": 2,
+        "duplicates_converged": 1,
+        "actions_compared": 14,
+        "replies_confirmed": 4,
+        "receipts_attached": 2,
+        "sent_without_receipt": 1,
+        "retry_candidates": 2,
+        "unknown_sends": 3,
+        "sending_in_flight": 2,
+        "suppressed_actions": 1,
+        "unexpected_receipts": 1,
+        "unknown_receipts": 1,
+        "receipts_not_compared": 0,
+        "invalid_source_items": 1,
+        "quarantined_inputs": 1,
+        "page_calls": 3,
+        "external_calls": 0,
     }
     # An UNKNOWN_RECEIPT finding cannot be written yet (test_an_unknown_receipt_becomes_its_finding):
     # its receipt is counted above, then left out of the findings here.
     StagedReceipt.objects.filter(run=run, reply_key="f" * 64).delete()
     findings_write(ctx.report, run, comparison)
-    rows = set(Finding.objects.filter(report=ctx.report).values_list(
-        "kind", "event_key", "reply_key", "action_id", "action_state", "repair", "repair_outcome", "detail"))
+    rows = set(
+        Finding.objects.filter(report=ctx.report).values_list(
+            "kind",
+            "event_key",
+            "reply_key",
+            "action_id",
+            "action_state",
+            "repair",
+            "repair_outcome",
+            "detail",
+        )
+    )
     d = {
         "MISSING_LOCAL": "the source has it and Conduit did not: replayed through ingest, replies held for review",
         "IDENTITY_CONFLICT": "the source's payload differs from the one first accepted: the first stays",
@@ -478,14 +648,45 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
         return (kind, action.event_id, action.reply_key, action.pk, state, repair, outcome, d[kind])
 
     assert rows == {
-        ("MISSING_LOCAL", missing.event_key, "", None, "", "replayed_through_ingest", "planned", d["MISSING_LOCAL"]),
+        (
+            "MISSING_LOCAL",
+            missing.event_key,
+            "",
+            None,
+            "",
+            "replayed_through_ingest",
+            "planned",
+            d["MISSING_LOCAL"],
+        ),
         ("IDENTITY_CONFLICT", conflict.event_key, "", None, "", "none", "", d["IDENTITY_CONFLICT"]),
-        ("SOURCE_UNVERIFIED", unverified.event_key, "", None, "", "marked_source_unverified", "planned",
-         d["SOURCE_UNVERIFIED"]),
-        ("SOURCE_UNVERIFIED", first.event_key, "", None, "", "marked_source_unverified", "planned",
-         d["SOURCE_UNVERIFIED"]),
+        (
+            "SOURCE_UNVERIFIED",
+            unverified.event_key,
+            "",
+            None,
+            "",
+            "marked_source_unverified",
+            "planned",
+            d["SOURCE_UNVERIFIED"],
+        ),
+        (
+            "SOURCE_UNVERIFIED",
+            first.event_key,
+            "",
+            None,
+            "",
+            "marked_source_unverified",
+            "planned",
+            d["SOURCE_UNVERIFIED"],
+        ),
         on("RECEIPT_ATTACHED", attach_sending, "SENDING", "receipt_attached_marked_sent", "planned"),
-        on("RECEIPT_ATTACHED", attach_unknown, "SEND_STATUS_UNKNOWN", "receipt_attached_marked_sent", "planned"),
+        on(
+            "RECEIPT_ATTACHED",
+            attach_unknown,
+            "SEND_STATUS_UNKNOWN",
+            "receipt_attached_marked_sent",
+            "planned",
+        ),
         on("RECEIPT_MISSING", lost, "SENT", "marked_send_status_unknown", "planned"),
         on("RETRY_CANDIDATE", candidate, "SEND_STATUS_UNKNOWN", "none", ""),
         on("RETRY_CANDIDATE", candidate_too, "SEND_STATUS_UNKNOWN", "none", ""),
@@ -499,7 +700,7 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
 def test_findings_are_written_in_chunks_without_losing_any(ctx, monkeypatch):
     """_findings_write streams rows in chunks (no table held in memory): with a chunk of 2, five
     unverified events are still five findings, each once."""
-    from reconcile import publication
+    from reconcile.publication import findings as publication
     from reconcile.publication import findings_write, generation_compare
     from tests.reconcile.conftest import item
 
@@ -507,11 +708,12 @@ def test_findings_are_written_in_chunks_without_losing_any(ctx, monkeypatch):
     events = _accept(ctx, *[item(n) for n in range(1, 6)])
     findings_write(ctx.report, ctx.run, generation_compare(ctx.source, ctx.run))
     assert sorted(Finding.objects.filter(report=ctx.report).values_list("event_key", flat=True)) == sorted(
-        e.event_key for e in events)
+        e.event_key for e in events
+    )
 
 
 def test_an_unknown_receipt_becomes_its_finding(ctx):
-    """README, Repairs: "a receipt ... under a key Conduit never planned | none | UNKNOWN_RECEIPT".
+    """docs/concepts/reconciliation.md#repairs: "a receipt ... under a key Conduit never planned | none | UNKNOWN_RECEIPT".
     A regression: the receipt row was padded into the wrong columns (action_state NULL), so a
     staged receipt under an unknown key broke the final page's transaction and the scan never
     published."""
@@ -519,36 +721,60 @@ def test_an_unknown_receipt_becomes_its_finding(ctx):
     from tests.reconcile.conftest import item
 
     (o,) = _stage(ctx, item(1))
-    StagedReceipt.objects.create(run=ctx.run, reply_key="f" * 64, provider_reply_id="msg_test_5", event_key=o.event_key)
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key="f" * 64, provider_reply_id="msg_test_5", event_key=o.event_key
+    )
     findings_write(ctx.report, ctx.run, generation_compare(ctx.source, ctx.run))
-    assert list(Finding.objects.filter(report=ctx.report, kind="UNKNOWN_RECEIPT").values_list(
-        "event_key", "reply_key", "action_id", "action_state", "repair", "repair_outcome", "detail")) == [
-        (o.event_key, "f" * 64, None, "", "none", "", "the provider shows a reply under a key Conduit never planned")]
+    assert list(
+        Finding.objects.filter(report=ctx.report, kind="UNKNOWN_RECEIPT").values_list(
+            "event_key", "reply_key", "action_id", "action_state", "repair", "repair_outcome", "detail"
+        )
+    ) == [
+        (
+            o.event_key,
+            "f" * 64,
+            None,
+            "",
+            "none",
+            "",
+            "the provider shows a reply under a key Conduit never planned",
+        )
+    ]
 
 
 def test_without_a_window_every_local_event_is_compared_and_an_empty_comparison_counts_zero(ctx, monkeypatch):
     """No --since/--until: the run compares every event of the source, counts every receipt
     still QUARANTINED, and with nothing matched folds no duplicates (0, not a missing value). A
-    live source's page calls are its external calls (README: "external_calls (page calls to a
-    live source)"); the sandbox's are not."""
+    live source's page calls are its external calls (docs/concepts/reconciliation.md#reports:
+    "external_calls (page calls to a live source)"); the sandbox's are not."""
     from ingress.models import QuarantineReceipt
-    from reconcile import publication
     from reconcile.publication import generation_compare, report_counts
+    from reconcile.publication import report as publication
     from tests.reconcile.conftest import BASE_TIME, item
 
     ctx.run.page_calls = 2
     _accept(ctx, item(1), item(900))
-    QuarantineReceipt.objects.create(source=ctx.source, reason_code="invalid_signature", authenticated=False,
-                                     received_at=BASE_TIME.replace(year=2001), body_sha256="2" * 64, body_bytes=3)
+    QuarantineReceipt.objects.create(
+        source=ctx.source,
+        reason_code="invalid_signature",
+        authenticated=False,
+        received_at=BASE_TIME.replace(year=2001),
+        body_sha256="2" * 64,
+        body_bytes=3,
+    )
     counts = report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))
     assert {k: v for k, v in counts.items() if v} == {
-        "events_local": 2, "source_unverified": 2, "quarantined_inputs": 1, "page_calls": 2}
+        "events_local": 2,
+        "source_unverified": 2,
+        "quarantined_inputs": 1,
+        "page_calls": 2,
+    }
     monkeypatch.setattr(publication, "reads_off_host", lambda adapter, url: True)
     assert report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))["external_calls"] == 2
 
 
-def test_repairs_apply_runs_every_planned_repair_once_in_seed_order(ctx, make_action):
-    """README: "Repairs, exactly seed 000's table", replay, evidence, then the reply ledger; each
+def test_repairs_apply_runs_every_planned_repair_once_in_table_order(ctx, make_action):
+    """docs/concepts/reconciliation.md#repairs, in the table's order: replay, evidence, then the reply ledger; each
     step takes only its own kind of finding and only those still planned (a finding that failed
     in an earlier attempt keeps its outcome). The replayed event is then matched by the evidence
     step of the same run, because the replay comes first."""
@@ -559,31 +785,53 @@ def test_repairs_apply_runs_every_planned_repair_once_in_seed_order(ctx, make_ac
     (unverified,) = _accept(ctx, item(2))
     replay = ctx.finding("MISSING_LOCAL", event_key=missing.event_key, repair="replayed_through_ingest")
     mark = ctx.finding("SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified")
-    earlier = ctx.finding("SOURCE_UNVERIFIED", event_key=unverified.event_key, repair="marked_source_unverified",
-                          outcome="failed", repair_code="database_error")
+    earlier = ctx.finding(
+        "SOURCE_UNVERIFIED",
+        event_key=unverified.event_key,
+        repair="marked_source_unverified",
+        outcome="failed",
+        repair_code="database_error",
+    )
     sending, sent = make_action("SENDING"), make_action("SENT")
-    StagedReceipt.objects.create(run=ctx.run, reply_key=sending.reply_key, provider_reply_id="msg_test_1",
-                                 event_key=sending.event_id)
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key=sending.reply_key, provider_reply_id="msg_test_1", event_key=sending.event_id
+    )
     attach = ctx.finding("RECEIPT_ATTACHED", action=sending, repair="receipt_attached_marked_sent")
     unknown = ctx.finding("RECEIPT_MISSING", action=sent, repair="marked_send_status_unknown")
     candidate = ctx.finding("RETRY_CANDIDATE", action=make_action("SEND_STATUS_UNKNOWN"), outcome="")
     repairs_apply(ctx.source, ctx.token, ctx.run, ctx.report)
     assert [outcome_of(f) for f in (replay, mark, earlier, attach, unknown, candidate)] == [
-        ("applied", ""), ("applied", ""), ("failed", "database_error"), ("applied", ""), ("applied", ""), ("", "")]
-    status = dict(InboundEvent.objects.filter(source=ctx.source, event_key__in=[
-        missing.event_key, unverified.event_key]).values_list("event_key", "reconcile_status"))
+        ("applied", ""),
+        ("applied", ""),
+        ("failed", "database_error"),
+        ("applied", ""),
+        ("applied", ""),
+        ("", ""),
+    ]
+    status = dict(
+        InboundEvent.objects.filter(
+            source=ctx.source, event_key__in=[missing.event_key, unverified.event_key]
+        ).values_list("event_key", "reconcile_status")
+    )
     assert status == {missing.event_key: "MATCHED", unverified.event_key: "SOURCE_UNVERIFIED"}
-    moves = {a: list(ReplyTransition.objects.filter(action=a).values_list(
-        "prior_state", "next_state", "actor", "reason_code")) for a in (sending, sent)}
+    moves = {
+        a: list(
+            ReplyTransition.objects.filter(action=a).values_list(
+                "prior_state", "next_state", "actor", "reason_code"
+            )
+        )
+        for a in (sending, sent)
+    }
     assert moves == {
         sending: [("SENDING", "SENT", "system:reconcile", "receipt_found_at_reconcile")],
-        sent: [("SENT", "SEND_STATUS_UNKNOWN", "system:reconcile", "receipt_missing_at_reconcile")]}
+        sent: [("SENT", "SEND_STATUS_UNKNOWN", "system:reconcile", "receipt_missing_at_reconcile")],
+    }
     assert ReplyAction.objects.get(pk=sending.pk).provider_reply_id == "msg_test_1"
     assert ReplyAction.objects.get(pk=sent.pk).last_error_code == "receipt_missing_at_reconcile"
 
 
 def test_a_replay_that_meets_a_conflicting_event_is_quarantined_as_a_body_of_no_bytes(ctx):
-    """The replay goes through the webhook's own ingest (README), so a missing event that a
+    """The replay goes through the webhook's own ingest (docs/concepts/reconciliation.md#repairs), so a missing event that a
     webhook delivered meanwhile with another payload is refused as that ingest refuses it: a
     quarantine receipt for the replay's delivery, whose body is the batch digest and 0 bytes
     (a replay has no body of its own)."""
@@ -594,25 +842,32 @@ def test_a_replay_that_meets_a_conflicting_event_is_quarantined_as_a_body_of_no_
     finding = ctx.finding("MISSING_LOCAL", event_key=staged.event_key, repair="replayed_through_ingest")
     _accept(ctx, item(1, text="CHECKLIST changed meanwhile"))
     missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
-    receipts = list(QuarantineReceipt.objects.filter(delivery_id__startswith=f"reconcile:{ctx.run.pk}:").values_list(
-        "reason_code", "body_bytes"))
+    receipts = list(
+        QuarantineReceipt.objects.filter(delivery_id__startswith=f"reconcile:{ctx.run.pk}:").values_list(
+            "reason_code", "body_bytes"
+        )
+    )
     assert receipts and {r[1] for r in receipts} == {0}
-    # Nothing was replayed: the finding says so (README: `refused`, `replay_refused`), never `applied`.
+    # Nothing was replayed: the finding says so (docs/concepts/reconciliation.md#repair-outcomes:
+    # `refused`, `replay_refused`), never `applied`.
     assert outcome_of(finding) == ("refused", "replay_refused")
 
 
 def test_a_refused_replay_batch_refuses_every_finding_it_held_and_the_next_batch_goes_on(ctx, monkeypatch):
-    """Seed 004: "Any invalid member rolls back the entire batch": a batch with one event a
+    """docs/concepts/event-contract.md#batches: "Any invalid member rolls back the entire batch": a batch with one event a
     webhook delivered meanwhile with another payload writes none of its events, so none of its
     findings is `applied`; the next batch is replayed as usual."""
     from tests.reconcile.conftest import item
 
     monkeypatch.setattr(repairs, "REPLAY_BATCH", 2)
     observations = sorted(_stage(ctx, item(1), item(2), item(3)), key=lambda o: o.event_key)
-    findings = [ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
-                for o in observations]
-    conflicting = next(n for n in (1, 2, 3) if _observations(ctx.source, item(n))[0].event_key
-                       == observations[0].event_key)
+    findings = [
+        ctx.finding("MISSING_LOCAL", event_key=o.event_key, repair="replayed_through_ingest")
+        for o in observations
+    ]
+    conflicting = next(
+        n for n in (1, 2, 3) if _observations(ctx.source, item(n))[0].event_key == observations[0].event_key
+    )
     _accept(ctx, item(conflicting, text="CHECKLIST changed meanwhile"))
     missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
     assert [outcome_of(f) for f in findings] == [("refused", "replay_refused")] * 2 + [("applied", "")]
@@ -626,8 +881,10 @@ def test_each_event_step_leaves_the_other_kinds_planned_findings_alone(ctx, make
     from tests.reconcile.conftest import item
 
     (event,) = _accept(ctx, item(3))
-    others = [ctx.finding("RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown"),
-              ctx.finding("SOURCE_UNVERIFIED", event_key=event.event_key, repair="marked_source_unverified")]
+    others = [
+        ctx.finding("RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown"),
+        ctx.finding("SOURCE_UNVERIFIED", event_key=event.event_key, repair="marked_source_unverified"),
+    ]
     missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
     assert [outcome_of(f) for f in others] == [("planned", "")] * 2
     evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)

@@ -17,9 +17,17 @@ STATES = DeliveryState.values
 
 def move(action, to, **kw):
     return transition(
-        table=REPLY_TABLE, model=ReplyAction, history=ReplyTransition, owner_field="action",
-        pk=action.pk, to=to, actor="tester", reason_code="test_move", state_field="delivery_state",
-        at=AT, **kw,
+        table=REPLY_TABLE,
+        model=ReplyAction,
+        history=ReplyTransition,
+        owner_field="action",
+        pk=action.pk,
+        to=to,
+        actor="tester",
+        reason_code="test_move",
+        state_field="delivery_state",
+        at=AT,
+        **kw,
     )
 
 
@@ -30,13 +38,19 @@ def state_of(action) -> str:
 def history(action):
     return list(
         ReplyTransition.objects.filter(action=action).values_list(
-            "ledger", "prior_state", "next_state", "actor", "reason_code", "refused", "at",
+            "ledger",
+            "prior_state",
+            "next_state",
+            "actor",
+            "reason_code",
+            "refused",
+            "at",
         )
     )
 
 
 def test_each_pair_applies_exactly_when_declared_and_is_recorded_either_way(make_action):
-    """Seed 000 step 4: "Every transition records its owning ledger, prior state, next state,
+    """docs/concepts/ledgers.md#transitions: "Every transition records its owning ledger, prior state, next state,
     timestamp, actor, and reason code. Reject and log any transition outside the declared state model."
     """
     for prior in STATES:
@@ -105,8 +119,14 @@ def test_a_locked_move_sets_extra_columns_only_when_applied(make_action):
 def test_a_missing_row_is_an_error_not_a_refusal(make_action):
     with pytest.raises(ReplyAction.DoesNotExist, match="ReplyAction 987654 does not exist"):
         transition(
-            table=REPLY_TABLE, model=ReplyAction, history=ReplyTransition, owner_field="action",
-            pk=987654, to="APPROVED", actor="tester", reason_code="test_move",
+            table=REPLY_TABLE,
+            model=ReplyAction,
+            history=ReplyTransition,
+            owner_field="action",
+            pk=987654,
+            to="APPROVED",
+            actor="tester",
+            reason_code="test_move",
             state_field="delivery_state",
         )
 
@@ -115,8 +135,14 @@ def test_without_a_time_the_move_is_stamped_now(make_action):
     action = make_action("REVIEW_PENDING")
     before = datetime.now(timezone.utc)
     outcome = transition(
-        table=REPLY_TABLE, model=ReplyAction, history=ReplyTransition, owner_field="action",
-        pk=action.pk, to="APPROVED", actor="tester", reason_code="test_move",
+        table=REPLY_TABLE,
+        model=ReplyAction,
+        history=ReplyTransition,
+        owner_field="action",
+        pk=action.pk,
+        to="APPROVED",
+        actor="tester",
+        reason_code="test_move",
         state_field="delivery_state",
     )
     assert before <= outcome.at <= datetime.now(timezone.utc)
@@ -139,8 +165,14 @@ def test_the_move_and_its_history_are_one_unit_with_the_callers_transaction(make
 def test_creation_records_each_step_of_a_declared_path(make_action):
     a, b = make_action("APPROVED"), make_action("APPROVED")
     record_created(
-        table=REPLY_TABLE, history=ReplyTransition, owner_field="action", owner_ids=[a.pk, b.pk],
-        path=["REVIEW_PENDING", "APPROVED"], actor="planner", reason_codes=["planned", "auto"], at=AT,
+        table=REPLY_TABLE,
+        history=ReplyTransition,
+        owner_field="action",
+        owner_ids=[a.pk, b.pk],
+        path=["REVIEW_PENDING", "APPROVED"],
+        actor="planner",
+        reason_codes=["planned", "auto"],
+        at=AT,
     )
     for action in (a, b):
         assert history(action) == [
@@ -153,8 +185,13 @@ def test_creation_without_a_time_is_stamped_now(make_action):
     a = make_action("REVIEW_PENDING")
     before = datetime.now(timezone.utc)
     record_created(
-        table=REPLY_TABLE, history=ReplyTransition, owner_field="action", owner_ids=[a.pk],
-        path=["REVIEW_PENDING"], actor="planner", reason_codes=["planned"],
+        table=REPLY_TABLE,
+        history=ReplyTransition,
+        owner_field="action",
+        owner_ids=[a.pk],
+        path=["REVIEW_PENDING"],
+        actor="planner",
+        reason_codes=["planned"],
     )
     assert before <= ReplyTransition.objects.get(action=a).at <= datetime.now(timezone.utc)
 
@@ -162,9 +199,9 @@ def test_creation_without_a_time_is_stamped_now(make_action):
 @pytest.mark.parametrize(
     "path, reasons",
     [
-        (["APPROVED"], ["x"]),                             # creation must start at REVIEW_PENDING
-        (["REVIEW_PENDING", "SENT"], ["x", "y"]),          # an undeclared later step
-        (["REVIEW_PENDING", "APPROVED"], ["x"]),           # one reason code per step
+        (["APPROVED"], ["x"]),  # creation must start at REVIEW_PENDING
+        (["REVIEW_PENDING", "SENT"], ["x", "y"]),  # an undeclared later step
+        (["REVIEW_PENDING", "APPROVED"], ["x"]),  # one reason code per step
         (["REVIEW_PENDING"], ["x", "y"]),
     ],
 )
@@ -172,8 +209,14 @@ def test_creation_along_an_undeclared_path_is_refused_before_writing(make_action
     a = make_action("REVIEW_PENDING")
     with pytest.raises(ValueError, match="reply: undeclared creation path"):
         record_created(
-            table=REPLY_TABLE, history=ReplyTransition, owner_field="action", owner_ids=[a.pk],
-            path=path, actor="planner", reason_codes=reasons, at=AT,
+            table=REPLY_TABLE,
+            history=ReplyTransition,
+            owner_field="action",
+            owner_ids=[a.pk],
+            path=path,
+            actor="planner",
+            reason_codes=reasons,
+            at=AT,
         )
     assert history(a) == []
 
@@ -186,8 +229,14 @@ def test_history_rows_read_as_moves(make_action):
     assert str(applied) == "REVIEW_PENDING -> APPROVED by tester (test_move)"
     assert str(refused) == "REFUSED APPROVED -> SENT by tester (test_move)"
     record_created(
-        table=REPLY_TABLE, history=ReplyTransition, owner_field="action", owner_ids=[action.pk],
-        path=["REVIEW_PENDING"], actor="planner", reason_codes=["planned"], at=AT,
+        table=REPLY_TABLE,
+        history=ReplyTransition,
+        owner_field="action",
+        owner_ids=[action.pk],
+        path=["REVIEW_PENDING"],
+        actor="planner",
+        reason_codes=["planned"],
+        at=AT,
     )
     assert str(ReplyTransition.objects.filter(action=action).order_by("id").last()) == (
         "(created) -> REVIEW_PENDING by planner (planned)"
@@ -208,12 +257,19 @@ def test_a_condition_the_thin_update_cannot_express_goes_through_the_orm(make_ac
 def test_a_three_step_creation_path_records_every_step(make_action):
     a = make_action("SENDING")
     record_created(
-        table=REPLY_TABLE, history=ReplyTransition, owner_field="action", owner_ids=[a.pk],
-        path=["REVIEW_PENDING", "APPROVED", "SENDING"], actor="planner",
-        reason_codes=["planned", "auto", "claimed"], at=AT,
+        table=REPLY_TABLE,
+        history=ReplyTransition,
+        owner_field="action",
+        owner_ids=[a.pk],
+        path=["REVIEW_PENDING", "APPROVED", "SENDING"],
+        actor="planner",
+        reason_codes=["planned", "auto", "claimed"],
+        at=AT,
     )
     assert [h[1:3] for h in history(a)] == [
-        (None, "REVIEW_PENDING"), ("REVIEW_PENDING", "APPROVED"), ("APPROVED", "SENDING"),
+        (None, "REVIEW_PENDING"),
+        ("REVIEW_PENDING", "APPROVED"),
+        ("APPROVED", "SENDING"),
     ]
 
 
@@ -221,8 +277,14 @@ def test_a_refused_creation_names_the_undeclared_step(make_action):
     a = make_action("REVIEW_PENDING")
     with pytest.raises(ValueError) as refused:
         record_created(
-            table=REPLY_TABLE, history=ReplyTransition, owner_field="action", owner_ids=[a.pk],
-            path=["REVIEW_PENDING", "SENT"], actor="planner", reason_codes=["x", "y"], at=AT,
+            table=REPLY_TABLE,
+            history=ReplyTransition,
+            owner_field="action",
+            owner_ids=[a.pk],
+            path=["REVIEW_PENDING", "SENT"],
+            actor="planner",
+            reason_codes=["x", "y"],
+            at=AT,
         )
     assert str(refused.value) == "reply: undeclared creation path ['REVIEW_PENDING -> SENT']"
 
@@ -246,7 +308,6 @@ def test_a_move_in_flight_does_not_block_rows_that_reference_the_ledger_row(make
     may still insert history or attempt rows that reference it (their foreign key check takes
     FOR KEY SHARE, which FOR UPDATE would block)."""
 
-
     action = make_action("SENT")
 
     def hold_by_a_refused_move():
@@ -255,6 +316,11 @@ def test_a_move_in_flight_does_not_block_rows_that_reference_the_ledger_row(make
 
     with lock_held_elsewhere(hold_by_a_refused_move):
         ReplyTransition.objects.create(
-            action_id=action.pk, ledger="reply", prior_state="SENT", next_state="SENT", at=AT,
-            actor="other", reason_code="concurrent_note",
+            action_id=action.pk,
+            ledger="reply",
+            prior_state="SENT",
+            next_state="SENT",
+            at=AT,
+            actor="other",
+            reason_code="concurrent_note",
         )

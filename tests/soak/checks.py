@@ -74,8 +74,10 @@ def check_acked_events_present_once(sent: list[SentDelivery], events: list[Store
     doubled = [eid for eid in acked if rows[eid] > 1]
     wrong_key = [eid for eid, key in acked.items() if rows[eid] == 1 and key_of[eid] != key]
     ok = bool(acked) and not (missing or doubled or wrong_key)
-    detail = f"{len(acked)} acknowledged events, {len(missing)} missing, {len(doubled)} stored twice, " \
-             f"{len(wrong_key)} under another key"
+    detail = (
+        f"{len(acked)} acknowledged events, {len(missing)} missing, {len(doubled)} stored twice, "
+        f"{len(wrong_key)} under another key"
+    )
     if missing or doubled or wrong_key:
         detail += f" (e.g. {_some(missing + doubled + wrong_key)})"
     return Check("every acknowledged event present once", ok, detail)
@@ -90,15 +92,18 @@ def check_nothing_lost(sent: list[SentDelivery], events: list[StoredEvent]) -> C
     lost = sent_ids - stored_ids
     extra = stored_ids - sent_ids
     ok = bool(sent) and not (unacked or lost or extra)
-    detail = (f"{len(sent)} deliveries, {len(unacked)} never acknowledged; {len(sent_ids)} events sent, "
-              f"{len(stored_ids)} stored, {len(lost)} lost, {len(extra)} not sent by a client")
+    detail = (
+        f"{len(sent)} deliveries, {len(unacked)} never acknowledged; {len(sent_ids)} events sent, "
+        f"{len(stored_ids)} stored, {len(lost)} lost, {len(extra)} not sent by a client"
+    )
     if unacked or lost or extra:
         detail += f" (e.g. {_some(unacked + sorted(lost) + sorted(extra))})"
     return Check("nothing lost", ok, detail)
 
 
-def check_seen_count(sent: list[SentDelivery], events: list[StoredEvent],
-                     deliveries: list[StoredDelivery]) -> Check:
+def check_seen_count(
+    sent: list[SentDelivery], events: list[StoredEvent], deliveries: list[StoredDelivery]
+) -> Check:
     """seen_count equals the receipts the server recorded, and those lie between what the clients saw.
 
     The server's own count is exact: each accepted receipt adds one to its delivery row and to each
@@ -122,28 +127,34 @@ def check_seen_count(sent: list[SentDelivery], events: list[StoredEvent],
         stored = stored_delivery.get(d.delivery_id)
         recorded = stored.seen_count if stored else 0
         if not d.acks <= recorded <= d.attempts:
-            out_of_bounds_delivery.append(f"{d.delivery_id} acks={d.acks} recorded={recorded} sent={d.attempts}")
+            out_of_bounds_delivery.append(
+                f"{d.delivery_id} acks={d.acks} recorded={recorded} sent={d.attempts}"
+            )
         for eid in d.event_ids:
             attempts[eid] += d.attempts
             acks[eid] += d.acks
     by_id = {e.source_event_id: e for e in events}
     out_of_bounds_event = [
         f"{eid} acks={acks[eid]} seen={by_id[eid].seen_count} sent={attempts[eid]}"
-        for eid in attempts if eid in by_id and not acks[eid] <= by_id[eid].seen_count <= attempts[eid]
+        for eid in attempts
+        if eid in by_id and not acks[eid] <= by_id[eid].seen_count <= attempts[eid]
     ]
     unseen_commits = sum(by_id[eid].seen_count - acks[eid] for eid in attempts if eid in by_id)
     ok = bool(by_key) and not (bad_sum or out_of_bounds_delivery or out_of_bounds_event)
-    detail = (f"{len(events)} events: {len(bad_sum)} whose seen_count differs from their delivery rows' "
-              f"receipts, {len(out_of_bounds_event)} events and {len(out_of_bounds_delivery)} deliveries "
-              f"outside [200s read, requests sent]; {unseen_commits} receipts recorded without the client "
-              f"reading the 200")
+    detail = (
+        f"{len(events)} events: {len(bad_sum)} whose seen_count differs from their delivery rows' "
+        f"receipts, {len(out_of_bounds_event)} events and {len(out_of_bounds_delivery)} deliveries "
+        f"outside [200s read, requests sent]; {unseen_commits} receipts recorded without the client "
+        f"reading the 200"
+    )
     if bad_sum or out_of_bounds_delivery or out_of_bounds_event:
         detail += f" (e.g. {_some(bad_sum + out_of_bounds_event + out_of_bounds_delivery)})"
     return Check("seen_count equals receipts", ok, detail)
 
 
-def check_replies_planned_once(events: list[StoredEvent], actions: list[StoredAction],
-                               purposes: list[str]) -> Check:
+def check_replies_planned_once(
+    events: list[StoredEvent], actions: list[StoredAction], purposes: list[str]
+) -> Check:
     """Each triggered event has exactly one action per declared purpose; an untriggered one none."""
     planned = Counter((a.event_key, a.purpose) for a in actions)
     bad = []
@@ -155,8 +166,10 @@ def check_replies_planned_once(events: list[StoredEvent], actions: list[StoredAc
     keys = Counter(a.reply_key for a in actions)
     doubled = [k for k, n in keys.items() if n > 1]
     ok = bool(actions) and not (bad or doubled)
-    detail = f"{len(actions)} reply actions for {sum(e.trigger_match for e in events)} triggered events, " \
-             f"{len(bad)} wrong plans, {len(doubled)} reply keys held twice"
+    detail = (
+        f"{len(actions)} reply actions for {sum(e.trigger_match for e in events)} triggered events, "
+        f"{len(bad)} wrong plans, {len(doubled)} reply keys held twice"
+    )
     if bad or doubled:
         detail += f" (e.g. {_some(bad + doubled)})"
     return Check("each reply planned once", ok, detail)
@@ -166,10 +179,14 @@ def check_approved_finished(actions: list[StoredAction]) -> Check:
     """Every planned reply was approved and ended SENT or SEND_STATUS_UNKNOWN."""
     states = Counter(a.delivery_state for a in actions)
     unapproved = [a.reply_key[:12] for a in actions if a.approval_state != "APPROVED"]
-    unfinished = [f"{a.reply_key[:12]}={a.delivery_state}" for a in actions if a.delivery_state not in FINISHED]
+    unfinished = [
+        f"{a.reply_key[:12]}={a.delivery_state}" for a in actions if a.delivery_state not in FINISHED
+    ]
     ok = bool(actions) and not (unapproved or unfinished)
-    detail = ", ".join(f"{s} {n}" for s, n in sorted(states.items())) + \
-        f"; {len(unapproved)} not approved, {len(unfinished)} not finished"
+    detail = (
+        ", ".join(f"{s} {n}" for s, n in sorted(states.items()))
+        + f"; {len(unapproved)} not approved, {len(unfinished)} not finished"
+    )
     if unapproved or unfinished:
         detail += f" (e.g. {_some(unapproved + unfinished)})"
     return Check("every approved reply SENT or SEND_STATUS_UNKNOWN", ok, detail)
@@ -180,11 +197,15 @@ def check_applied_at_most_once(actions: list[StoredAction], applied: dict[str, i
     once; each SENT one exactly once (its receipt is real); no key Conduit does not hold."""
     known = {a.reply_key: a for a in actions}
     twice = [f"{k[:12]}x{n}" for k, n in applied.items() if n > 1]
-    sent_not_applied = [a.reply_key[:12] for a in actions if a.delivery_state == "SENT" and applied.get(a.reply_key) != 1]
+    sent_not_applied = [
+        a.reply_key[:12] for a in actions if a.delivery_state == "SENT" and applied.get(a.reply_key) != 1
+    ]
     stranger = [k[:12] for k in applied if k not in known]
     ok = not (twice or sent_not_applied or stranger)
-    detail = (f"{len(applied)} keys applied ({sum(applied.values())} applications), {len(twice)} more than once, "
-              f"{len(sent_not_applied)} SENT but not applied once, {len(stranger)} unknown to Conduit")
+    detail = (
+        f"{len(applied)} keys applied ({sum(applied.values())} applications), {len(twice)} more than once, "
+        f"{len(sent_not_applied)} SENT but not applied once, {len(stranger)} unknown to Conduit"
+    )
     if not ok:
         detail += f" (e.g. {_some(twice + sent_not_applied + stranger)})"
     return Check("each reply key applied at most once by the provider", ok, detail)

@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.soak import checks
+from tests.soak import checks  # noqa: E402 (after the sys.path entry above)
 
 ACCOUNT = "acct_test_soak"
 SOURCE = "soak"
@@ -73,9 +73,12 @@ def free_port() -> int:
 
 def pg_bin() -> Path:
     found = os.environ.get("PGBIN") or max(
-        (str(p.parent) for p in Path("/usr/lib/postgresql").glob("*/bin/pg_basebackup")), default="")
+        (str(p.parent) for p in Path("/usr/lib/postgresql").glob("*/bin/pg_basebackup")), default=""
+    )
     if not found or not (Path(found) / "initdb").exists():
-        raise SystemExit("soak: FAIL: PostgreSQL server binaries not found (Debian: apt-get install postgresql)")
+        raise SystemExit(
+            "soak: FAIL: PostgreSQL server binaries not found (Debian: apt-get install postgresql)"
+        )
     return Path(found)
 
 
@@ -94,8 +97,15 @@ class Nodes:
         self.specs[name] = (argv, env)
         self.starts[name] += 1
         log = open(self.logs / f"{name}.{self.starts[name]}.log", "wb")
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
         self.procs[name] = proc
         return proc
@@ -167,20 +177,69 @@ class Postgres:
 
     def start(self) -> None:
         primary, standby = self.work / "primary", self.work / "standby"
-        self._run(str(self.bin / "initdb"), "-D", str(primary), "-U", "conduit", "--auth=trust", "-E", "UTF8",
-                  "--no-locale")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(primary), "-l", str(self.work / "primary.log"), "-w", "-o",
-                  f"-p {self.primary_port} -k {self.work} -c listen_addresses=127.0.0.1 "
-                  f"-c max_connections=200 {self.options}", "start")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(primary),
+            "-U",
+            "conduit",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(primary),
+            "-l",
+            str(self.work / "primary.log"),
+            "-w",
+            "-o",
+            f"-p {self.primary_port} -k {self.work} -c listen_addresses=127.0.0.1 "
+            f"-c max_connections=200 {self.options}",
+            "start",
+        )
         self.started.append(primary)
-        self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "conduit",
-                  "conduit")
+        self._run(
+            str(self.bin / "createdb"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.primary_port),
+            "-U",
+            "conduit",
+            "conduit",
+        )
         # wal_level replica and loopback replication connections are initdb's defaults.
-        self._run(str(self.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary_port),
-                  "-U", "conduit", "-D", str(standby), "-R", "-X", "stream", "-c", "fast")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(standby), "-l", str(self.work / "standby.log"), "-w", "-o",
-                  f"-p {self.standby_port} -k {self.work} -c listen_addresses=127.0.0.1 -c hot_standby=on "
-                  f"-c max_connections=200 {self.options}", "start")
+        self._run(
+            str(self.bin / "pg_basebackup"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.primary_port),
+            "-U",
+            "conduit",
+            "-D",
+            str(standby),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(standby),
+            "-l",
+            str(self.work / "standby.log"),
+            "-w",
+            "-o",
+            f"-p {self.standby_port} -k {self.work} -c listen_addresses=127.0.0.1 -c hot_standby=on "
+            f"-c max_connections=200 {self.options}",
+            "start",
+        )
         self.started.append(standby)
 
     def url(self, port: int) -> str:
@@ -191,19 +250,39 @@ class Postgres:
 
     def stop(self) -> None:
         for data in reversed(self.started):
-            subprocess.run([*self.runas, str(self.bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
-                            "stop"], capture_output=True, timeout=60, check=False)
+            subprocess.run(
+                [*self.runas, str(self.bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
 
 
 def start_redis(nodes: Nodes) -> str:
     server = shutil.which("redis-server")
     if server is None:
-        raise SystemExit("soak: FAIL: redis-server not found (Debian: apt-get install redis-server; "
-                         ".ci/run installs it)")
+        raise SystemExit(
+            "soak: FAIL: redis-server not found (Debian: apt-get install redis-server; .ci/run installs it)"
+        )
     port = free_port()
     (nodes.work / "redis").mkdir()
-    nodes.start("redis", [server, "--port", str(port), "--bind", "127.0.0.1", "--dir",
-                          str(nodes.work / "redis"), "--save", "", "--appendonly", "no"], dict(os.environ))
+    nodes.start(
+        "redis",
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(nodes.work / "redis"),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        dict(os.environ),
+    )
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -284,25 +363,35 @@ class Driver:
         # A provider signs every attempt anew (its timestamp is the attempt's), same id, same body.
         timestamp = str(int(time.time()))
         return {
-            "Content-Type": "application/json", "Host": "127.0.0.1",
-            "webhook-id": delivery.delivery_id, "webhook-timestamp": timestamp,
-            "webhook-signature": self.webhooks.signature(key=self.key, delivery_id=delivery.delivery_id,
-                                                         timestamp=timestamp, body=body),
+            "Content-Type": "application/json",
+            "Host": "127.0.0.1",
+            "webhook-id": delivery.delivery_id,
+            "webhook-timestamp": timestamp,
+            "webhook-signature": self.webhooks.signature(
+                key=self.key, delivery_id=delivery.delivery_id, timestamp=timestamp, body=body
+            ),
         }
 
     def new_delivery(self, rng: random.Random) -> tuple[checks.SentDelivery, bytes]:
         events = []
         for _ in range(rng.randint(1, 3)):
             n = next(self.ledger.event_numbers)
-            events.append({
-                "id": f"evt_test_soak_{n:06d}", "type": "comment.created", "post_id": "post_test_soak",
-                "comment_id": f"msg_test_soak_{n:06d}", "from_id": f"person_test_{n % 97:03d}",
-                "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                # Half the comments ask for the checklist: two replies planned for each.
-                "text": "please send the CHECKLIST" if n % 2 else "nice post",
-            })
+            events.append(
+                {
+                    "id": f"evt_test_soak_{n:06d}",
+                    "type": "comment.created",
+                    "post_id": "post_test_soak",
+                    "comment_id": f"msg_test_soak_{n:06d}",
+                    "from_id": f"person_test_{n % 97:03d}",
+                    "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    # Half the comments ask for the checklist: two replies planned for each.
+                    "text": "please send the CHECKLIST" if n % 2 else "nice post",
+                }
+            )
         body = json.dumps({"account": ACCOUNT, "events": events}).encode()
-        delivery = checks.SentDelivery(f"msg_test_soak_{uuid.uuid4().hex}", [e["id"] for e in events], body=body)
+        delivery = checks.SentDelivery(
+            f"msg_test_soak_{uuid.uuid4().hex}", [e["id"] for e in events], body=body
+        )
         with self.ledger.lock:
             self.ledger.deliveries.append(delivery)
         return delivery, body
@@ -310,8 +399,10 @@ class Driver:
     def send_dropped(self, delivery: checks.SentDelivery, body: bytes, port: int) -> None:
         """Write the whole request, then close the socket without reading the answer."""
         head = "".join(f"{k}: {v}\r\n" for k, v in self.headers(delivery, body).items())
-        request = (f"POST /webhooks/{SOURCE}/ HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n"
-                   "Connection: close\r\n\r\n").encode() + body
+        request = (
+            f"POST /webhooks/{SOURCE}/ HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode() + body
         with self.ledger.lock:
             delivery.attempts += 1
             self.ledger.counts["dropped responses"] += 1
@@ -321,7 +412,9 @@ class Driver:
         except OSError:
             pass
 
-    def deliver(self, delivery: checks.SentDelivery, body: bytes, node: int, give_up_after: float = 90) -> bool:
+    def deliver(
+        self, delivery: checks.SentDelivery, body: bytes, node: int, give_up_after: float = 90
+    ) -> bool:
         """POST until a 200, moving to the next node after a failure or a 503."""
         deadline = time.monotonic() + give_up_after
         for attempt in itertools.count():
@@ -403,14 +496,26 @@ def register_source(provider_url: str) -> None:
     from replies.services import reply_copy_create, reply_route_declare
 
     source, _ = source_register(
-        name=SOURCE, adapter="sandbox-social", account_ref=ACCOUNT, event_types=["comment.created"],
-        purposes=PURPOSES, trigger_keywords=["CHECKLIST"], secret_env=SECRET_ENV,
+        name=SOURCE,
+        adapter="sandbox-social",
+        account_ref=ACCOUNT,
+        event_types=["comment.created"],
+        purposes=PURPOSES,
+        trigger_keywords=["CHECKLIST"],
+        secret_env=SECRET_ENV,
     )
     source = source_update(source_id=source.pk, changes={"source_url": provider_url})
     for purpose in PURPOSES:
-        reply_route_declare(source_id=source.pk, purpose=purpose, transport_name="sandbox", target_url=provider_url)
-        reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose,
-                          text="The synthetic checklist for the soak.", actor="soak")
+        reply_route_declare(
+            source_id=source.pk, purpose=purpose, transport_name="sandbox", target_url=provider_url
+        )
+        reply_copy_create(
+            source_id=source.pk,
+            purpose=purpose,
+            channel=purpose,
+            text="The synthetic checklist for the soak.",
+            actor="soak",
+        )
     # Reconciliation is not what the soak exercises: its first scan is a day ahead.
     scan_state_for(source)
     ScanState.objects.filter(source=source).update(next_due_at=dj_timezone.now() + timedelta(days=1))
@@ -430,9 +535,13 @@ def approver(index: int, stop: threading.Event, counts: Counter, lock: threading
 
     try:
         while True:
-            pending = list(ReplyAction.objects.filter(delivery_state="REVIEW_PENDING")
-                           .alias(share=F("id") % REVIEWERS).filter(share=index)
-                           .order_by("id").values_list("id", flat=True)[:200])
+            pending = list(
+                ReplyAction.objects.filter(delivery_state="REVIEW_PENDING")
+                .alias(share=F("id") % REVIEWERS)
+                .filter(share=index)
+                .order_by("id")
+                .values_list("id", flat=True)[:200]
+            )
             for action_id in pending:
                 result = reply_approve(action_id=action_id, actor="soak_reviewer")
                 with lock:
@@ -479,8 +588,11 @@ def drain(redis_client, seconds: float, nudge: float) -> bool:
             return True
         if now - last_print >= 3:
             last_print = now
-            say(f"draining ({now:.0f} s): " + ", ".join(f"{s} {n}" for s, n in sorted(states.items()))
-                + f"; {queued} tasks queued")
+            say(
+                f"draining ({now:.0f} s): "
+                + ", ".join(f"{s} {n}" for s, n in sorted(states.items()))
+                + f"; {queued} tasks queued"
+            )
         # Only with the queue empty: send_due queues every approved reply again, and more copies of
         # a queued send are no-ops (the claim) that only slow the drain.
         if nudge and queued == 0 and now - last_nudge >= nudge:
@@ -497,12 +609,24 @@ def stored_state(source_name: str):
     from ingress.models import Delivery, InboundEvent
     from replies.models import ReplyAction
 
-    events = [checks.StoredEvent(*row) for row in InboundEvent.objects.filter(source__name=source_name)
-              .values_list("event_key", "source_event_id", "seen_count", "trigger_match")]
-    deliveries = [checks.StoredDelivery(*row) for row in Delivery.objects.filter(source__name=source_name)
-                  .values_list("delivery_id", "seen_count", "event_keys")]
-    actions = [checks.StoredAction(*row) for row in ReplyAction.objects.filter(event__source__name=source_name)
-               .values_list("reply_key", "event_id", "purpose", "delivery_state", "approval_state")]
+    events = [
+        checks.StoredEvent(*row)
+        for row in InboundEvent.objects.filter(source__name=source_name).values_list(
+            "event_key", "source_event_id", "seen_count", "trigger_match"
+        )
+    ]
+    deliveries = [
+        checks.StoredDelivery(*row)
+        for row in Delivery.objects.filter(source__name=source_name).values_list(
+            "delivery_id", "seen_count", "event_keys"
+        )
+    ]
+    actions = [
+        checks.StoredAction(*row)
+        for row in ReplyAction.objects.filter(event__source__name=source_name).values_list(
+            "reply_key", "event_id", "purpose", "delivery_state", "approval_state"
+        )
+    ]
     return events, deliveries, actions
 
 
@@ -510,21 +634,29 @@ def replica_check(pg: Postgres) -> checks.Check:
     """The standby, once it replayed everything the primary wrote, holds the same rows."""
     import psycopg
 
-    query = ("SELECT (SELECT count(*) FROM inbound_events), (SELECT coalesce(sum(seen_count), 0) FROM "
-             "inbound_events), (SELECT count(*) FROM reply_actions WHERE delivery_state = 'SENT')")
-    with psycopg.connect(pg.dsn(pg.primary_port), autocommit=True) as primary, \
-            psycopg.connect(pg.dsn(pg.standby_port), autocommit=True) as standby:
+    query = (
+        "SELECT (SELECT count(*) FROM inbound_events), (SELECT coalesce(sum(seen_count), 0) FROM "
+        "inbound_events), (SELECT count(*) FROM reply_actions WHERE delivery_state = 'SENT')"
+    )
+    with (
+        psycopg.connect(pg.dsn(pg.primary_port), autocommit=True) as primary,
+        psycopg.connect(pg.dsn(pg.standby_port), autocommit=True) as standby,
+    ):
         target = primary.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         want = primary.execute(query).fetchone()
         deadline = time.monotonic() + 30
         while not standby.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [target]).fetchone()[0]:
             if time.monotonic() > deadline:
-                return checks.Check("the replica holds what the primary holds", False, "it did not catch up in 30 s")
+                return checks.Check(
+                    "the replica holds what the primary holds", False, "it did not catch up in 30 s"
+                )
             time.sleep(0.1)
         got = standby.execute(query).fetchone()
         recovering = standby.execute("SELECT pg_is_in_recovery()").fetchone()[0]
     detail = f"primary (events, receipts, sent) {tuple(want)}, replica {tuple(got)}, replica in recovery: {recovering}"
-    return checks.Check("the replica holds what the primary holds", tuple(want) == tuple(got) and recovering, detail)
+    return checks.Check(
+        "the replica holds what the primary holds", tuple(want) == tuple(got) and recovering, detail
+    )
 
 
 def readiness_check(ports: list[int]) -> checks.Check:
@@ -535,8 +667,9 @@ def readiness_check(ports: list[int]) -> checks.Check:
             answers.append(status if status == 200 else f"{status} {body.decode(errors='replace')[:200]}")
         except OSError as exc:
             answers.append(type(exc).__name__)
-    return checks.Check("every web node ready", all(a == 200 for a in answers),
-                        "/readyz: " + ", ".join(map(str, answers)))
+    return checks.Check(
+        "every web node ready", all(a == 200 for a in answers), "/readyz: " + ", ".join(map(str, answers))
+    )
 
 
 def provider_applied(port: int) -> dict[str, int]:
@@ -576,18 +709,30 @@ def kill_and_restart(nodes: Nodes, web_ports: list[int], redis_client, at, drive
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="the small run make test uses (about a minute)")
     parser.add_argument("--seconds", type=float, help="how long the clients post (quick 20, full 120)")
     parser.add_argument("--clients", type=int, help="client threads (quick 4, full 8)")
-    parser.add_argument("--rate", type=float,
-                        help="deliveries per second from all clients together, 0 for as fast as answered "
-                             "(quick 40, full 50)")
-    parser.add_argument("--drop-fraction", type=float, default=0.1,
-                        help="share of new deliveries first sent with the response dropped")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="deliveries per second from all clients together, 0 for as fast as answered (quick 40, full 50)",
+    )
+    parser.add_argument(
+        "--drop-fraction",
+        type=float,
+        default=0.1,
+        help="share of new deliveries first sent with the response dropped",
+    )
     parser.add_argument("--drain-seconds", type=float, help="longest wait for the replies to finish")
-    parser.add_argument("--break", dest="breakage", choices=["duplicate-send"],
-                        help="a positive control: spoil the run on purpose; the checks must then fail")
+    parser.add_argument(
+        "--break",
+        dest="breakage",
+        choices=["duplicate-send"],
+        help="a positive control: spoil the run on purpose; the checks must then fail",
+    )
     parser.add_argument("--no-kills", action="store_true", help="kill no node (for a short control run)")
     parser.add_argument("--seed", type=int, default=16)
     args = parser.parse_args(argv)
@@ -618,22 +763,42 @@ def main(argv: list[str] | None = None) -> int:
         empty_env_file.write_text("")
         env = {
             **{k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR",)},
-            "DATABASE_URL": pg.url(pg.primary_port), "DATABASE_REPLICA_URL": pg.url(pg.standby_port),
-            "CONDUIT_Q_BROKER": redis_url, SECRET_ENV: SECRET,
+            "DATABASE_URL": pg.url(pg.primary_port),
+            "DATABASE_REPLICA_URL": pg.url(pg.standby_port),
+            "CONDUIT_Q_BROKER": redis_url,
+            SECRET_ENV: SECRET,
             "SECRET_KEY": os.environ.get("SECRET_KEY") or "soak-only-not-secret",
-            "DJANGO_SETTINGS_MODULE": "conduit.settings", "CONDUIT_ENV_FILE": str(empty_env_file),
-            "CONDUIT_PYTHON": sys.executable, "CONDUIT_LOG_LEVEL": "WARNING",
-            "CONDUIT_SEND_LEASE_SECONDS": "20", "CONDUIT_TRANSPORT_TIMEOUT_SECONDS": "5",
+            "DJANGO_SETTINGS_MODULE": "conduit.settings",
+            "CONDUIT_ENV_FILE": str(empty_env_file),
+            "CONDUIT_PYTHON": sys.executable,
+            "CONDUIT_LOG_LEVEL": "WARNING",
+            "CONDUIT_SEND_LEASE_SECONDS": "20",
+            "CONDUIT_TRANSPORT_TIMEOUT_SECONDS": "5",
         }
         entry = ["bash", str(ROOT / "deploy" / "entrypoint.sh")]
-        migrate = subprocess.run([*entry, "migrate"], cwd=ROOT, env=env, capture_output=True, text=True,
-                                 timeout=300, check=False)
+        migrate = subprocess.run(
+            [*entry, "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
         if migrate.returncode:
-            raise SystemExit(f"soak: FAIL: entrypoint.sh migrate: {migrate.stdout[-800:]} {migrate.stderr[-800:]}")
+            raise SystemExit(
+                f"soak: FAIL: entrypoint.sh migrate: {migrate.stdout[-800:]} {migrate.stderr[-800:]}"
+            )
 
         provider_port = free_port()
-        nodes.start("provider", [sys.executable, "manage.py", "sandbox_provider", "--port", str(provider_port),
-                                 "--no-idempotency", "--state", str(work / "provider.sqlite3")], env)
+        nodes.start(
+            "provider",
+            [
+                sys.executable,
+                "manage.py",
+                "sandbox_provider",
+                "--port",
+                str(provider_port),
+                "--no-idempotency",
+                "--state",
+                str(work / "provider.sqlite3"),
+            ],
+            env,
+        )
         wait_http(nodes, "provider", provider_port, "/capabilities")
         setup_django(env)
         register_source(f"http://127.0.0.1:{provider_port}")
@@ -644,32 +809,53 @@ def main(argv: list[str] | None = None) -> int:
         web_ports = [free_port() for _ in range(3)]
         for i, port in enumerate(web_ports):
             (work / "prom" / f"web{i}").mkdir(parents=True)
-            nodes.start(f"web{i}", [*entry, "web"], {
-                **env, "CONDUIT_BIND": f"127.0.0.1:{port}", "GUNICORN_WORKERS": "2", "GUNICORN_THREADS": "4",
-                "PROMETHEUS_MULTIPROC_DIR": str(work / "prom" / f"web{i}")})
+            nodes.start(
+                f"web{i}",
+                [*entry, "web"],
+                {
+                    **env,
+                    "CONDUIT_BIND": f"127.0.0.1:{port}",
+                    "GUNICORN_WORKERS": "2",
+                    "GUNICORN_THREADS": "4",
+                    "PROMETHEUS_MULTIPROC_DIR": str(work / "prom" / f"web{i}"),
+                },
+            )
         for i in range(2):
             (work / "prom" / f"worker{i}").mkdir(parents=True)
             before = set(redis_client.keys("django_q:conduit:cluster*"))
-            nodes.start(f"worker{i}", [*entry, "worker"], {
-                **env, "CONDUIT_Q_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(work / "prom" / f"worker{i}")})
+            nodes.start(
+                f"worker{i}",
+                [*entry, "worker"],
+                {
+                    **env,
+                    "CONDUIT_Q_WORKERS": "2",
+                    "PROMETHEUS_MULTIPROC_DIR": str(work / "prom" / f"worker{i}"),
+                },
+            )
             wait_worker(nodes, f"worker{i}", redis_client, before)
         for i, port in enumerate(web_ports):
             wait_http(nodes, f"web{i}", port, "/healthz")
-        say(f"3 web nodes {web_ports}, 2 worker nodes, sandbox provider :{provider_port}; "
-            f"ready after {time.monotonic() - begun:.1f} s")
+        say(
+            f"3 web nodes {web_ports}, 2 worker nodes, sandbox provider :{provider_port}; "
+            f"ready after {time.monotonic() - begun:.1f} s"
+        )
 
         ledger = Ledger()
         driver = Driver(web_ports, ledger, args.seed)
         approvals: Counter = Counter()
         approvals_lock = threading.Lock()
         review_stop = threading.Event()
-        reviewers = [threading.Thread(target=approver, args=(i, review_stop, approvals, approvals_lock),
-                                      daemon=True) for i in range(REVIEWERS)]
+        reviewers = [
+            threading.Thread(target=approver, args=(i, review_stop, approvals, approvals_lock), daemon=True)
+            for i in range(REVIEWERS)
+        ]
         for thread in reviewers:
             thread.start()
         interval = args.clients / args.rate if args.rate else 0.0
-        clients = [threading.Thread(target=driver.client, args=(i, stop, args.drop_fraction, interval), daemon=True)
-                   for i in range(args.clients)]
+        clients = [
+            threading.Thread(target=driver.client, args=(i, stop, args.drop_fraction, interval), daemon=True)
+            for i in range(args.clients)
+        ]
         pace = f"at most {args.rate:.0f} deliveries/s" if args.rate else "as fast as they are answered"
         say(f"driving {args.clients} clients for {args.seconds:.0f} s, {pace}")
         drive_started = time.monotonic()
@@ -717,27 +903,45 @@ def main(argv: list[str] | None = None) -> int:
         receipts = sum(len(d.event_ids) * d.acks for d in ledger.deliveries)
         acks = len(ledger.latencies)
         print("\nsoak figures", flush=True)
-        print(f"  driving: {driven:.1f} s, {args.clients} clients, 3 web nodes (2 workers x 4 threads each), "
-              f"2 worker nodes (2 each)")
-        print(f"  events/s: {receipts / driven:.0f} event receipts acknowledged per second "
-              f"({len(events) / driven:.0f} distinct events/s); deliveries acknowledged/s: {acks / driven:.0f}")
-        print(f"  acknowledgement latency: p50 {percentile(ledger.latencies, 0.5) * 1000:.1f} ms, "
-              f"p99 {percentile(ledger.latencies, 0.99) * 1000:.1f} ms, max {max(ledger.latencies) * 1000:.1f} ms")
-        print(f"  deliveries: {len(ledger.deliveries)} distinct, {acks} acknowledged (200s), "
-              + ", ".join(f"{k} {v}" for k, v in sorted(ledger.counts.items())))
-        print(f"  events: {len(events)} stored, {receipts} receipts acknowledged, "
-              f"{sum(e.seen_count for e in events)} receipts recorded (seen_count total)")
-        print(f"  replies: {len(actions)} planned, {approvals['approvals']} approved by the reviewer "
-              f"({approvals['approvals refused']} refused), "
-              + ", ".join(f"{s} {n}" for s, n in sorted(Counter(a.delivery_state for a in actions).items()))
-              + f"; provider applications {sum(applied.values())}")
-        print(f"  kills: {'none (--no-kills)' if args.no_kills else 'web1 and worker0 with SIGKILL, each restarted'}; "
-              f"total wall time "
-              f"{time.monotonic() - begun:.0f} s\n", flush=True)
+        print(
+            f"  driving: {driven:.1f} s, {args.clients} clients, 3 web nodes (2 workers x 4 threads each), "
+            f"2 worker nodes (2 each)"
+        )
+        print(
+            f"  events/s: {receipts / driven:.0f} event receipts acknowledged per second "
+            f"({len(events) / driven:.0f} distinct events/s); deliveries acknowledged/s: {acks / driven:.0f}"
+        )
+        print(
+            f"  acknowledgement latency: p50 {percentile(ledger.latencies, 0.5) * 1000:.1f} ms, "
+            f"p99 {percentile(ledger.latencies, 0.99) * 1000:.1f} ms, max {max(ledger.latencies) * 1000:.1f} ms"
+        )
+        print(
+            f"  deliveries: {len(ledger.deliveries)} distinct, {acks} acknowledged (200s), "
+            + ", ".join(f"{k} {v}" for k, v in sorted(ledger.counts.items()))
+        )
+        print(
+            f"  events: {len(events)} stored, {receipts} receipts acknowledged, "
+            f"{sum(e.seen_count for e in events)} receipts recorded (seen_count total)"
+        )
+        print(
+            f"  replies: {len(actions)} planned, {approvals['approvals']} approved by the reviewer "
+            f"({approvals['approvals refused']} refused), "
+            + ", ".join(f"{s} {n}" for s, n in sorted(Counter(a.delivery_state for a in actions).items()))
+            + f"; provider applications {sum(applied.values())}"
+        )
+        print(
+            f"  kills: {'none (--no-kills)' if args.no_kills else 'web1 and worker0 with SIGKILL, each restarted'}; "
+            f"total wall time "
+            f"{time.monotonic() - begun:.0f} s\n",
+            flush=True,
+        )
         for check in results:
             print(check.line(), flush=True)
         failed = [c for c in results if not c.ok]
-        print(f"\nsoak: {'FAILED: ' + str(len(failed)) + ' check(s)' if failed else 'all checks PASS'}", flush=True)
+        print(
+            f"\nsoak: {'FAILED: ' + str(len(failed)) + ' check(s)' if failed else 'all checks PASS'}",
+            flush=True,
+        )
         return 1 if failed else 0
     except SystemExit as exc:
         if isinstance(exc.code, int):  # SIGTERM

@@ -16,8 +16,11 @@ def _state():
         c.SentDelivery("d1", ["e1", "e2"], attempts=2, acks=1, event_keys={"e1": "k1", "e2": "k2"}),
         c.SentDelivery("d2", ["e3"], attempts=2, acks=2, event_keys={"e3": "k3"}),
     ]
-    events = [c.StoredEvent("k1", "e1", 2, True), c.StoredEvent("k2", "e2", 2, True),
-              c.StoredEvent("k3", "e3", 2, False)]
+    events = [
+        c.StoredEvent("k1", "e1", 2, True),
+        c.StoredEvent("k2", "e2", 2, True),
+        c.StoredEvent("k3", "e3", 2, False),
+    ]
     deliveries = [c.StoredDelivery("d1", 2, ["k1", "k2"]), c.StoredDelivery("d2", 2, ["k3"])]
     actions = [c.StoredAction(f"r{k}{p}", k, p, "SENT", "APPROVED") for k in ("k1", "k2") for p in PURPOSES]
     applied = {a.reply_key: 1 for a in actions}
@@ -67,8 +70,9 @@ def test_seen_count_off_the_receipts_fails():
 def test_a_missing_or_doubled_plan_fails():
     _, events, _, actions, _ = _state()
     assert not c.check_replies_planned_once(events, actions[1:], PURPOSES).ok
-    assert not c.check_replies_planned_once(events, [*actions, c.StoredAction("rk3public_ack", "k3", "public_ack",
-                                                                           "SENT", "APPROVED")], PURPOSES).ok
+    assert not c.check_replies_planned_once(
+        events, [*actions, c.StoredAction("rk3public_ack", "k3", "public_ack", "SENT", "APPROVED")], PURPOSES
+    ).ok
 
 
 def test_an_unapproved_or_unfinished_reply_fails():

@@ -1,30 +1,15 @@
-"""The Meta source readers: Instagram media comments and Page feed comments, read back from the Graph API.
+"""The Meta source readers' fan-out: Instagram media and Page feed comments, read back from the Graph API.
 
 A scan fans out (Instagram: `/{ig-user-id}/media`, then each media's
 `/comments` with nested replies; Page: `/{page-id}/feed`, then each post's
 `/comments?filter=stream`), then reads the account's DMs through the
 Conversations API (`/{account}/conversations?platform=instagram|messenger`,
 then each conversation's newest messages in one call), and the whole fan-out
-is ONE resumable Conduit cursor: `m2.` + urlsafe base64 (no padding) of
-compact JSON holding
-
-| key | meaning |
-| --- | --- |
-| `s` | the scan id, minted on the generation's first page and returned on every page |
-| `n` | the page counter: every cursor of a generation differs (staging refuses a cycle) |
-| `p` | the phase: 0 comments, 1 conversations (DMs) |
-| `m`, `e`, `u` | the list's next position, whether the list is exhausted, the list's `until` after a restart |
-| `q` | media/posts (or conversations) listed but not yet read: `[id, unix seconds or null]` |
-| `c`, `a`, `d` | the media/post being read, its comments' next position, whether its comments are exhausted |
-| `r`, `b` | Instagram comments whose replies overflowed the inline list, and the next position of the first one's `/replies` |
-| `k`, `w` | the last media/posts finished (skipped when the list is re-read) and the oldest finished time |
-| `x` | how many expired cursors this generation has recovered from |
-
-A position is the query of Graph's `paging.next` as given (graph.next_params):
-`after` for cursor paging, `until` and `__paging_token` for the time-based
-paging of `/feed` and `/posts`, `offset` for offset paging; `paging.cursors`
-is never required. (`m1.` cursors, which held bare `after` values, are read
-as cursor positions.)
+is ONE resumable Conduit cursor (conduit.providers.meta.scan_cursor). The
+two platforms' readers (conduit.providers.meta.platform_readers) say what
+each call reads and how an answer's items take the webhook's shape; an
+answer's edge and a failed call are read in a page's terms by
+conduit.providers.meta.graph_pages.
 
 Each page makes at most MAX_CALLS_PER_PAGE Graph calls, all within the page's
 `timeout` and `max_bytes`, and stops once it holds `limit` items; an empty
@@ -54,210 +39,45 @@ a permission or capability code) skips the phase: comments still reconcile.
 
 from __future__ import annotations
 
-import base64
-import math
-import binascii
-import json
 import logging
+import math
 import secrets
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 from urllib.parse import quote
 
-from conduit.providers.base import (
-    MAX_PAGE_BYTES,
-    MAX_REF_LENGTH,
-    PageFailure,
-    SourceConfig,
-    SourcePage,
-    SourceReader,
-)
-from conduit.providers.meta.graph import (
-    EXPIRED_CURSOR,
-    THROTTLED,
-    TOKEN_INVALID,
-    TRANSIENT,
-    GraphCallFailed,
-    GraphError,
-    graph_get,
-    next_params,
+from conduit.providers.base import MAX_PAGE_BYTES, PageFailure, SourceConfig, SourcePage, SourceReader
+from conduit.providers.meta.graph import EXPIRED_CURSOR, GraphCallFailed, GraphError, graph_get
+
+# An answer's edge, times and failures (the platforms' readers and the tests import them from here too).
+from conduit.providers.meta.graph_pages import _author, _edge, _failure, _malformed, _when  # noqa: F401
+
+# The scan position's names are read from here too (tests, the recorded-answer checks).
+from conduit.providers.meta.scan_cursor import (  # noqa: F401
+    COMMENTS_PHASE,
+    CONVERSATIONS_PHASE,
+    _id,
+    _position,
+    _Scan,
 )
 
 logger = logging.getLogger("conduit.reconcile")
 
-CURSOR_PREFIX = "m2."
-OLD_CURSOR_PREFIX = "m1."
-MAX_CURSOR_BYTES = 4096  # seed 004's token bound
 MAX_CALLS_PER_PAGE = 8
 LIST_PAGE_SIZE = 20  # media/posts per list call: their ids ride in the cursor
 COMMENTS_PAGE_MAX = 50  # Instagram's maximum for comment edges
-# Inline replies kept per Instagram comment; a comment with more is queued for `/replies`,
-# so one comment page yields at most (1 + INLINE_REPLIES) items per comment.
-INLINE_REPLIES = 25
-MAX_ID_LENGTH = MAX_REF_LENGTH  # Instagram message ids run to about 164 characters
 RECENT_FINISHED = 20
 MAX_CURSOR_RECOVERIES = 50
 # A page stops calling once less than this share of its time is left, rather than miss its deadline.
 RESERVE_TIME_SHARE = 0.25
-MAX_POSITION_PARAMS = 8
-MAX_POSITION_VALUE = 1024
 # The Conversations API: details of the 20 newest messages of a conversation (Meta's limit), and
 # Instagram's documented pace of about 2 calls a second.
 CONVERSATION_MESSAGES = 20
 CONVERSATIONS_PAGE_SIZE = 25
 CONVERSATION_CALLS_PER_SECOND = 2.0
-COMMENTS_PHASE, CONVERSATIONS_PHASE = 0, 1
 # Codes with which Meta refuses a token the conversations edge (no messaging permission or
 # capability, or the edge "cannot be loaded due to missing permissions"): the DM phase is skipped.
 _CONVERSATIONS_REFUSED = frozenset({3, 10, 100, *range(200, 300)})
-
-
-
-@dataclass
-class _Scan:
-    """The fan-out's position: what the Conduit cursor carries (see the module docstring)."""
-
-    s: str
-    n: int = 0
-    p: int = COMMENTS_PHASE
-    m: dict | None = None
-    e: bool = False
-    u: int | None = None
-    q: list = field(default_factory=list)
-    c: list | None = None
-    a: dict | None = None
-    d: bool = False
-    r: list = field(default_factory=list)
-    b: dict | None = None
-    k: list = field(default_factory=list)
-    w: int | None = None
-    x: int = 0
-
-    @property
-    def phase_done(self) -> bool:
-        return self.e and not self.q and self.c is None and not self.r
-
-    @property
-    def finished(self) -> bool:
-        return self.p == CONVERSATIONS_PHASE and self.phase_done
-
-    def next_phase(self) -> None:
-        """The comments are all read: the conversations are listed next, from their start."""
-        self.p, self.m, self.e, self.u, self.k, self.w = CONVERSATIONS_PHASE, None, False, None, [], None
-
-    def encode(self) -> str:
-        for _ in range(2):
-            text = json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True)
-            cursor = CURSOR_PREFIX + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-            if len(cursor) <= MAX_CURSOR_BYTES:
-                return cursor
-            # The skip list is an optimisation: without it a list restart re-reads a little more.
-            self.k = []
-        raise PageFailure("protocol", "graph_cursor_too_long",
-                          f"the scan position exceeds {MAX_CURSOR_BYTES} bytes")
-
-    @classmethod
-    def decode(cls, cursor: str) -> _Scan:
-        refused = PageFailure("protocol", "cursor_unreadable", "the scan cursor is not one this reader wrote")
-        old = cursor.startswith(OLD_CURSOR_PREFIX)
-        if not (cursor.startswith(CURSOR_PREFIX) or old) or len(cursor) > MAX_CURSOR_BYTES:
-            raise refused
-        body = cursor[len(CURSOR_PREFIX):]
-        try:
-            state = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            if old and isinstance(state, dict):
-                # An m1 cursor held bare `after` values: the same positions, in today's form.
-                state = {**state, **{key: {"after": state[key]} for key in ("m", "a", "b")
-                                     if isinstance(state.get(key), str)}}
-            scan = cls(**state)
-        except (ValueError, TypeError, binascii.Error, RecursionError):
-            raise refused from None
-        def parent(entry: Any) -> bool:
-            return (isinstance(entry, list) and len(entry) == 2 and _id(entry[0]) is not None
-                    and (entry[1] is None or isinstance(entry[1], int)))
-
-        if not (isinstance(scan.s, str) and scan.s and isinstance(scan.n, int) and isinstance(scan.x, int)
-                and scan.p in (COMMENTS_PHASE, CONVERSATIONS_PHASE)
-                and all(v is None or _position(v) for v in (scan.m, scan.a, scan.b))
-                and all(v is None or isinstance(v, int) for v in (scan.u, scan.w))
-                and isinstance(scan.q, list) and all(parent(entry) for entry in scan.q)
-                and (scan.c is None or parent(scan.c))
-                and all(isinstance(v, list) and all(_id(i) for i in v) for v in (scan.r, scan.k))):
-            raise refused
-        return scan
-
-
-def _position(value: Any) -> bool:
-    """Whether a stored position is one this reader wrote: a small map of query strings."""
-    return (isinstance(value, dict) and 0 < len(value) <= MAX_POSITION_PARAMS
-            and all(isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= MAX_POSITION_VALUE
-                    and k.isprintable() and v.isprintable() for k, v in value.items()))
-
-
-def _id(value: Any) -> str | None:
-    """A Graph id fit for a path and the cursor, or None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable() and "/" not in value:
-        return value
-    return None
-
-
-def _when(value: Any) -> datetime | None:
-    """Meta's ISO time (`2026-11-30T10:00:00+0000`) as an aware datetime, or None."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-def _malformed(what: str) -> PageFailure:
-    return PageFailure("protocol", "malformed_page", f"the Graph answer for {what} is not a list page")
-
-
-def _edge(document: dict, what: str) -> tuple[list, dict | None]:
-    """An edge's items and the position to continue from, or None when `paging.next` is absent."""
-    data = document.get("data")
-    if not isinstance(data, list) or not isinstance(document.get("paging", {}), dict):
-        raise _malformed(what)
-    try:
-        position = next_params(document)
-    except ValueError:
-        raise _malformed(what) from None
-    if position is not None and not _position(position):
-        raise _malformed(what)
-    return data, position
-
-
-def _failure(error: GraphCallFailed, timeout: float, what: str) -> PageFailure:
-    """A Graph failure as a page failure: Conduit's words, Meta's numbers, never its text."""
-    if isinstance(error, GraphError):
-        detail = f"{error.message.removeprefix('Meta answered ')} reading {what}" + (
-            f" (fbtrace_id {error.fbtrace_id})" if error.fbtrace_id else "")
-        meaning = error.meaning
-        if meaning == THROTTLED:
-            return PageFailure("provider", "graph_throttled", f"Meta throttled the read: {detail}",
-                               retry_after=error.retry_after)
-        if meaning == TOKEN_INVALID:
-            return PageFailure("credentials", "graph_token_invalid",
-                               f"Meta refused the source's access token: {detail}; re-authorise the source")
-        if meaning == TRANSIENT:
-            return PageFailure("provider", "graph_unavailable", f"Meta was unavailable: {detail}")
-        return PageFailure("provider", "graph_error", f"Meta refused the read: {detail}")
-    if error.kind == "timeout":
-        return PageFailure("timeout", "page_timeout", f"no page within {timeout:g} s")
-    if error.kind == "transport":
-        return PageFailure("transport", "connection_failed", error.message)
-    if error.kind == "too_large":
-        return PageFailure("protocol", "page_too_large", "the page exceeds its byte limit")
-    if error.kind == "url_refused":
-        return PageFailure("protocol", "graph_url_refused", error.message)
-    return PageFailure("protocol", "malformed_page", f"the Graph answer for {what} is not JSON")
 
 
 class _GraphFanOutReader(SourceReader):
@@ -293,17 +113,30 @@ class _GraphFanOutReader(SourceReader):
     # -- the page --------------------------------------------------------------
 
     def read_page(
-        self, *, config: SourceConfig, base_url: str, since: datetime | None,
-        until: datetime | None, cursor: str | None, limit: int, timeout: float,
-        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
+        self,
+        *,
+        config: SourceConfig,
+        base_url: str,
+        since: datetime | None,
+        until: datetime | None,
+        cursor: str | None,
+        limit: int,
+        timeout: float,
+        checkpoint: datetime | None = None,
+        max_bytes: int = MAX_PAGE_BYTES,
     ) -> SourcePage:
         token = getattr(config, "access_token", "")
         if not token:
-            raise PageFailure("credentials", "graph_token_unavailable",
-                              f"source {config.name} has no access token in its environment variable")
+            raise PageFailure(
+                "credentials",
+                "graph_token_unavailable",
+                f"source {config.name} has no access token in its environment variable",
+            )
         account = _id(config.account_ref)
         if account is None:
-            raise PageFailure("protocol", "graph_account_invalid", "the source's account ref is not a Graph id")
+            raise PageFailure(
+                "protocol", "graph_account_invalid", "the source's account ref is not a Graph id"
+            )
         scan = _Scan.decode(cursor) if cursor else _Scan(s="meta-" + secrets.token_hex(12))
         scan.n += 1
         deadline = time.monotonic() + timeout
@@ -327,8 +160,14 @@ class _GraphFanOutReader(SourceReader):
                 last_conversation_call = time.monotonic()
                 left = deadline - last_conversation_call
             try:
-                response = graph_get(base_url=base_url, path=path, params=params, access_token=token,
-                                     timeout=max(left, 0.001), max_bytes=max_bytes - size)
+                response = graph_get(
+                    base_url=base_url,
+                    path=path,
+                    params=params,
+                    access_token=token,
+                    timeout=max(left, 0.001),
+                    max_bytes=max_bytes - size,
+                )
             except GraphError as error:
                 calls += 1
                 if error.meaning == EXPIRED_CURSOR:
@@ -344,37 +183,63 @@ class _GraphFanOutReader(SourceReader):
             items.extend(self._apply(scan, response.document, what, since, until, account))
         parsed = self.normalize(items, config.account_ref, config)
         complete = scan.finished
-        return SourcePage(scan_id=scan.s, observations=parsed.observations, rejections=parsed.rejections,
-                          receipts=[], next_cursor=None if complete else scan.encode(), complete=complete,
-                          size_bytes=size, own=parsed.own)
+        return SourcePage(
+            scan_id=scan.s,
+            observations=parsed.observations,
+            rejections=parsed.rejections,
+            receipts=[],
+            next_cursor=None if complete else scan.encode(),
+            complete=complete,
+            size_bytes=size,
+            own=parsed.own,
+        )
 
     def _conversations_refused(self, scan: _Scan, error: GraphError) -> bool:
         """The token may not list conversations: the DM phase ends here (comments are unaffected)."""
-        if scan.p != CONVERSATIONS_PHASE or scan.c is not None or scan.q or scan.m is not None \
-                or error.code not in _CONVERSATIONS_REFUSED:
+        if (
+            scan.p != CONVERSATIONS_PHASE
+            or scan.c is not None
+            or scan.q
+            or scan.m is not None
+            or error.code not in _CONVERSATIONS_REFUSED
+        ):
             return False
-        logger.warning("meta read scan=%s conversations refused code=%s: DMs not read back", scan.s, error.code)
+        logger.warning(
+            "meta read scan=%s conversations refused code=%s: DMs not read back", scan.s, error.code
+        )
         scan.e = True
         return True
 
-    def _next_call(self, account: str, scan: _Scan, since: datetime | None, until: datetime | None,
-                   room: int) -> tuple[str, dict[str, str], str]:
+    def _next_call(
+        self, account: str, scan: _Scan, since: datetime | None, until: datetime | None, room: int
+    ) -> tuple[str, dict[str, str], str]:
         """The one Graph call the scan's position asks for next: (path, params, what it reads)."""
         if scan.p == CONVERSATIONS_PHASE:
             if scan.c is not None:
                 # The nested edge's first page is the newest messages; only 20 carry details.
                 fields = f"id,messages{{{self.message_fields}}}"
                 return quote(scan.c[0], safe=""), {"fields": fields}, "a conversation's messages"
-            params = {"platform": self.conversations_platform, "fields": "id,updated_time",
-                      "limit": str(CONVERSATIONS_PAGE_SIZE), **(scan.m or {})}
+            params = {
+                "platform": self.conversations_platform,
+                "fields": "id,updated_time",
+                "limit": str(CONVERSATIONS_PAGE_SIZE),
+                **(scan.m or {}),
+            }
             return f"{account}/conversations", params, "the conversation list"
         if scan.r:
-            params = {"fields": self.reply_fields, "limit": str(max(1, min(COMMENTS_PAGE_MAX, room))),
-                      **(scan.b or {})}
+            params = {
+                "fields": self.reply_fields,
+                "limit": str(max(1, min(COMMENTS_PAGE_MAX, room))),
+                **(scan.b or {}),
+            }
             return f"{quote(scan.r[0], safe='')}/replies", params, "a comment's replies"
         if scan.c is not None:
-            params = {**self.comment_params, "fields": self.comment_fields,
-                      "limit": str(self.comments_limit(room)), **(scan.a or {})}
+            params = {
+                **self.comment_params,
+                "fields": self.comment_fields,
+                "limit": str(self.comments_limit(room)),
+                **(scan.a or {}),
+            }
             return f"{quote(scan.c[0], safe='')}/comments", params, f"a {self.parent_name}'s comments"
         params = {"fields": self.list_fields, "limit": str(LIST_PAGE_SIZE)}
         # Graph bounds are whole seconds: round up, so the second `until` falls in is listed
@@ -395,8 +260,11 @@ class _GraphFanOutReader(SourceReader):
         """An expired Graph cursor: re-read that edge from its start (staging deduplicates)."""
         scan.x += 1
         if scan.x > MAX_CURSOR_RECOVERIES:
-            raise PageFailure("provider", "graph_cursor_expired",
-                              f"Meta's cursors expired more than {MAX_CURSOR_RECOVERIES} times in one scan")
+            raise PageFailure(
+                "provider",
+                "graph_cursor_expired",
+                f"Meta's cursors expired more than {MAX_CURSOR_RECOVERIES} times in one scan",
+            )
         if scan.r:
             scan.b = None
         elif scan.c is not None:
@@ -421,8 +289,15 @@ class _GraphFanOutReader(SourceReader):
         if scan.p == COMMENTS_PHASE and scan.phase_done:
             scan.next_phase()
 
-    def _apply(self, scan: _Scan, document: dict, what: str, since: datetime | None,
-               until: datetime | None, account: str) -> list[dict]:
+    def _apply(
+        self,
+        scan: _Scan,
+        document: dict,
+        what: str,
+        since: datetime | None,
+        until: datetime | None,
+        account: str,
+    ) -> list[dict]:
         """Move the position past one answer; the items it read, in the window."""
         if scan.p == CONVERSATIONS_PHASE and scan.c is not None:
             items = self._conversation_items(document, account)
@@ -466,7 +341,9 @@ class _GraphFanOutReader(SourceReader):
         if messages is None:
             return []
         data = messages.get("data") if isinstance(messages, dict) else None
-        if not isinstance(data, list) or any(not isinstance(m, dict) or _id(m.get("id")) is None for m in data):
+        if not isinstance(data, list) or any(
+            not isinstance(m, dict) or _id(m.get("id")) is None for m in data
+        ):
             raise _malformed("a conversation's messages")
         items = []
         for message in data[:CONVERSATION_MESSAGES]:
@@ -479,11 +356,23 @@ class _GraphFanOutReader(SourceReader):
             # An inbound DM goes to the account, as its webhook's recipient.id says; the account's
             # own message goes to the person (the OwnItem's parent).
             recipient = first.get("id") if sender == account else account
-            value = {"sender": {"id": sender}, "recipient": {"id": recipient},
-                     "timestamp": message.get("created_time"),
-                     "message": {"mid": message["id"], "text": message.get("message")}}
-            items.append({"object": self.object, "field": "messaging", "value": value, "entry_time": None,
-                          "read": True, "at": message.get("created_time"), "own": sender == account})
+            value = {
+                "sender": {"id": sender},
+                "recipient": {"id": recipient},
+                "timestamp": message.get("created_time"),
+                "message": {"mid": message["id"], "text": message.get("message")},
+            }
+            items.append(
+                {
+                    "object": self.object,
+                    "field": "messaging",
+                    "value": value,
+                    "entry_time": None,
+                    "read": True,
+                    "at": message.get("created_time"),
+                    "own": sender == account,
+                }
+            )
         return items
 
     def _in_window(self, item: dict, since: datetime | None, until: datetime | None) -> bool:
@@ -495,100 +384,3 @@ class _GraphFanOutReader(SourceReader):
         if at is None:
             return True
         return (since is None or at >= since) and (until is None or at < until)
-
-
-def _item(obj: str, field_name: str, value: dict) -> dict:
-    """A read comment in the webhook's shape (`_apply` adds its time and whether the account wrote it)."""
-    return {"object": obj, "field": field_name, "value": value, "entry_time": None, "read": True}
-
-
-def _author(comment: dict, keys: tuple[str, ...]) -> dict:
-    author = comment.get("from") if isinstance(comment.get("from"), dict) else {}
-    return {key: author[key] for key in keys if key in author}
-
-
-class MetaInstagramReader(_GraphFanOutReader):
-    """Instagram: `/{ig-user-id}/media`, then each media's `/comments` with nested replies; DMs
-    from `/{ig-user-id}/conversations?platform=instagram`."""
-
-    object = "instagram"
-    conversations_platform = "instagram"
-    field = "comments"
-    parent_name = "media"
-    list_edge = "media"
-    list_fields = "id,timestamp,media_product_type"
-    list_time = "timestamp"
-    item_time = "timestamp"
-    reply_fields = "id,text,timestamp,username,from{id,username},parent_id"
-    comment_fields = ("id,text,timestamp,username,from{id,username},media{id,media_product_type},parent_id,"
-                      "replies{id,text,timestamp,username,from{id,username},parent_id}")
-    comment_params: dict[str, str] = {}
-
-    def comments_limit(self, room: int) -> int:
-        # Each comment may bring INLINE_REPLIES replies: keep the page within `limit`.
-        return max(1, min(COMMENTS_PAGE_MAX, room // (1 + INLINE_REPLIES)))
-
-    def _value(self, comment: dict, media: dict, parent_id: str | None) -> dict:
-        author = _author(comment, ("id", "username"))
-        if "id" not in author and isinstance(comment.get("user"), dict):
-            # Recorded answers name the account's own comment by `user` (the app user) without `from`.
-            author = {key: comment["user"][key] for key in ("id", "username") if key in comment["user"]}
-        if "username" not in author and isinstance(comment.get("username"), str):
-            author["username"] = comment["username"]
-        value = {"id": _id(comment["id"]), "text": comment.get("text"), "timestamp": comment.get("timestamp"),
-                 "from": author, "media": media}
-        if parent_id:
-            value["parent_id"] = parent_id
-        return value
-
-    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
-        read_media = comment.get("media") if isinstance(comment.get("media"), dict) else {}
-        media = {"id": parent[0]}
-        if "media_product_type" in read_media:
-            media["media_product_type"] = read_media["media_product_type"]
-        parent_id = comment.get("parent_id") if _id(comment.get("parent_id")) else None
-        items = [_item(self.object, self.field, self._value(comment, media, parent_id))]
-        replies = comment.get("replies")
-        if isinstance(replies, dict):
-            data = replies.get("data") if isinstance(replies.get("data"), list) else []
-            paging = replies.get("paging") if isinstance(replies.get("paging"), dict) else {}
-            comment_id = _id(comment["id"])
-            if len(data) > INLINE_REPLIES or paging.get("next"):
-                # Too many to keep inline: all of them come from /{comment-id}/replies instead.
-                if comment_id not in scan.r:
-                    scan.r.append(comment_id)
-            elif any(not isinstance(reply, dict) or _id(reply.get("id")) is None for reply in data):
-                raise _malformed("a comment's replies")
-            else:
-                items.extend(_item(self.object, self.field, self._value(reply, media, comment_id))
-                             for reply in data)
-        return items
-
-    def reply_items(self, reply: dict, comment_id: str, parent: list) -> list[dict]:
-        return [_item(self.object, self.field, self._value(reply, {"id": parent[0]}, comment_id))]
-
-
-class MetaPageReader(_GraphFanOutReader):
-    """Facebook Page: `/{page-id}/feed` (visitor posts included), then each post's `/comments?filter=stream`;
-    Messenger DMs from `/{page-id}/conversations?platform=messenger`."""
-
-    object = "page"
-    conversations_platform = "messenger"
-    field = "feed"
-    parent_name = "post"
-    list_edge = "feed"
-    list_fields = "id,created_time"
-    list_time = "created_time"
-    item_time = "created_time"
-    reply_fields = ""
-    comment_fields = "id,message,created_time,from{id,name},parent{id}"
-    # filter=stream: every comment of the post, replies included, flat and chronological.
-    comment_params = {"filter": "stream"}
-
-    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
-        post_id = parent[0]
-        reply_to = comment.get("parent") if isinstance(comment.get("parent"), dict) else {}
-        value = {"item": "comment", "verb": "add", "comment_id": _id(comment["id"]), "post_id": post_id,
-                 "parent_id": _id(reply_to.get("id")) or post_id, "from": _author(comment, ("id", "name")),
-                 "message": comment.get("message"), "created_time": comment.get("created_time")}
-        return [_item(self.object, self.field, value)]

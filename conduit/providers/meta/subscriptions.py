@@ -21,19 +21,38 @@ EXPIRY_WARNING_DAYS = 7
 # The fields a source needs, by the event types it allowlists.
 NEEDED_FIELDS = {
     "instagram": {"comment.created": "comments", "message.created": "messages"},
-    "page": {"comment.created": "feed", "comment.edited": "feed", "comment.removed": "feed",
-             "comment.hidden": "feed", "comment.unhidden": "feed", "message.created": "messages"},
+    "page": {
+        "comment.created": "feed",
+        "comment.edited": "feed",
+        "comment.removed": "feed",
+        "comment.hidden": "feed",
+        "comment.unhidden": "feed",
+        "message.created": "messages",
+    },
 }
 
 
-def subscription_problem(*, object_: str, account: str, app_id: str, event_types: frozenset[str],
-                         base_url: str, access_token: str, timeout: float) -> str:
+def subscription_problem(
+    *,
+    object_: str,
+    account: str,
+    app_id: str,
+    event_types: frozenset[str],
+    base_url: str,
+    access_token: str,
+    timeout: float,
+) -> str:
     """What is wrong with the account's subscription to the app, in Conduit's words, or ""."""
     if not access_token:
         return "no access token is set in the variable the source names"
     try:
-        document = graph_get(base_url=base_url, path=f"{account}/subscribed_apps", params={},
-                             access_token=access_token, timeout=timeout).document
+        document = graph_get(
+            base_url=base_url,
+            path=f"{account}/subscribed_apps",
+            params={},
+            access_token=access_token,
+            timeout=timeout,
+        ).document
     except GraphError as exc:
         return f"subscribed_apps could not be read (Meta code {exc.code}, {exc.meaning})"
     except GraphCallFailed as exc:
@@ -65,8 +84,13 @@ def token_expiry_problem(*, base_url: str, access_token: str, now: datetime, tim
     if not access_token or _instagram_host(base_url):
         return ""
     try:
-        data = graph_get(base_url=base_url, path="debug_token", params={"input_token": access_token},
-                         access_token=access_token, timeout=timeout).document.get("data")
+        data = graph_get(
+            base_url=base_url,
+            path="debug_token",
+            params={"input_token": access_token},
+            access_token=access_token,
+            timeout=timeout,
+        ).document.get("data")
     except GraphCallFailed:
         return ""  # the subscription read reports a Graph that cannot be read
     if not isinstance(data, dict):

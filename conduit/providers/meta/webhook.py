@@ -1,11 +1,13 @@
-"""Meta webhooks: the X-Hub-Signature-256 proof, the body's entries, and the frozen field maps.
+"""Meta webhooks: the adapters and the frozen field maps they hold to.
 
 One Meta app posts every subscribed object (`instagram`, `page`) to one
-callback, so the body is split by entry here and each entry is routed to the
-source that owns its account (ingress.services.meta_webhook_receive). Each
-item of an entry (a change, a messaging event) is then mapped onto the event
-contract by `observe`, the one normalizer the webhook and the Graph read-back
-(conduit.providers.meta.reader) share.
+callback, so the body is split by entry (conduit.providers.meta.webhook_body)
+and each entry is routed to the source that owns its account
+(ingress.services.meta_webhook_receive); its X-Hub-Signature-256 proof is
+conduit.providers.meta.webhook_proof's. Each item of an entry (a change, a
+messaging event) is then mapped onto the event contract by `observe`, the one
+normalizer the webhook and the Graph read-back (conduit.providers.meta.reader)
+share.
 
 The field maps (contract version `meta-v1`, frozen: a change is a new version):
 
@@ -40,54 +42,44 @@ Rejection; nothing a body sends raises past `body_split` and `observe`.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Mapping
 
 from conduit.canonical import payload_hash, sha256_hex
 from conduit.providers.base import (
     APPROXIMATE as APPROXIMATE_MARK,
+)
+from conduit.providers.base import (
     Ignored,
     Observation,
     OwnItem,
     Parsed,
     Proof,
-    ProofError,
     Rejection,
-    SecretUnavailable,
     SourceAdapter,
     SourceConfig,
     reply_text_digest,
-    strict_json,
 )
 
-SIGNATURE_HEADER = "x-hub-signature-256"
-SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
-# Meta's documented bound on one body.
-MAX_UPDATES_PER_BODY = 1000
-# The largest body Meta may send, from its documented bounds: 1,000 updates, each at most the
-# longest comment (a Facebook comment: 8,000 characters; an Instagram one: 2,200) with every
-# character at its longest on the wire (Meta sends non-ASCII as a 6-byte \uXXXX escape), plus
-# what else an update carries (ids, author, times, attachment links, keys and punctuation).
-# 1,000 x (8,000 x 6 + 4,096) = 52,096,000 bytes (about 50 MiB). The default of the Meta
-# endpoint's body limit (settings.CONDUIT_META_WEBHOOK_MAX_BYTES): a body Meta may send must
-# not be answered 413, which Meta retries for 36 hours and, past about an hour of failures,
-# may answer by unsubscribing the app.
-MAX_COMMENT_CHARACTERS = 8000
-ESCAPED_CHARACTER_BYTES = 6
-UPDATE_ENVELOPE_BYTES = 4096
-MAX_BODY_BYTES = MAX_UPDATES_PER_BODY * (MAX_COMMENT_CHARACTERS * ESCAPED_CHARACTER_BYTES + UPDATE_ENVELOPE_BYTES)
-# An Ignored counter's name (ingress's IgnoredUpdate.name holds 64 characters).
-MAX_COUNTER_NAME = 64
-# What an echo's metadata may carry back (Meta's bound on message.metadata).
-MAX_CORRELATION = 1000
+# The body's bounds and split, and the proof's header, are read from here too (ingress, settings).
+from conduit.providers.meta.webhook_body import (  # noqa: F401
+    MAX_BODY_BYTES,
+    MAX_UPDATES_PER_BODY,
+    MetaBody,
+    body_split,
+)
+from conduit.providers.meta.webhook_proof import (  # noqa: F401
+    SIGNATURE_HEADER,
+    signature_header,
+    verify_signature,
+)
+
+# The adapters call these by their names in this module (a fault planted in `webhook._time`
+# reaches every item they map).
+from conduit.providers.meta.webhook_values import _correlation, _ref, _text, _time, counter_name
+
 CONTRACT_VERSION = "meta-v1"
 APPROXIMATE = APPROXIMATE_MARK + "entry.time="
-# Entry times past this are milliseconds (messaging); before it, seconds (changes).
-_MILLISECONDS_FROM = 10**11
 
 COMMENT_VERBS = {
     "add": "comment.created",
@@ -96,126 +88,14 @@ COMMENT_VERBS = {
     "hide": "comment.hidden",
     "unhide": "comment.unhidden",
 }
-EVENT_TYPES = ("comment.created", "comment.edited", "comment.removed", "comment.hidden",
-               "comment.unhidden", "message.created")
-
-
-class MetaSecretInvalid(Exception):
-    pass
-
-
-def secret_bytes(secret: str) -> bytes:
-    """An app secret as HMAC key bytes: printable ASCII without spaces, at least 16 characters
-    (Meta's are 32 hex digits). Anything else is a configuration error, never a weak key."""
-    if len(secret) < 16 or not secret.isascii() or not secret.isprintable() or " " in secret:
-        raise MetaSecretInvalid("a Meta app secret is printable ASCII of at least 16 characters")
-    return secret.encode("ascii")
-
-
-def signature_header(*, body: bytes, secret: str) -> str:
-    """`sha256=<lowercase hex>` of the exact bytes: what Meta sends and the simulator signs."""
-    return "sha256=" + hmac.new(secret_bytes(secret), body, hashlib.sha256).hexdigest()
-
-
-def counter_name(*parts: str) -> str:
-    """The name an ignored update is counted under, from names a body chose (its object, field,
-    item or verb): joined by dots, each unprintable character or lone surrogate as its backslash
-    escape (`\\x00`, `\\ud800`), at most 64 characters. A name is only a count's label, so what it
-    holds is escaped, never refused: a NUL refused by the store would take the body's events with it."""
-    name = ".".join(parts)
-    if not name.isprintable():
-        name = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
-    return name[:MAX_COUNTER_NAME]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One entry of a body: the account it is for and its items in the normalizer's shape."""
-
-    index: int
-    account: str
-    items: list[dict]
-
-
-@dataclass(frozen=True)
-class MetaBody:
-    object: str
-    entries: list[Entry]
-
-
-def body_split(body: bytes) -> MetaBody | Rejection:
-    """The body's object and entries, or why it cannot be read (a refusal of the whole body)."""
-    try:
-        document = strict_json(body)
-    except (ValueError, RecursionError):
-        return Rejection(None, "unparsable_body", "the body is not UTF-8 JSON")
-    if not isinstance(document, dict) or not isinstance(document.get("object"), str) \
-            or not isinstance(document.get("entry"), list):
-        return Rejection(None, "invalid_body", "expected an object with `object` and an `entry` list")
-    entries: list[Entry] = []
-    updates = 0
-    for index, entry in enumerate(document["entry"]):
-        if not isinstance(entry, dict):
-            return Rejection(None, "invalid_body", "each entry must be an object")
-        account = entry.get("id")
-        if isinstance(account, int) and not isinstance(account, bool):
-            account = str(account)
-        if not isinstance(account, str) or not account.strip() or not account.isprintable() \
-                or len(account) > 200:
-            return Rejection(None, "missing_identity", "each entry needs its account id")
-        entry_time = entry.get("time")
-        if not isinstance(entry_time, int) or isinstance(entry_time, bool):
-            entry_time = None
-        changes = entry.get("changes") or []
-        if not isinstance(changes, list):
-            return Rejection(None, "invalid_body", "changes must be a list")
-        items: list[dict] = []
-        for change in changes:
-            if not isinstance(change, dict):
-                return Rejection(None, "invalid_body", "each change must be an object")
-            field = change.get("field")
-            items.append({"object": document["object"], "field": field if isinstance(field, str) else "",
-                          "value": change.get("value"), "entry_time": entry_time, "read": False})
-        for field in ("messaging", "standby"):
-            events = entry.get(field) or []
-            if not isinstance(events, list):
-                return Rejection(None, "invalid_body", f"{field} must be a list")
-            items += [{"object": document["object"], "field": field, "value": event,
-                       "entry_time": entry_time, "read": False} for event in events]
-        updates += len(items)
-        entries.append(Entry(index, account, items))
-    if not entries or updates > MAX_UPDATES_PER_BODY:
-        return Rejection(None, "invalid_body", f"a body holds 1 to {MAX_UPDATES_PER_BODY} updates")
-    return MetaBody(document["object"], entries)
-
-
-def _ref(value: Any) -> str | None:
-    """An identifier as Meta sends it (a string, sometimes a number), or None when unusable."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str) or not value.strip() or not value.isprintable() or len(value) > 200:
-        return None
-    return value
-
-
-def _time(value: Any) -> tuple[datetime, str] | None:
-    """Meta's times: unix seconds (changes), milliseconds (messaging) or ISO 8601 (`+0000`), as
-    (UTC time, as sent); None for anything else, a time no calendar holds included."""
-    try:
-        if isinstance(value, int) and not isinstance(value, bool):
-            seconds = value / 1000 if value >= _MILLISECONDS_FROM else value
-            return datetime.fromtimestamp(seconds, tz=timezone.utc), str(value)
-        if isinstance(value, str) and value:
-            parsed = datetime.fromisoformat(value)
-            if parsed.tzinfo is None:
-                return None
-            return parsed.astimezone(timezone.utc), value[:64]
-    # A number past the calendar raises, by platform and size, OSError (past time_t: not among
-    # the input errors the adapter's boundary catches), OverflowError or ValueError; a string
-    # ValueError, or OverflowError at the calendar's edges. Each is a time the body lacks.
-    except (OSError, OverflowError, ValueError):
-        return None
-    return None
+EVENT_TYPES = (
+    "comment.created",
+    "comment.edited",
+    "comment.removed",
+    "comment.hidden",
+    "comment.unhidden",
+    "message.created",
+)
 
 
 def _entry_time(item: dict) -> tuple[datetime, str] | None:
@@ -223,24 +103,6 @@ def _entry_time(item: dict) -> tuple[datetime, str] | None:
     entry_time = item.get("entry_time")
     when = _time(entry_time) if isinstance(entry_time, int) else None
     return None if when is None else (when[0], f"{APPROXIMATE}{when[1]}")
-
-
-def _correlation(value: Any) -> str:
-    """What an echo carried back for correlation (the metadata Conduit sent), or "" where it holds
-    nothing Conduit could have sent: not text, or text no ledger stores (a NUL, a lone surrogate)."""
-    if not isinstance(value, str) or "\x00" in value:
-        return ""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return ""
-    return value[:MAX_CORRELATION]
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else None
 
 
 class MetaWebhookAdapter(SourceAdapter):
@@ -251,25 +113,11 @@ class MetaWebhookAdapter(SourceAdapter):
     backfills = True
 
     def verify(self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime) -> Proof:
-        try:
-            key = secret_bytes(secret)
-        except MetaSecretInvalid as exc:
-            raise SecretUnavailable(str(exc)) from None
-        header = headers.get(SIGNATURE_HEADER, "")
-        if not header:
-            raise ProofError("missing_proof_headers", "X-Hub-Signature-256 is required")
-        match = SIGNATURE.fullmatch(header.strip())
-        if match is None:
-            raise ProofError("malformed_proof_headers", "X-Hub-Signature-256 must be sha256=<64 hex digits>")
-        expected = hmac.new(key, body, hashlib.sha256).hexdigest()
-        # Constant time, over the bytes exactly as received.
-        if not hmac.compare_digest(expected, match.group(1).lower()):
-            raise ProofError("invalid_signature", "the signature does not match the body")
-        # Meta sends no delivery id: the body's hash is one. A re-batched retry is
-        # another delivery; the per-event keys keep one record per event.
-        return Proof(delivery_id="sha256:" + sha256_hex(body))
+        return verify_signature(body=body, headers=headers, secret=secret)
 
-    def sign(self, *, body: bytes, secret: str, delivery_id: str = "", at: datetime | None = None) -> dict[str, str]:
+    def sign(
+        self, *, body: bytes, secret: str, delivery_id: str = "", at: datetime | None = None
+    ) -> dict[str, str]:
         return {"X-Hub-Signature-256": signature_header(body=body, secret=secret)}
 
     def parse(self, *, body: bytes, config: SourceConfig) -> Parsed:
@@ -277,8 +125,9 @@ class MetaWebhookAdapter(SourceAdapter):
         split = body_split(body)
         if isinstance(split, Rejection):
             return Parsed([], [split])
-        items = [item for entry in split.entries if entry.account == config.account_ref
-                 for item in entry.items]
+        items = [
+            item for entry in split.entries if entry.account == config.account_ref for item in entry.items
+        ]
         return self.normalize(items, config.account_ref, config)
 
     def observe(self, index: int, item: Any, account: str, config: SourceConfig):
@@ -293,15 +142,36 @@ class MetaWebhookAdapter(SourceAdapter):
     def change(self, index: int, field: str, value: Any, account: str, config: SourceConfig, item: dict):
         return Ignored(index, counter_name(self.object, field))
 
-    def _observation(self, *, index: int, account: str, config: SourceConfig, event_type: str,
-                     event_id: str, conversation: str, message: str, sender: str,
-                     occurred: datetime, original: str, hashed: dict, text: str) -> Observation:
+    def _observation(
+        self,
+        *,
+        index: int,
+        account: str,
+        config: SourceConfig,
+        event_type: str,
+        event_id: str,
+        conversation: str,
+        message: str,
+        sender: str,
+        occurred: datetime,
+        original: str,
+        hashed: dict,
+        text: str,
+    ) -> Observation:
         return Observation(
-            index=index, source_system=self.source_system, source_account_ref=account,
-            source_event_id=event_id, event_type=event_type, conversation_ref=conversation,
-            message_ref=message, sender_ref=sender, occurred_at=occurred,
-            occurred_at_original=original[:64], payload_hash=payload_hash(hashed),
-            contract_version=config.contract_version, canary=config.canary,
+            index=index,
+            source_system=self.source_system,
+            source_account_ref=account,
+            source_event_id=event_id,
+            event_type=event_type,
+            conversation_ref=conversation,
+            message_ref=message,
+            sender_ref=sender,
+            occurred_at=occurred,
+            occurred_at_original=original[:64],
+            payload_hash=payload_hash(hashed),
+            contract_version=config.contract_version,
+            canary=config.canary,
             text=text.replace("\x00", "\ufffd"),
         )
 
@@ -311,11 +181,16 @@ class MetaWebhookAdapter(SourceAdapter):
         message = event.get("message")
         if not isinstance(message, dict):
             # Reads, deliveries, reactions, postbacks: not messages.
-            kinds = [k for k in ("read", "delivery", "reaction", "postback", "referral", "optin") if k in event]
+            kinds = [
+                k for k in ("read", "delivery", "reaction", "postback", "referral", "optin") if k in event
+            ]
             return Ignored(index, f"messaging.{kinds[0] if kinds else 'other'}")
-        sender = _ref((event.get("sender") or {}).get("id") if isinstance(event.get("sender"), dict) else None)
-        recipient = _ref((event.get("recipient") or {}).get("id")
-                         if isinstance(event.get("recipient"), dict) else None)
+        sender = _ref(
+            (event.get("sender") or {}).get("id") if isinstance(event.get("sender"), dict) else None
+        )
+        recipient = _ref(
+            (event.get("recipient") or {}).get("id") if isinstance(event.get("recipient"), dict) else None
+        )
         mid = _ref(message.get("mid"))
         if sender is None or recipient is None or mid is None:
             return Rejection(index, "missing_identity", "a message needs sender.id, recipient.id and mid")
@@ -326,16 +201,32 @@ class MetaWebhookAdapter(SourceAdapter):
         if text is None:
             return Rejection(index, "invalid_body", "message.text must be a string")
         if message.get("is_echo") is True or sender == account:
-            return OwnItem(index, "message", mid, recipient, _correlation(message.get("metadata")), when[0],
-                           text_digest=reply_text_digest(text))
+            return OwnItem(
+                index,
+                "message",
+                mid,
+                recipient,
+                _correlation(message.get("metadata")),
+                when[0],
+                text_digest=reply_text_digest(text),
+            )
         if message.get("is_deleted") is True:
             return Ignored(index, "messaging.deleted")
         if "message.created" not in config.event_types:
             return Ignored(index, "message.created")
         return self._observation(
-            index=index, account=account, config=config, event_type="message.created", event_id=mid,
-            conversation=sender, message=mid, sender=sender, occurred=when[0], original=when[1],
-            hashed={"mid": mid, "sender_id": sender, "recipient_id": recipient, "text": text}, text=text,
+            index=index,
+            account=account,
+            config=config,
+            event_type="message.created",
+            event_id=mid,
+            conversation=sender,
+            message=mid,
+            sender=sender,
+            occurred=when[0],
+            original=when[1],
+            hashed={"mid": mid, "sender_id": sender, "recipient_id": recipient, "text": text},
+            text=text,
         )
 
 
@@ -370,14 +261,35 @@ class MetaInstagramWebhook(MetaWebhookAdapter):
         if when is None:
             return Rejection(index, "invalid_occurred_at", "the comment's time is missing or not a time")
         if sender == account:
-            return OwnItem(index, "comment", comment, parent or media_id, "", when[0],
-                           text_digest=reply_text_digest(text))
+            return OwnItem(
+                index,
+                "comment",
+                comment,
+                parent or media_id,
+                "",
+                when[0],
+                text_digest=reply_text_digest(text),
+            )
         if "comment.created" not in config.event_types:
             return Ignored(index, "comment.created")
         return self._observation(
-            index=index, account=account, config=config, event_type="comment.created", event_id=comment,
-            conversation=media_id, message=comment, sender=sender, occurred=when[0], original=when[1],
-            hashed={"id": comment, "from_id": sender, "media_id": media_id, "parent_id": parent, "text": text},
+            index=index,
+            account=account,
+            config=config,
+            event_type="comment.created",
+            event_id=comment,
+            conversation=media_id,
+            message=comment,
+            sender=sender,
+            occurred=when[0],
+            original=when[1],
+            hashed={
+                "id": comment,
+                "from_id": sender,
+                "media_id": media_id,
+                "parent_id": parent,
+                "text": text,
+            },
             text=text,
         )
 
@@ -400,9 +312,15 @@ class MetaPageWebhook(MetaWebhookAdapter):
         verb = value.get("verb")
         event_type = COMMENT_VERBS.get(verb) if isinstance(verb, str) else None
         if event_type is None:
-            return Ignored(index, counter_name("page.feed.comment", verb if isinstance(verb, str) else "other"))
+            return Ignored(
+                index, counter_name("page.feed.comment", verb if isinstance(verb, str) else "other")
+            )
         author = value.get("from") if isinstance(value.get("from"), dict) else {}
-        comment, post, sender = _ref(value.get("comment_id")), _ref(value.get("post_id")), _ref(author.get("id"))
+        comment, post, sender = (
+            _ref(value.get("comment_id")),
+            _ref(value.get("post_id")),
+            _ref(author.get("id")),
+        )
         if comment is None or post is None or sender is None:
             return Rejection(index, "missing_identity", "a comment needs comment_id, post_id and from.id")
         parent = _ref(value.get("parent_id")) if value.get("parent_id") is not None else post
@@ -417,8 +335,11 @@ class MetaPageWebhook(MetaWebhookAdapter):
         if when is None:
             return Rejection(index, "invalid_occurred_at", "created_time is missing or not a time")
         if sender == account:
-            return OwnItem(index, "comment", comment, parent, "", when[0], text_digest=reply_text_digest(text)) \
-                if event_type == "comment.created" else Ignored(index, f"own.{event_type}")
+            return (
+                OwnItem(index, "comment", comment, parent, "", when[0], text_digest=reply_text_digest(text))
+                if event_type == "comment.created"
+                else Ignored(index, f"own.{event_type}")
+            )
         if event_type not in config.event_types:
             return Ignored(index, event_type)
         event_id = comment
@@ -427,9 +348,22 @@ class MetaPageWebhook(MetaWebhookAdapter):
         elif event_type in ("comment.hidden", "comment.unhidden"):
             event_id = f"{comment}@{when[1].removeprefix(APPROXIMATE)}"
         return self._observation(
-            index=index, account=account, config=config, event_type=event_type, event_id=event_id,
-            conversation=post, message=comment, sender=sender, occurred=when[0], original=when[1],
-            hashed={"comment_id": comment, "post_id": post, "parent_id": parent, "from_id": sender,
-                    "message": text},
+            index=index,
+            account=account,
+            config=config,
+            event_type=event_type,
+            event_id=event_id,
+            conversation=post,
+            message=comment,
+            sender=sender,
+            occurred=when[0],
+            original=when[1],
+            hashed={
+                "comment_id": comment,
+                "post_id": post,
+                "parent_id": parent,
+                "from_id": sender,
+                "message": text,
+            },
             text=text,
         )

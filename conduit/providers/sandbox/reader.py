@@ -25,20 +25,36 @@ class SandboxReader(SourceReader):
     live = False  # its read side is the loopback sandbox simulator
 
     def read_page(
-        self, *, config: SourceConfig, base_url: str, since: datetime | None,
-        until: datetime | None, cursor: str | None, limit: int, timeout: float,
-        checkpoint: datetime | None = None, max_bytes: int = MAX_PAGE_BYTES,
+        self,
+        *,
+        config: SourceConfig,
+        base_url: str,
+        since: datetime | None,
+        until: datetime | None,
+        cursor: str | None,
+        limit: int,
+        timeout: float,
+        checkpoint: datetime | None = None,
+        max_bytes: int = MAX_PAGE_BYTES,
     ) -> SourcePage:
         address = loopback_address(base_url)
         if address is None:
-            raise PageFailure("protocol", "source_url_not_loopback",
-                              "the sandbox source is read only from a loopback http:// URL")
+            raise PageFailure(
+                "protocol",
+                "source_url_not_loopback",
+                "the sandbox source is read only from a loopback http:// URL",
+            )
         query = {"limit": str(limit)}
         if cursor:
             query["cursor"] = cursor
         else:
-            query.update({k: v.isoformat() for k, v in
-                          (("since", since), ("until", until), ("checkpoint", checkpoint)) if v})
+            query.update(
+                {
+                    k: v.isoformat()
+                    for k, v in (("since", since), ("until", until), ("checkpoint", checkpoint))
+                    if v
+                }
+            )
         path = f"/sources/{config.account_ref}/events?{urlencode(query)}"
         conn = http.client.HTTPConnection(*address, timeout=timeout)
         try:
@@ -49,8 +65,9 @@ class SandboxReader(SourceReader):
         except socket.timeout:
             raise PageFailure("timeout", "page_timeout", f"no page within {timeout:g} s") from None
         except (OSError, http.client.HTTPException) as exc:
-            raise PageFailure("transport", "connection_failed",
-                              f"the provider connection failed ({type(exc).__name__})") from None
+            raise PageFailure(
+                "transport", "connection_failed", f"the provider connection failed ({type(exc).__name__})"
+            ) from None
         finally:
             conn.close()
         if len(payload) > max_bytes:
@@ -63,17 +80,22 @@ class SandboxReader(SourceReader):
             except (ValueError, AttributeError):
                 code = ""
             safe = code if code.isascii() and code.replace("_", "").isalnum() and len(code) <= 48 else ""
-            raise PageFailure("provider", f"provider_{safe or 'failed'}",
-                              f"the provider answered HTTP {response.status}")
+            raise PageFailure(
+                "provider", f"provider_{safe or 'failed'}", f"the provider answered HTTP {response.status}"
+            )
         try:
             document = json.loads(payload)
             events = document["events"]
             scan_id = document["scan_id"]
             next_cursor = document.get("next_cursor") or None
             complete = document["complete"]
-            if not (isinstance(events, list) and isinstance(scan_id, str) and scan_id
-                    and isinstance(complete, bool)
-                    and (next_cursor is None or isinstance(next_cursor, str))):
+            if not (
+                isinstance(events, list)
+                and isinstance(scan_id, str)
+                and scan_id
+                and isinstance(complete, bool)
+                and (next_cursor is None or isinstance(next_cursor, str))
+            ):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
             raise PageFailure("protocol", "malformed_page", "the provider's page is not a page") from None
@@ -87,12 +109,20 @@ class SandboxReader(SourceReader):
         parsed = self.normalize(events, config.account_ref, config)
         keys = {o.index: o.event_key for o in parsed.observations}
         receipts = [
-            ProviderReceipt(reply_key=str(reply.get("reply_key", ""))[:64],
-                            provider_reply_id=str(reply.get("id", ""))[:200],
-                            event_key=keys[index])
+            ProviderReceipt(
+                reply_key=str(reply.get("reply_key", ""))[:64],
+                provider_reply_id=str(reply.get("id", ""))[:200],
+                event_key=keys[index],
+            )
             for index, reply in replied
             if index in keys and reply.get("reply_key") and reply.get("id")
         ]
-        return SourcePage(scan_id=scan_id, observations=parsed.observations,
-                          rejections=parsed.rejections, receipts=receipts,
-                          next_cursor=next_cursor, complete=complete, size_bytes=len(payload))
+        return SourcePage(
+            scan_id=scan_id,
+            observations=parsed.observations,
+            rejections=parsed.rejections,
+            receipts=receipts,
+            next_cursor=next_cursor,
+            complete=complete,
+            size_bytes=len(payload),
+        )

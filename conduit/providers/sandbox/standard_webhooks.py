@@ -31,7 +31,7 @@ def secret_key(secret: str) -> bytes:
     """The HMAC key of a `whsec_` secret: the prefix is required and the base64 strict."""
     if not secret.startswith(SECRET_PREFIX):
         raise SecretInvalid("the source secret must start with whsec_")
-    encoded = secret[len(SECRET_PREFIX):]
+    encoded = secret[len(SECRET_PREFIX) :]
     try:
         key = base64.b64decode(encoded.encode("ascii"), validate=True)
     except (binascii.Error, ValueError, UnicodeEncodeError):
@@ -58,7 +58,7 @@ def well_formed_entries(header: str) -> list[tuple[str, bytes]]:
     skipped: a list is judged by the entries that can be read.
     """
     entries: list[tuple[str, bytes]] = []
-    for raw in header.split(" ")[:MAX_ENTRIES * 4]:
+    for raw in header.split(" ")[: MAX_ENTRIES * 4]:
         match = _ENTRY.fullmatch(raw)
         if match is None:
             continue
@@ -71,8 +71,9 @@ def well_formed_entries(header: str) -> list[tuple[str, bytes]]:
     return entries
 
 
-def matches(*, key: bytes, delivery_id: str, timestamp: str, body: bytes,
-            entries: list[tuple[str, bytes]]) -> bool:
+def matches(
+    *, key: bytes, delivery_id: str, timestamp: str, body: bytes, entries: list[tuple[str, bytes]]
+) -> bool:
     """True when any v1 entry is the HMAC of these bytes (constant-time compare each)."""
     expected = hmac.new(key, _signed_content(delivery_id, timestamp, body), hashlib.sha256).digest()
     found = False

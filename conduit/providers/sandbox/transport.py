@@ -30,7 +30,7 @@ CAPABILITIES_TTL_SECONDS = 60.0
 CONSERVATIVE = Capabilities(idempotency_key=False, receipt_lookup=False)
 
 # The statuses with which the sandbox provider refuses a POST /replies before
-# applying anything (see conduit/providers/sandbox/simulator.py): only these mean "not
+# applying anything (see simulators/sandbox.py): only these mean "not
 # sent". Any other 4xx (409 above all: the provider may already hold the reply)
 # is not established, so it parks the send in SEND_STATUS_UNKNOWN.
 REFUSED_BEFORE_APPLYING: dict[int, str] = {
@@ -92,6 +92,7 @@ class _Discovery:
 
 _discovered = _Discovery()
 
+
 class SandboxTransport(Transport):
     """One instance keeps one connection alive for its sends (the sender keeps one instance per
     route and worker: replies.transports), with conduit.providers.keepalive's guards; its
@@ -102,8 +103,9 @@ class SandboxTransport(Transport):
     live = False
     kept_alive = True
 
-    def __init__(self, url: str, capabilities: Capabilities | None = None,
-                 timeout: float = TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self, url: str, capabilities: Capabilities | None = None, timeout: float = TIMEOUT_SECONDS
+    ) -> None:
         address = loopback_address(url)
         if address is None:
             raise ValueError("the sandbox transport only talks to a loopback http:// URL")
@@ -134,10 +136,15 @@ class SandboxTransport(Transport):
         return NoDelayHTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def send(self, reply: OutboundReply) -> Receipt:
-        body = json.dumps({
-            "reply_key": reply.reply_key, "channel": reply.channel, "text": reply.text,
-            "conversation_ref": reply.conversation_ref, "message_ref": reply.message_ref,
-        }).encode()
+        body = json.dumps(
+            {
+                "reply_key": reply.reply_key,
+                "channel": reply.channel,
+                "text": reply.text,
+                "conversation_ref": reply.conversation_ref,
+                "message_ref": reply.message_ref,
+            }
+        ).encode()
         if not self._rediscover():
             raise NotSent("capability_discovery_failed")  # nothing left the process
         headers = {"Content-Type": "application/json"}
@@ -152,8 +159,11 @@ class SandboxTransport(Transport):
                 _discovered.forget(self.host, self.port)
                 raise NotSent("connect_failed") from exc
             # Part of the request may have been written, or all of it: the provider may have it.
-            raise Ambiguous({"write": "write_failed", "timeout": "timeout_after_request"}.get(
-                exc.stage, "connection_lost_after_request")) from exc
+            raise Ambiguous(
+                {"write": "write_failed", "timeout": "timeout_after_request"}.get(
+                    exc.stage, "connection_lost_after_request"
+                )
+            ) from exc
         return self._answer(status, payload)
 
     def _answer(self, status: int, payload: bytes) -> Receipt:

@@ -28,7 +28,7 @@ from conduit.providers.sandbox.reader import SandboxReader
 TOLERANCE = timedelta(minutes=5)
 MAX_EVENTS_PER_BODY = 1000
 
-# The frozen field map (seed 000 step 2): payload field -> event contract field.
+# The frozen field map (docs/platforms/sandbox-social.md#field-map): payload field -> event contract field.
 # Changing it is a new contract_version, never an edit in place.
 FIELD_MAP: Mapping[str, str] = MappingProxyType(
     {
@@ -40,11 +40,9 @@ FIELD_MAP: Mapping[str, str] = MappingProxyType(
         "created_at": "occurred_at",
     }
 )
-# Stable identity a payload must carry; `id` is optional (seed 000's hashed key form).
+# Stable identity a payload must carry; `id` is optional (the hashed form of docs/concepts/keys.md#event-key).
 REQUIRED = ("type", "post_id", "comment_id", "from_id", "created_at")
 OPTIONAL = ("id",)
-
-
 
 
 class SandboxSocialAdapter(SandboxReader, SourceAdapter):
@@ -56,9 +54,7 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
         # receipt by reply key: each type is read back whole, and its replies answer it.
         return Family(event_type, COMPLETE, answers=ANSWERS_COMMENT)
 
-    def verify(
-        self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime
-    ) -> Proof:
+    def verify(self, *, body: bytes, headers: Mapping[str, str], secret: str, now: datetime) -> Proof:
         try:
             key = standard_webhooks.secret_key(secret)
         except standard_webhooks.SecretInvalid as exc:
@@ -100,8 +96,10 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
             "webhook-id": delivery_id,
             "webhook-timestamp": timestamp,
             "webhook-signature": standard_webhooks.signature(
-                key=standard_webhooks.secret_key(secret), delivery_id=delivery_id,
-                timestamp=timestamp, body=body,
+                key=standard_webhooks.secret_key(secret),
+                delivery_id=delivery_id,
+                timestamp=timestamp,
+                body=body,
             ),
         }
 
@@ -113,16 +111,12 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
             # the interpreter's digit limit; RecursionError, nesting past its depth.
             return Parsed([], [Rejection(None, "unparsable_body", "the body is not UTF-8 JSON")])
         if not isinstance(document, dict) or not isinstance(document.get("events"), list):
-            return Parsed(
-                [], [Rejection(None, "invalid_body", "expected an object with an events list")]
-            )
+            return Parsed([], [Rejection(None, "invalid_body", "expected an object with an events list")])
         account = document.get("account")
         if not isinstance(account, str) or not account:
             return Parsed([], [Rejection(None, "missing_identity", "account is required")])
         if account != config.account_ref:
-            return Parsed(
-                [], [Rejection(None, "account_mismatch", "account is not this source's account")]
-            )
+            return Parsed([], [Rejection(None, "account_mismatch", "account is not this source's account")])
         events = document["events"]
         if not events or len(events) > MAX_EVENTS_PER_BODY:
             return Parsed(
@@ -131,9 +125,7 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
             )
         return self.normalize(events, account, config)
 
-    def observe(
-        self, index: int, item: Any, account: str, config: SourceConfig
-    ) -> Observation | Rejection:
+    def observe(self, index: int, item: Any, account: str, config: SourceConfig) -> Observation | Rejection:
         if not isinstance(item, dict):
             return Rejection(index, "invalid_body", "each event must be an object")
         values: dict[str, str] = {}
@@ -144,9 +136,7 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
                     return Rejection(index, "missing_identity", f"{name} is required")
                 value = ""
             elif not isinstance(value, str) or not value.strip() or not value.isprintable():
-                return Rejection(
-                    index, "invalid_identity", f"{name} must be a non-empty printable string"
-                )
+                return Rejection(index, "invalid_identity", f"{name} must be a non-empty printable string")
             elif len(value) > MAX_REF_LENGTH:
                 return Rejection(index, "invalid_identity", f"{name} exceeds {MAX_REF_LENGTH} characters")
             values[FIELD_MAP[name]] = value

@@ -19,7 +19,9 @@ class Command(BaseCommand):
     help = "Sign a fixture file the way the provider would and deliver it over HTTP."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("path", type=Path, help="a fixture file, e.g. fixtures/sandbox_social/comment__batch.json")
+        parser.add_argument(
+            "path", type=Path, help="a fixture file, e.g. fixtures/sandbox_social/comment__batch.json"
+        )
         parser.add_argument("--source", required=True, help="the registered source name")
         parser.add_argument("--url", default="http://127.0.0.1:8000", help="Conduit's base URL")
         parser.add_argument("--delivery-id", default="", help="reuse an id to simulate a provider retry")
@@ -37,11 +39,15 @@ class Command(BaseCommand):
         except SecretUnavailable as exc:
             raise CommandError(str(exc)) from None
         headers = get_adapter(registered.adapter).sign(
-            body=body, secret=secret, delivery_id=delivery_id or f"msg_{uuid.uuid4().hex}",
+            body=body,
+            secret=secret,
+            delivery_id=delivery_id or f"msg_{uuid.uuid4().hex}",
             at=timezone.now(),
         )
         request = urllib.request.Request(
-            f"{url.rstrip('/')}/webhooks/{source}/", data=body, method="POST",
+            f"{url.rstrip('/')}/webhooks/{source}/",
+            data=body,
+            method="POST",
             headers={**headers, "Content-Type": "application/json"},
         )
         try:

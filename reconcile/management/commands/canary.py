@@ -11,16 +11,24 @@ from reconcile.proof.canary import PLATFORMS, CanaryRefused, canary_run
 
 
 class Command(BaseCommand):
-    help = ("Run the non-delivery canary: post the signed Northstar fixture, made this run's own event "
-            "(fresh reserved ids), twice through the webhook "
-            "endpoint, approve and send its replies into the canary sink, reconcile, check every "
-            "expectation and keep a canary report. Exits 0 only when all hold.")
+    help = (
+        "Run the non-delivery canary: post the signed Northstar fixture, made this run's own event "
+        "(fresh reserved ids), twice through the webhook "
+        "endpoint, approve and send its replies into the canary sink, reconcile, check every "
+        "expectation and keep a canary report. Exits 0 only when all hold."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--actor", required=True, help="the person running it; approvals are recorded for them")
-        parser.add_argument("--platform", choices=sorted(PLATFORMS), default="sandbox",
-                            help="which reserved source to prove: the sandbox one (default), or a Meta-shaped "
-                                 "Instagram source read back from a Graph simulator started for the run")
+        parser.add_argument(
+            "--actor", required=True, help="the person running it; approvals are recorded for them"
+        )
+        parser.add_argument(
+            "--platform",
+            choices=sorted(PLATFORMS),
+            default="sandbox",
+            help="which reserved source to prove: the sandbox one (default), or a Meta-shaped "
+            "Instagram source read back from a Graph simulator started for the run",
+        )
 
     def handle(self, *args, actor: str, platform: str = "sandbox", **options) -> None:
         try:
@@ -36,12 +44,16 @@ class Command(BaseCommand):
         if summary["first_run"]:
             self.stdout.write(f"run {summary['run_id']}: its own synthetic event {summary['event_key']}")
         else:
-            self.stdout.write(f"run {summary['run_id']}: found {summary['event_key']} held already "
-                              f"(seen_count {summary['seen_count']['before']} -> {summary['seen_count']['after']}): "
-                              "this run's evidence is not its own")
+            self.stdout.write(
+                f"run {summary['run_id']}: found {summary['event_key']} held already "
+                f"(seen_count {summary['seen_count']['before']} -> {summary['seen_count']['after']}): "
+                "this run's evidence is not its own"
+            )
         for expectation in result.expectations:
             mark = "ok  " if expectation.ok else "FAIL"
-            detail = "" if expectation.ok else f" (expected {expectation.expected}, found {expectation.found})"
+            detail = (
+                "" if expectation.ok else f" (expected {expectation.expected}, found {expectation.found})"
+            )
             self.stdout.write(f"  {mark} {expectation.name}{detail}")
         path = reverse("admin:reconcile_canaryreport_change", args=[report.pk])
         export = reverse("admin:reconcile_canaryreport_export", args=[report.pk])

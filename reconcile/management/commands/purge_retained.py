@@ -7,11 +7,15 @@ from reconcile.retention import staging_purge
 
 
 class Command(BaseCommand):
-    help = ("Blank the retained message text of events older than their source's retention_days "
-            "(keys, hashes, states and history stay). --dry-run only counts.")
+    help = (
+        "Blank the retained message text of events older than their source's retention_days "
+        "(keys, hashes, states and history stay). --dry-run only counts."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--dry-run", action="store_true", help="count what would be purged; change nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="count what would be purged; change nothing"
+        )
 
     def handle(self, *args, dry_run: bool, **options) -> None:
         verb = "would purge" if dry_run else "purged"

@@ -15,12 +15,17 @@ from reconcile.lease import LeaseBusy
 from reconcile.models import ReconcileReport
 from reconcile.scan import PageOutcome, RestartRefused, ScanConflict, scan_restart, scan_until_done
 
-
 ATTENTION_WORDS = {
-    "UNEXPECTED_RECEIPT": ("unexpected receipt(s): the provider shows a reply for an action Conduit closed or "
-                           "has not sent", "admin:reconcile_finding_changelist", "?queue=unexpected_receipts"),
-    "UNKNOWN_RECEIPT": ("receipt(s) under a key Conduit never planned",
-                        "admin:reconcile_finding_changelist", "?queue=unexpected_receipts"),
+    "UNEXPECTED_RECEIPT": (
+        "unexpected receipt(s): the provider shows a reply for an action Conduit closed or has not sent",
+        "admin:reconcile_finding_changelist",
+        "?queue=unexpected_receipts",
+    ),
+    "UNKNOWN_RECEIPT": (
+        "receipt(s) under a key Conduit never planned",
+        "admin:reconcile_finding_changelist",
+        "?queue=unexpected_receipts",
+    ),
     "RETRY_CANDIDATE": ("retry candidate(s) undecided", "admin:reconcile_retrycandidatequeue_changelist", ""),
 }
 
@@ -31,8 +36,10 @@ def attention_lines(summary: dict) -> list[str]:
     for kind, (words, url_name, query) in ATTENTION_WORDS.items():
         counts = summary.get("needs_a_person", {}).get(kind)
         if counts and counts["open"]:
-            lines.append(f"{counts['open']} {words} ({counts['new']} new in this report, "
-                         f"{counts['already_open']} found again): {reverse(url_name)}{query}")
+            lines.append(
+                f"{counts['open']} {words} ({counts['new']} new in this report, "
+                f"{counts['already_open']} found again): {reverse(url_name)}{query}"
+            )
     return lines
 
 
@@ -51,15 +58,37 @@ class Command(BaseCommand):
         parser.add_argument("--since", type=_when, help="window start (occurred_at), ISO 8601 with offset")
         parser.add_argument("--until", type=_when, help="window end, exclusive; default: now")
         parser.add_argument("--actor", default="operator:cli", help="who asked, kept in the report")
-        parser.add_argument("--restart", action="store_true",
-                            help="discard an active scan's staged pages first (history is kept)")
-        parser.add_argument("--expect-run", type=int, dest="expect_run", metavar="RUN",
-                            help="with --restart: discard only if RUN is the active scan (refused otherwise)")
-        parser.add_argument("--wait", type=float, default=120.0,
-                            help="seconds to wait for another worker's scan lease (default 120)")
+        parser.add_argument(
+            "--restart",
+            action="store_true",
+            help="discard an active scan's staged pages first (history is kept)",
+        )
+        parser.add_argument(
+            "--expect-run",
+            type=int,
+            dest="expect_run",
+            metavar="RUN",
+            help="with --restart: discard only if RUN is the active scan (refused otherwise)",
+        )
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=120.0,
+            help="seconds to wait for another worker's scan lease (default 120)",
+        )
 
-    def handle(self, *args, source: str, since, until, actor: str, restart: bool, wait: float,
-               expect_run: int | None = None, **options) -> None:
+    def handle(
+        self,
+        *args,
+        source: str,
+        since,
+        until,
+        actor: str,
+        restart: bool,
+        wait: float,
+        expect_run: int | None = None,
+        **options,
+    ) -> None:
         found = source_by_name(source)
         if found is None:
             raise CommandError(f"no source named {source!r}")
@@ -74,7 +103,9 @@ class Command(BaseCommand):
                 raise CommandError("a page call holds the scan lease; try again when it ends") from None
             except RestartRefused as exc:
                 raise CommandError(f"restart refused: {exc}") from None
-            self.stdout.write(f"discarded the staged pages of run {run}" if run else "no active scan to restart")
+            self.stdout.write(
+                f"discarded the staged pages of run {run}" if run else "no active scan to restart"
+            )
         started = time.monotonic()
 
         def progress(outcome: PageOutcome) -> None:
@@ -82,8 +113,15 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         try:
-            outcome = scan_until_done(source=found, trigger="command", actor=actor, since=since, until=until,
-                                      wait_seconds=wait, on_page=progress)
+            outcome = scan_until_done(
+                source=found,
+                trigger="command",
+                actor=actor,
+                since=since,
+                until=until,
+                wait_seconds=wait,
+                on_page=progress,
+            )
         except LeaseBusy:
             raise CommandError("another worker holds this source's scan lease; try again later") from None
         except ScanConflict as exc:
@@ -91,10 +129,12 @@ class Command(BaseCommand):
         self.stdout.write("")
         if outcome.state == "published":
             path = reverse("admin:reconcile_reconcilereport_change", args=[outcome.report_id])
-            self.stdout.write(self.style.SUCCESS(
-                f"run {outcome.run_id}: {outcome.pages} page(s), {outcome.staged_events} source events "
-                f"compared in {time.monotonic() - started:.2f} s"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"run {outcome.run_id}: {outcome.pages} page(s), {outcome.staged_events} source events "
+                    f"compared in {time.monotonic() - started:.2f} s"
+                )
+            )
             export = reverse("admin:reconcile_reconcilereport_export", args=[outcome.report_id])
             self.stdout.write(f"report {outcome.report_id}: {path} (JSON: {export})")
             # A scan that completed exits 0 (the demo and schedulers read a non-zero exit as a failed
@@ -104,15 +144,22 @@ class Command(BaseCommand):
             return
         if outcome.state == "failed":
             error = outcome.error
-            self.stderr.write(f"run {outcome.run_id}: page failed: {error.error_class}/{error.code}: {error.message}")
+            self.stderr.write(
+                f"run {outcome.run_id}: page failed: {error.error_class}/{error.code}: {error.message}"
+            )
             self.stderr.write("staged pages are kept; run the command again to resume")
             sys.exit(1)
         if outcome.state == "discarded":
             error = outcome.error
-            why = (f"it passed a scan limit ({error.code}: {error.message})" if error
-                   else "the source ended the scan without completing it")
-            self.stderr.write(f"run {outcome.run_id}: {why}; "
-                              "its staging was discarded and the last complete checkpoint stands")
+            why = (
+                f"it passed a scan limit ({error.code}: {error.message})"
+                if error
+                else "the source ended the scan without completing it"
+            )
+            self.stderr.write(
+                f"run {outcome.run_id}: {why}; "
+                "its staging was discarded and the last complete checkpoint stands"
+            )
             sys.exit(1)
         self.stderr.write(f"run {outcome.run_id}: this worker lost the scan lease; another worker continues")
         sys.exit(1)

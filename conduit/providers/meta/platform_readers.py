@@ -1,0 +1,117 @@
+"""The two Meta source readers: Instagram media comments and Page feed comments (and each one's DMs)."""
+
+from __future__ import annotations
+
+from conduit.providers.meta.reader import COMMENTS_PAGE_MAX, _author, _GraphFanOutReader, _malformed
+from conduit.providers.meta.scan_cursor import _id, _Scan
+
+# Inline replies kept per Instagram comment; a comment with more is queued for `/replies`,
+# so one comment page yields at most (1 + INLINE_REPLIES) items per comment.
+INLINE_REPLIES = 25
+
+
+def _item(obj: str, field_name: str, value: dict) -> dict:
+    """A read comment in the webhook's shape (`_apply` adds its time and whether the account wrote it)."""
+    return {"object": obj, "field": field_name, "value": value, "entry_time": None, "read": True}
+
+
+class MetaInstagramReader(_GraphFanOutReader):
+    """Instagram: `/{ig-user-id}/media`, then each media's `/comments` with nested replies; DMs
+    from `/{ig-user-id}/conversations?platform=instagram`."""
+
+    object = "instagram"
+    conversations_platform = "instagram"
+    field = "comments"
+    parent_name = "media"
+    list_edge = "media"
+    list_fields = "id,timestamp,media_product_type"
+    list_time = "timestamp"
+    item_time = "timestamp"
+    reply_fields = "id,text,timestamp,username,from{id,username},parent_id"
+    comment_fields = (
+        "id,text,timestamp,username,from{id,username},media{id,media_product_type},parent_id,"
+        "replies{id,text,timestamp,username,from{id,username},parent_id}"
+    )
+    comment_params: dict[str, str] = {}
+
+    def comments_limit(self, room: int) -> int:
+        # Each comment may bring INLINE_REPLIES replies: keep the page within `limit`.
+        return max(1, min(COMMENTS_PAGE_MAX, room // (1 + INLINE_REPLIES)))
+
+    def _value(self, comment: dict, media: dict, parent_id: str | None) -> dict:
+        author = _author(comment, ("id", "username"))
+        if "id" not in author and isinstance(comment.get("user"), dict):
+            # Recorded answers name the account's own comment by `user` (the app user) without `from`.
+            author = {key: comment["user"][key] for key in ("id", "username") if key in comment["user"]}
+        if "username" not in author and isinstance(comment.get("username"), str):
+            author["username"] = comment["username"]
+        value = {
+            "id": _id(comment["id"]),
+            "text": comment.get("text"),
+            "timestamp": comment.get("timestamp"),
+            "from": author,
+            "media": media,
+        }
+        if parent_id:
+            value["parent_id"] = parent_id
+        return value
+
+    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
+        read_media = comment.get("media") if isinstance(comment.get("media"), dict) else {}
+        media = {"id": parent[0]}
+        if "media_product_type" in read_media:
+            media["media_product_type"] = read_media["media_product_type"]
+        parent_id = comment.get("parent_id") if _id(comment.get("parent_id")) else None
+        items = [_item(self.object, self.field, self._value(comment, media, parent_id))]
+        replies = comment.get("replies")
+        if isinstance(replies, dict):
+            data = replies.get("data") if isinstance(replies.get("data"), list) else []
+            paging = replies.get("paging") if isinstance(replies.get("paging"), dict) else {}
+            comment_id = _id(comment["id"])
+            if len(data) > INLINE_REPLIES or paging.get("next"):
+                # Too many to keep inline: all of them come from /{comment-id}/replies instead.
+                if comment_id not in scan.r:
+                    scan.r.append(comment_id)
+            elif any(not isinstance(reply, dict) or _id(reply.get("id")) is None for reply in data):
+                raise _malformed("a comment's replies")
+            else:
+                items.extend(
+                    _item(self.object, self.field, self._value(reply, media, comment_id)) for reply in data
+                )
+        return items
+
+    def reply_items(self, reply: dict, comment_id: str, parent: list) -> list[dict]:
+        return [_item(self.object, self.field, self._value(reply, {"id": parent[0]}, comment_id))]
+
+
+class MetaPageReader(_GraphFanOutReader):
+    """Facebook Page: `/{page-id}/feed` (visitor posts included), then each post's `/comments?filter=stream`;
+    Messenger DMs from `/{page-id}/conversations?platform=messenger`."""
+
+    object = "page"
+    conversations_platform = "messenger"
+    field = "feed"
+    parent_name = "post"
+    list_edge = "feed"
+    list_fields = "id,created_time"
+    list_time = "created_time"
+    item_time = "created_time"
+    reply_fields = ""
+    comment_fields = "id,message,created_time,from{id,name},parent{id}"
+    # filter=stream: every comment of the post, replies included, flat and chronological.
+    comment_params = {"filter": "stream"}
+
+    def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
+        post_id = parent[0]
+        reply_to = comment.get("parent") if isinstance(comment.get("parent"), dict) else {}
+        value = {
+            "item": "comment",
+            "verb": "add",
+            "comment_id": _id(comment["id"]),
+            "post_id": post_id,
+            "parent_id": _id(reply_to.get("id")) or post_id,
+            "from": _author(comment, ("id", "name")),
+            "message": comment.get("message"),
+            "created_time": comment.get("created_time"),
+        }
+        return [_item(self.object, self.field, value)]

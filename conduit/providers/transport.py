@@ -1,0 +1,127 @@
+"""What a transport provides: one send and one receipt lookup, counted at the boundary, and the
+failures between (not sent, ambiguous)."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+# What a reply to an event answers: a transport declares which of these it can serve.
+ANSWERS_COMMENT = "comment"
+ANSWERS_MESSAGE = "message"
+
+
+# Calls that reached transport code in this process, by (transport name, operation):
+# "build" (constructing one, which may discover capabilities over the network),
+# "send" and "lookup". The canary counts these; it does not assume them.
+CALLS: Counter = Counter()
+
+
+def _counted(method, operation: str):
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        CALLS[(self.name, operation)] += 1
+        return method(self, *args, **kwargs)
+
+    return counted
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the provider offers, which decides the recovery path (docs/concepts/ledgers.md#recovery)."""
+
+    idempotency_key: bool
+    receipt_lookup: bool
+
+
+@dataclass(frozen=True)
+class OutboundReply:
+    """What the sender hands a transport: keys, destination and approved copy. Never logged."""
+
+    reply_key: str
+    event_key: str
+    purpose: str
+    channel: str
+    copy_version: str
+    text: str
+    conversation_ref: str
+    message_ref: str
+
+
+@dataclass(frozen=True)
+class Receipt:
+    provider_reply_id: str
+    http_status: int | None = None
+
+
+class SendFailure(Exception):
+    """A send that returned no receipt; `code` is Conduit's own, safe to store and log."""
+
+    def __init__(self, code: str, *, http_status: int | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.http_status = http_status
+
+
+class NotSent(SendFailure):
+    """Nothing reached the provider, or it answered that it applied nothing: safe to retry."""
+
+    def __init__(
+        self, code: str, *, http_status: int | None = None, reached: bool = False, retryable: bool = True
+    ) -> None:
+        super().__init__(code, http_status=http_status)
+        # reached: the provider answered (a definitive refusal), versus nothing left the process.
+        self.reached = reached
+        # Whether trying again can help (a refusal by a closed window or a dead token cannot).
+        self.retryable = retryable
+
+
+class Ambiguous(SendFailure):
+    """The provider may have applied the reply: park it, never retry automatically."""
+
+    def __init__(self, code: str, *, http_status: int | None = None, response: bool = False) -> None:
+        super().__init__(code, http_status=http_status)
+        self.response = response
+
+
+class Transport:
+    """Base for one provider. Subclasses set `name`, `live` and `capabilities`."""
+
+    name: str = ""
+    live: bool = True  # a transport is live unless it says otherwise
+    capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+    # What a reply through this transport can answer (ANSWERS_COMMENT, ANSWERS_MESSAGE): planning
+    # gives an event only the purposes whose route can answer its family.
+    answers: frozenset[str] = frozenset({ANSWERS_COMMENT, ANSWERS_MESSAGE})
+    # What a sent reply leaves on the platform for a read-back to see ("comment" under the comment
+    # answered, "message" to its author), matched against the account's own items; "" where the
+    # provider keeps receipts by reply key instead.
+    leaves: str = ""
+    # The hosts a transport acting with the source's token may send to, as SourceAdapter's; None:
+    # it carries no credential of the source.
+    credential_hosts: tuple[str, ...] | None = None
+    # False while a transport that discovers its capabilities could not: it
+    # then reports the conservative capabilities and refuses to send.
+    discovered: bool = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # Every transport's entry points are counted, whoever calls them.
+        super().__init_subclass__(**kwargs)
+        for operation in ("send", "lookup"):
+            if operation in cls.__dict__:
+                setattr(cls, operation, _counted(cls.__dict__[operation], operation))
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _counted(cls.__dict__["__init__"], "build")
+
+    def send(self, reply: OutboundReply) -> Receipt:
+        """Deliver once; pass reply.reply_key as the idempotency key when there is one."""
+        raise NotImplementedError(".send() must be overridden.")
+
+    def lookup(self, reply_key: str, reply: OutboundReply | None = None) -> Receipt | None:
+        """The provider's receipt for this reply key, or None if it has none.
+
+        `reply` is what was sent under the key, for a platform without one (Meta),
+        where only the target and the text can find the reply again.
+        """
+        raise NotImplementedError(".lookup() must be overridden.")

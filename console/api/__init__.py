@@ -1,0 +1,1 @@
+"""The read API across the ledgers: events with their reply actions, quarantine, and the OpenAPI schema."""

@@ -1,0 +1,1 @@
+"""doctor: what needs a person, across the ledgers."""

@@ -1,0 +1,14 @@
+"""SimulatorState: everything the simulator knows, composed of its parts."""
+
+from __future__ import annotations
+
+from simulators.meta.content import Content
+from simulators.meta.faults import FaultLog
+from simulators.meta.notifications import Notifications
+from simulators.meta.reads import Reads
+from simulators.meta.store import Store
+from simulators.meta.writes import Writes
+
+
+class SimulatorState(Content, Reads, Writes, Notifications, FaultLog, Store):
+    """Everything the simulator knows, in one SQLite database behind one lock."""

@@ -1,5 +1,0 @@
-"""Test-only settings: Conduit's own, with the planted-error view routed."""
-
-from conduit.settings import *  # noqa: F401,F403
-
-ROOT_URLCONF = "tests.ops2.planted"

@@ -1,0 +1,193 @@
+"""Each recorded Graph answer (fixtures/meta_*/recorded/answer_*.json, fixtures/meta_recorded_PROVENANCE.md)
+read by the code that reads that call's answer: the reader's list pages and DMs, the transports'
+receipts, the error table. One test per recorded answer; the simulator is held to the same files
+by tests/providers/meta/integration/test_simulator_shapes.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conduit.providers.base import SourceConfig
+from conduit.providers.meta import errors
+from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapter
+from conduit.providers.meta.graph import graph_error
+from conduit.providers.meta.reader import _edge, _position
+from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
+
+ROOT = Path(__file__).resolve().parents[4] / "fixtures"
+
+
+def recorded(name: str) -> dict:
+    platform, _, rest = name.partition("/")
+    return json.loads((ROOT / f"meta_{platform}" / "recorded" / f"{rest}.json").read_text())
+
+
+def every(prefix: str) -> list[str]:
+    return sorted(
+        f"{p.parent.parent.name.removeprefix('meta_')}/{p.stem}"
+        for p in ROOT.glob(f"meta_*/recorded/{prefix}*.json")
+    )
+
+
+# List pages: what the reader continues from. "time" = Meta's time-based paging (until and
+# __paging_token, no cursors), "cursor" = after, None = the last page.
+LISTS = {
+    "page/answer_feed__time_paged": "time",
+    "page/answer_posts__time_paged": "time",
+    "page/answer_feed__cursor_paged": "cursor",
+    "page/answer_post_comments__cursor_page": "cursor",
+    "instagram/answer_media__list_page": "cursor",
+    "instagram/answer_comments__page": "cursor",
+    "instagram/answer_comments__documented": None,
+    "instagram/answer_replies__list": None,
+    "instagram/answer_conversations__list": None,
+    "instagram/answer_conversations__list_documented": "cursor",
+    "instagram/answer_conversations__user_id_documented": None,
+}
+
+
+def test_every_recorded_list_answer_is_named_here():
+    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | {
+        "instagram/answer_comment__with_replies",
+        "instagram/answer_conversation__messages",
+        "instagram/answer_conversation__messages_documented",
+    } == set(every("answer_"))
+
+
+@pytest.mark.parametrize("name", sorted(LISTS))
+def test_a_recorded_list_page_is_followed_as_meta_gave_it(name):
+    """A time-paged /feed page (previous/next with since/until, no cursors) is not malformed_page:
+    `paging.next` is followed as given, `cursors` never required."""
+    document = recorded(name)
+    data, position = _edge(document, name)
+    assert isinstance(data, list) and data
+    kind = LISTS[name]
+    if kind is None:
+        assert position is None
+    elif kind == "time":
+        assert "cursors" not in document["paging"]
+        assert set(position) == {"until", "__paging_token"} and position["until"].isdigit()
+    else:
+        assert "after" in position and position["after"] == document["paging"]["cursors"]["after"]
+    assert position is None or (_position(position) and "access_token" not in position)
+
+
+def config(account: str, system: str) -> SourceConfig:
+    return SourceConfig(
+        name="recorded",
+        source_system=system,
+        account_ref=account,
+        event_types=frozenset({"comment.created", "message.created"}),
+        contract_version="meta-v1",
+        canary=False,
+        access_token="t",
+    )
+
+
+# A message's details, as the reader gets them inline from a conversation: (adapter, the account).
+DETAILS = {
+    "instagram/answer_message__details": (MetaInstagramAdapter, "6521100000000901"),
+    "instagram/answer_message__details_documented": (MetaInstagramAdapter, None),
+    "page/answer_message__details_messenger": (MetaPageAdapter, "2121000000000901"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DETAILS))
+def test_a_recorded_message_is_read_back_as_the_webhooks_message_created(name):
+    """DMs are read back through the Conversations API. The recorded message, to the
+    account, becomes the message.created event its webhook would (mid, sender, the account as recipient)."""
+    message = recorded(name)
+    cls, account = DETAILS[name]
+    account = account or message["to"]["data"][0]["id"]
+    reader = cls()
+    items = reader._conversation_items({"messages": {"data": [message]}}, account)
+    parsed = reader.normalize(items, account, config(account, reader.source_system))
+    (observation,) = parsed.observations
+    assert observation.event_type == "message.created"
+    assert observation.source_event_id == message["id"] and observation.sender_ref == message["from"]["id"]
+    assert not parsed.rejections and not parsed.own
+    # Seen from the person's side, the same message is the account's own: evidence, never an event.
+    mine = reader.normalize(
+        reader._conversation_items({"messages": {"data": [message]}}, message["from"]["id"]),
+        message["from"]["id"],
+        config(message["from"]["id"], reader.source_system),
+    )
+    assert not mine.observations and [o.provider_id for o in mine.own] == [message["id"]]
+    assert mine.own[0].parent_ref == account
+
+
+@pytest.mark.parametrize(
+    "name", ["instagram/answer_conversation__messages", "instagram/answer_conversation__messages_documented"]
+)
+def test_a_recorded_conversation_without_details_reads_nothing_and_refuses_nothing(name):
+    """Messages listed without details (older than the 20 newest, or not asked for) are not read back:
+    the declared limitation, never an invalid source item."""
+    reader = MetaInstagramAdapter()
+    assert reader._conversation_items(recorded(name), "17841000000000902") == []
+
+
+def test_a_recorded_comment_with_its_replies_is_read_like_its_webhook():
+    """The recording is the account's own comment, named by `user` (no `from`), with a reply recorded
+    without its author: the comment is the account's own item (evidence), the reply, which names no
+    author, is refused as the webhook's map refuses it (missing identity), never guessed."""
+    comment = recorded("instagram/answer_comment__with_replies")
+    reader = MetaInstagramAdapter()
+    from conduit.providers.meta.reader import _Scan
+
+    account = comment["user"]["id"]
+    items = reader.comment_items(comment, [comment["media"]["id"], None], _Scan(s="x"))
+    parsed = reader.normalize(items, account, config(account, "meta-instagram"))
+    assert [o.provider_id for o in parsed.own] == [comment["id"]]
+    assert [r.reason_code for r in parsed.rejections] == ["missing_identity"] and not parsed.observations
+    # Another account reads it: the buyer's comment, an event under its own id.
+    other = reader.normalize(
+        reader.comment_items(comment, [comment["media"]["id"], None], _Scan(s="x")),
+        "17841000000000999",
+        config("17841000000000999", "meta-instagram"),
+    )
+    assert [o.source_event_id for o in other.observations] == [comment["id"]]
+
+
+# Send answers: the id a transport keeps as the receipt.
+RECEIPTS = {
+    "instagram/answer_private_reply__sent": (MetaPrivateReplyTransport, "message_id"),
+    "instagram/answer_public_reply__created": (MetaCommentReplyTransport, "id"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECEIPTS))
+def test_a_recorded_send_answer_is_a_receipt_with_its_id(name):
+    """Instagram's private reply answer carries a message id of about 160 characters, which the
+    transport reads as a receipt, not as unreadable_receipt."""
+    cls, key = RECEIPTS[name]
+    answer = recorded(name)
+    transport = cls(
+        "http://127.0.0.1:9/instagram/v25.0", token="t", account_ref="17841000000000999", object="instagram"
+    )
+    assert transport._receipt_id(answer) == answer[key]
+
+
+# Error envelopes: what the table makes of each (outcome, reason).
+ERRORS = {
+    "instagram/answer_error__code3_capability": (errors.NOT_APPLIED_FINAL, "capability_missing"),
+    "instagram/answer_error__code10_window": (errors.NOT_APPLIED_FINAL, "window_expired"),
+    "instagram/answer_error__code2500_ig_host": (errors.AMBIGUOUS, "graph_unknown_code"),
+    "page/answer_error__code100_object": (errors.AMBIGUOUS, "graph_unknown_code"),
+    "page/answer_error__code190_documented": (errors.NOT_APPLIED_FINAL, "token_invalid"),
+    "page/answer_error__code190_expired": (errors.NOT_APPLIED_FINAL, "token_invalid"),
+    "page/answer_error__code200_permission": (errors.NOT_APPLIED_FINAL, "permission_missing"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_a_recorded_error_envelope_means_what_the_table_says(name):
+    """3 and 200-299 mean the call was refused (nothing applied); the window's text
+    is localized (this recording is Portuguese), so the code decides; unknown codes stay ambiguous."""
+    payload = json.dumps(recorded(name)).encode()
+    error = graph_error(400, payload, {}, had_cursor=False)
+    meant = errors.meaning(error.status, error.code, error.subcode, error.message_hint)
+    assert (meant.outcome, meant.reason) == ERRORS[name]
+    assert not error.message.count("(#")  # Meta's text is never kept
