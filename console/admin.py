@@ -36,8 +36,8 @@ def work_rows(request: HttpRequest, site: admin.AdminSite = admin.site) -> list[
         model_admin = site._registry.get(model)
         url = ""
         if model_admin is not None and model_admin.has_view_or_change_permission(request):
-            meta = model._meta
-            url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist") + query
+            opts = model._meta
+            url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist") + query
         rows.append(WorkRow(url=url, **row))
     return rows
 

@@ -206,13 +206,13 @@ def rows_copy(model: type, columns: tuple[str, ...] | list[str], rows: list[tupl
     come out as Django's (IntegrityError and the rest), as from any other statement."""
     if not rows:
         return
-    meta = model._meta
+    opts = model._meta
     qn = connection.ops.quote_name
-    names = ", ".join(qn(meta.get_field(c).column) for c in columns)
+    names = ", ".join(qn(opts.get_field(c).column) for c in columns)
     with (
         connection.wrap_database_errors,
         connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {qn(meta.db_table)} ({names}) FROM STDIN") as copy,
+        cursor.cursor.copy(f"COPY {qn(opts.db_table)} ({names}) FROM STDIN") as copy,
     ):
         for row in rows:
             copy.write_row(row)
@@ -235,21 +235,21 @@ def _copy_new(model: type, columns: tuple[str, ...], rows: list[tuple]) -> int:
     and is emptied when the transaction ends."""
     if not rows:
         return 0
-    meta = model._meta
+    opts = model._meta
     qn = connection.ops.quote_name
-    names = ", ".join(qn(meta.get_field(c).column) for c in columns)
-    page_table = qn(f"page_{meta.db_table}")
+    names = ", ".join(qn(opts.get_field(c).column) for c in columns)
+    page_table = qn(f"page_{opts.db_table}")
     with connection.cursor() as cursor:
         cursor.execute(
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {page_table} ON COMMIT DELETE ROWS AS "
-            f"SELECT {names} FROM {qn(meta.db_table)} WITH NO DATA"
+            f"SELECT {names} FROM {qn(opts.db_table)} WITH NO DATA"
         )
         cursor.execute(f"DELETE FROM {page_table}")  # a savepoint rolled back may have left a page
         with cursor.cursor.copy(f"COPY {page_table} ({names}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         cursor.execute(
-            f"INSERT INTO {qn(meta.db_table)} ({names}) SELECT {names} FROM {page_table} "
+            f"INSERT INTO {qn(opts.db_table)} ({names}) SELECT {names} FROM {page_table} "
             f"ON CONFLICT DO NOTHING"
         )
         return cursor.rowcount

@@ -147,12 +147,12 @@ class ReportPageAdmin(LedgerAdmin):
     filename = ""
 
     def get_urls(self):
-        meta = self.model._meta
+        opts = self.model._meta
         return [
             path(
                 "<int:report_id>/export/",
                 self.admin_site.admin_view(self.export_view),
-                name=f"{meta.app_label}_{meta.model_name}_export",
+                name=f"{opts.app_label}_{opts.model_name}_export",
             ),
             *super().get_urls(),
         ]
@@ -162,8 +162,8 @@ class ReportPageAdmin(LedgerAdmin):
         return report if self.has_view_permission(request, report) else None
 
     def export_url(self, report) -> str:
-        meta = self.model._meta
-        return reverse(f"admin:{meta.app_label}_{meta.model_name}_export", args=[report.pk])
+        opts = self.model._meta
+        return reverse(f"admin:{opts.app_label}_{opts.model_name}_export", args=[report.pk])
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         report = self._report_or_none(request, object_id)

@@ -32,12 +32,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-meta-check",
             action="store_false",
-            dest="meta_check",
+            dest="check_subscriptions",
             help="do not read Meta sources' subscribed_apps (show the last check's result)",
         )
 
-    def handle(self, *args, as_json: bool = False, meta_check: bool = True, **options) -> None:
-        if meta_check:
+    def handle(self, *args, as_json: bool = False, check_subscriptions: bool = True, **options) -> None:
+        if check_subscriptions:
             # Meta unsubscribes an app silently: read each Meta source's subscription now.
             subscriptions_check(timeout=10.0)
         rows = source_health()

@@ -147,10 +147,10 @@ def _admin_pages() -> list[str]:
 
     urls = ["/admin/"]
     for model in admin.site._registry:
-        meta = model._meta
-        urls.append(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))
+        opts = model._meta
+        urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
         for pk in model._default_manager.order_by("-pk").values_list("pk", flat=True)[:3]:
-            urls.append(reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[pk]))
+            urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[pk]))
     for model in (ReconcileReport, CanaryReport):
         for pk in model.objects.values_list("pk", flat=True):
             try:
