@@ -85,3 +85,13 @@ def transport_class(name: str) -> type[Transport]:
         return TRANSPORTS[name]
     except KeyError:
         raise _unknown("transport", name, TRANSPORTS) from None
+
+
+@cache
+def evidence_answers() -> dict[str, tuple[str, str]]:
+    """Every transport's error table as evidence: a stored reason token -> (answer, rule)."""
+    table: dict[str, tuple[str, str]] = {}
+    for cls in TRANSPORTS.values():
+        for reason, answer in cls.evidence_answers.items():
+            table.setdefault(reason, (answer, cls.evidence_rule))
+    return table

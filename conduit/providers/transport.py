@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # What a reply to an event answers: a transport declares which of these it can serve.
 ANSWERS_COMMENT = "comment"
@@ -104,6 +106,10 @@ class Transport:
     # False while a transport that discovers its capabilities could not: it
     # then reports the conservative capabilities and refuses to send.
     discovered: bool = True
+    # The rule an evidence answer from this transport's error table is named by, and the table:
+    # a reason token this transport stores -> applied | not_applied | not_established.
+    evidence_rule: str = ""
+    evidence_answers: Mapping[str, str] = MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs) -> None:
         # Every transport's entry points are counted, whoever calls them.

@@ -6,22 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from conduit.providers.meta.errors import (
-    ALREADY_REPLIED,
-    AMBIGUOUS,
-    NOT_APPLIED_FINAL,
-    NOT_APPLIED_RETRYABLE,
-    outcome_of_reason,
-)
+from conduit.providers.registry import evidence_answers
 
 QUESTION = "destination_outcome@1"
-# Meta's table's outcomes as the answers of docs/concepts/replay-decisions.md#evidence.
-META_ANSWERS = {
-    AMBIGUOUS: "not_established",
-    NOT_APPLIED_RETRYABLE: "not_applied",
-    NOT_APPLIED_FINAL: "not_applied",
-    ALREADY_REPLIED: "applied",
-}
 SETTLING = ("applied", "not_applied")
 
 
@@ -162,9 +149,9 @@ class HttpSemanticsModel:
         text = attempt.get("evidence", "")
         status = attempt.get("http_status")
         conflicting = Answer("not_established", "http-semantics/conflicting-signals")
-        meta = outcome_of_reason(text)
-        if meta is not None:
-            return Answer(META_ANSWERS[meta], "http-semantics/meta-error-table")
+        tabled = evidence_answers().get(text.strip())
+        if tabled is not None:  # a transport's own error table knows this reason
+            return Answer(*tabled)
         if _TIMEOUT.search(text):
             return Answer("not_established", "http-semantics/timeout")
         if _DROPPED.search(text):

@@ -337,6 +337,17 @@ REASON_OUTCOMES: dict[str, str] = {
     **TRANSPORT_REASONS,
 }
 
+# The table's outcomes as the answers of docs/concepts/replay-decisions.md#evidence.
+EVIDENCE_ANSWERS_OF_OUTCOME = {
+    AMBIGUOUS: "not_established",
+    NOT_APPLIED_RETRYABLE: "not_applied",
+    NOT_APPLIED_FINAL: "not_applied",
+    ALREADY_REPLIED: "applied",
+}
+EVIDENCE_ANSWERS: dict[str, str] = {
+    reason: EVIDENCE_ANSWERS_OF_OUTCOME[outcome] for reason, outcome in REASON_OUTCOMES.items()
+}
+
 
 def outcome_of_reason(reason: str) -> str | None:
     """The table's outcome for a reason token a Meta transport stored, or None if it is not one."""

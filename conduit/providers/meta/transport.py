@@ -27,6 +27,7 @@ Live unless the Graph URL is loopback (the Graph simulator): `live_for(url)`.
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from urllib.parse import quote, urlsplit
 
 from conduit.loopback import loopback_address
@@ -80,6 +81,9 @@ class _MetaReplyTransport(Transport):
     # Both answer a comment: a public reply under it, or a private reply to its author. Neither
     # answers a DM (a private reply is an answer to a comment, not to a message).
     answers = frozenset({ANSWERS_COMMENT})
+    # The `http-semantics` evidence model reads Meta's error table through this.
+    evidence_rule = "http-semantics/meta-error-table"
+    evidence_answers = MappingProxyType(errors.EVIDENCE_ANSWERS)
 
     def __init__(
         self,
