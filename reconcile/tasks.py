@@ -18,8 +18,8 @@ def purge_retained() -> int:
     return sum(retention_purge().values()) + staging_purge()
 
 
-def meta_subscriptions_check() -> int:
-    """The daily schedule: read each Meta source's subscribed_apps; returns how many have a problem."""
+def subscriptions_check() -> int:
+    """The daily schedule: read each source's app subscription; returns how many have a problem."""
     from ingress.services.subscriptions import subscriptions_check as check
 
     return sum(1 for problem in check().values() if problem)

@@ -247,12 +247,12 @@ def test_doctor_names_a_refused_token_and_a_lost_subscription(graph, capsys):
 
 
 def test_the_daily_check_records_missing_fields(graph):
-    from reconcile.tasks import meta_subscriptions_check
+    from reconcile.tasks import subscriptions_check
 
     source = instagram(graph)
-    assert meta_subscriptions_check() == 0
+    assert subscriptions_check() == 0
     sim(graph, "/_sim/subscriptions", {"account": IG_ACCOUNT, "app_id": APP_ID, "fields": ["live_comments"]})
-    assert meta_subscriptions_check() == 1
+    assert subscriptions_check() == 1
     assert Source.objects.get(pk=source.pk).subscription_problem.endswith("comments, messages")
 
 
@@ -263,17 +263,17 @@ def test_doctor_warns_a_week_before_a_token_expires(graph):
 
     from django.utils import timezone
 
-    from reconcile.tasks import meta_subscriptions_check
+    from reconcile.tasks import subscriptions_check
 
     source = page(graph)
-    assert meta_subscriptions_check() == 0  # expires_at 0: never
+    assert subscriptions_check() == 0  # expires_at 0: never
     sim(graph, "/_sim/token", {"expires_at": int((timezone.now() + timedelta(days=30)).timestamp())})
-    assert meta_subscriptions_check() == 0
+    assert subscriptions_check() == 0
     sim(graph, "/_sim/token", {"expires_at": int((timezone.now() + timedelta(days=3)).timestamp())})
-    assert meta_subscriptions_check() == 1
+    assert subscriptions_check() == 1
     assert "the access token expires" in Source.objects.get(pk=source.pk).subscription_problem
     sim(graph, "/_sim/token", {"expires_at": 0, "is_valid": False})
-    assert meta_subscriptions_check() == 1
+    assert subscriptions_check() == 1
     assert "no longer valid" in Source.objects.get(pk=source.pk).subscription_problem
 
 
@@ -283,8 +283,8 @@ def test_an_instagram_login_token_has_no_expiry_read(graph):
 
     from django.utils import timezone
 
-    from reconcile.tasks import meta_subscriptions_check
+    from reconcile.tasks import subscriptions_check
 
     instagram(graph)
     sim(graph, "/_sim/token", {"expires_at": int((timezone.now() + timedelta(days=1)).timestamp())})
-    assert meta_subscriptions_check() == 0
+    assert subscriptions_check() == 0
