@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "replies",
     "reconcile",
     "console",
+    "platforms",
     # The platforms' stand-ins and their commands (graph_simulator, sandbox_provider).
     "simulators",
 ]

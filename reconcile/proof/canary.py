@@ -43,9 +43,8 @@ from ingress.selectors import source_config, source_identity_holder
 from ingress.services import SourceConflict, source_register
 from reconcile.lease import LeaseBusy
 from reconcile.models import CanaryReport, ReconcileReport
-
-# CANARY and PLATFORMS are read from here too (the command, the tests).
-from reconcile.proof.canary_platforms import CANARY, PLATFORMS, Platform  # noqa: F401
+from reconcile.proof.platforms import CanaryPlatform as Platform
+from reconcile.proof.platforms import canary_platform, canary_platform_default, canary_platforms
 from reconcile.scan import ScanConflict, scan_until_done
 from replies.contract import reply_key
 from replies.models import CanarySinkRecord, ReplyAction, ReplyRoute
@@ -56,9 +55,6 @@ from replies.transports import is_live
 
 logger = logging.getLogger("conduit.canary")
 
-# Every purpose's replies are routed to the sandbox transport (never live); the guard
-# writes a canary's replies to the canary sink before any transport is built.
-CANARY_TRANSPORT = "sandbox"
 COPY = "The sample checklist is ready in the test fixture."
 RESERVED_PREFIXES = ("acct_test_", "evt_test_", "post_test_", "msg_test_", "person_test_")
 
@@ -87,7 +83,8 @@ class CanaryResult:
     expectations: list[Expectation] = field(default_factory=list)
 
 
-def _fixture(platform: Platform = PLATFORMS["sandbox"]) -> tuple[bytes, dict]:
+def _fixture(platform: Platform | None = None) -> tuple[bytes, dict]:
+    platform = platform or canary_platform()
     body = platform.fixture.read_bytes()
     return body, json.loads(body)
 
@@ -115,18 +112,20 @@ def _run_second(source: Source, platform: Platform) -> datetime:
     return at
 
 
-def _reserved(document: dict, platform: Platform = PLATFORMS["sandbox"]) -> list[str]:
+def _reserved(document: dict, platform: Platform | None = None) -> list[str]:
     """Identifiers in the fixture that are not reserved synthetic ones."""
+    platform = platform or canary_platform()
     return [v for v in platform.identifiers(document) if not str(v).startswith(RESERVED_PREFIXES)]
 
 
-def canary_source(platform: Platform = PLATFORMS["sandbox"]) -> Source:
+def canary_source(platform: Platform | None = None) -> Source:
     """The canary source, created if missing; refused unless it is safe to run against.
 
     Fails closed, before anything touches the network, when the source is
     configured with a route to a live transport, live sending, other
-    identifiers, or without the canary flag.
+    identifiers, or without the canary flag. Without a platform: the default one's source.
     """
+    platform = platform or canary_platform()
     registration = platform.registration
     _, document = _fixture(platform)
     if _reserved(document, platform):
@@ -153,7 +152,7 @@ def canary_source(platform: Platform = PLATFORMS["sandbox"]) -> Source:
         Source.objects.filter(pk=source.pk).update(connected_at=None)
         source.connected_at = None
         for purpose in source.purposes:
-            reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=CANARY_TRANSPORT)
+            reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=platform.transport)
             reply_copy_create(
                 source_id=source.pk, purpose=purpose, channel=purpose, text=COPY, actor="system:canary"
             )
@@ -210,7 +209,7 @@ def _post(port: int, source: Source, body: bytes, secret: str, platform: Platfor
 
 
 @contextlib.contextmanager
-def _signing_secret(source: Source, platform: Platform = PLATFORMS["sandbox"]) -> Iterator[str]:
+def _signing_secret(source: Source, platform: Platform) -> Iterator[str]:
     """The secret the fixture is signed with: the environment's, or one made for this run only.
 
     A made one is held by this process for the run (conduit.process_secrets),
@@ -227,14 +226,15 @@ def _signing_secret(source: Source, platform: Platform = PLATFORMS["sandbox"]) -
         yield secret
 
 
-def canary_run(*, actor: str, platform: str = "sandbox") -> CanaryResult:
+def canary_run(*, actor: str, platform: str | None = None) -> CanaryResult:
     """Run the canary once on a platform's reserved source; the report is saved whether it passes or fails."""
     actor = actor.strip()
     if not actor:
         raise ValueError("the canary records approvals for a person: give --actor")
-    if platform not in PLATFORMS:
-        raise ValueError(f"unknown canary platform {platform!r}; known: {', '.join(PLATFORMS)}")
-    shape = PLATFORMS[platform]
+    platform = canary_platform_default() if platform is None else platform
+    if platform not in canary_platforms():
+        raise ValueError(f"unknown canary platform {platform!r}; known: {', '.join(canary_platforms())}")
+    shape = canary_platform(platform)
     source = canary_source(shape)  # may raise CanaryRefused: nothing has been called yet
     run_id = uuid.uuid4().hex[:12]
     body = run_fixture(shape, run_id=run_id, at=_run_second(source, shape))

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from platforms.meta.field_maps import meta_field_maps
 from reconcile.proof import acceptance
 from reconcile.proof.acceptance import CONTROLS, Harness
 from simulators import testkit
@@ -399,7 +400,7 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
 
     assert report["synthetic_fixture"]["body"] == outputs.synthetic_fixture()["body"]
     assert "evt_test_canary_" in report["synthetic_fixture"]["canary_run"]["body"]
-    assert report["meta_field_maps"]["maps"] == outputs.meta_field_maps()["maps"]
+    assert report["meta_field_maps"]["maps"] == meta_field_maps()["maps"]
     schema = {t["table"]: t for t in report["storage_schema"]}
     assert "inbound_event_key_unique" in {c["name"] for c in schema["inbound_events"]["constraints"]}
     assert {"event_key", "seen_count"} <= {c["name"] for c in schema["inbound_events"]["columns"]}

@@ -14,6 +14,7 @@ from django.db import connection
 from conduit.canonical import sha256_hex
 from conduit.providers.base import Observation, SourceConfig
 from conduit.providers.registry import get_adapter
+from platforms.meta.field_maps import meta_field_maps
 from reconcile.proof import acceptance, outputs
 from reconcile.proof.acceptance import Harness
 
@@ -220,7 +221,7 @@ def meta_map_disagreements(maps: dict) -> list[str]:
 
 
 def test_the_meta_field_maps_are_the_adapters_declaration_and_agree_with_what_they_do():
-    maps = outputs.meta_field_maps()
+    maps = meta_field_maps()
     assert (
         maps["contract_version"] == "meta-v1" and maps["declared_in"] == "conduit/providers/meta/webhook.py"
     )
@@ -256,7 +257,7 @@ def test_the_meta_map_check_fails_when_the_adapter_maps_otherwise(monkeypatch):
         )
 
     monkeypatch.setattr(MetaInstagramWebhook, "change", drifted)
-    found = meta_map_disagreements(outputs.meta_field_maps())
+    found = meta_map_disagreements(meta_field_maps())
     assert any(
         "comment__created: conversation_ref is 17900000000000001, the map says media id" in f for f in found
     ), found
@@ -276,7 +277,7 @@ def test_the_meta_map_check_fails_when_the_declaration_changes(monkeypatch):
     )
     assert any(
         "sender_ref is 17841400000000901, the map says media id" in f
-        for f in meta_map_disagreements(outputs.meta_field_maps())
+        for f in meta_map_disagreements(meta_field_maps())
     )
 
 

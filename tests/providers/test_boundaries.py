@@ -45,10 +45,11 @@ def test_the_check_sees_imports_wherever_they_are():
     assert len(PROVIDER_MODULES) >= 8  # the package is there to be checked
 
 
-# The apps' direction: conduit <- ingress <- replies <- reconcile. Ingest plans replies inside its
+# The apps' direction: conduit <- ingress <- replies <- reconcile <- console <- platforms (which may
+# import every app and the providers, and which no app imports: it registers into them). Ingest plans replies inside its
 # transaction through the planner replies registers (ingress.hooks), not by importing it.
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
-LEVEL = {"conduit": 0, "ingress": 1, "replies": 2, "reconcile": 3, "console": 4}
+LEVEL = {"conduit": 0, "ingress": 1, "replies": 2, "reconcile": 3, "console": 4, "platforms": 5}
 
 
 # The URLconf is the composition root: it names every app's views by design.
@@ -78,6 +79,34 @@ def test_the_direction_check_sees_an_upward_import():
     planted.write_text("from reconcile.models import Finding\n")
     try:
         assert ("replies/_planted_upward_import_test.py", "reconcile.models") in upward_imports()
+    finally:
+        planted.unlink()
+
+
+def platforms_imports() -> set[tuple[str, str]]:
+    """(module, import) for every import of `platforms` by a module of conduit or an app."""
+    found = set()
+    for app in ("conduit", "ingress", "replies", "reconcile", "console"):
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" in path.parts or path == COMPOSITION_ROOT:
+                continue
+            for name in imported_modules(path.read_text()):
+                if name.split(".")[0] == "platforms":
+                    found.add((str(path.relative_to(ROOT)), name))
+    return found
+
+
+def test_no_app_imports_the_platforms_package():
+    """The platform packages register into the apps' registries; the apps never reach for them."""
+    assert platforms_imports() == set()
+
+
+def test_the_platforms_import_check_sees_a_planted_import():
+    """Positive control: a planted import of a platform package in a reconcile module is reported."""
+    planted = ROOT / "reconcile" / "_planted_platforms_import_test.py"
+    planted.write_text("def later():\n    from platforms.meta import canary\n")
+    try:
+        assert ("reconcile/_planted_platforms_import_test.py", "platforms.meta") in platforms_imports()
     finally:
         planted.unlink()
 

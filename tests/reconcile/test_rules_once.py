@@ -158,7 +158,8 @@ def test_a_held_secret_is_read_before_the_environment_and_only_while_held(monkey
 def test_the_canary_leaves_no_secret_in_the_process_environment(monkeypatch):
     """The canary never writes the key it makes into os.environ, where it would stay for the rest
     of the process's life (and every child process's)."""
-    from reconcile.proof.canary import CANARY, canary_run
+    from platforms.sandbox.canary import CANARY
+    from reconcile.proof.canary import canary_run
 
     monkeypatch.delenv(CANARY["secret_env"], raising=False)
     result = canary_run(actor="operator_test")

@@ -118,8 +118,7 @@ class Command(BaseCommand):
         return {
             "database": connection.vendor,
             "event_contract": outputs.event_contract(),
-            "field_map": outputs.field_map(),
-            "meta_field_maps": outputs.meta_field_maps(),
+            **outputs.field_maps(),
             "storage_schema": self._schema,
             "state_transitions": outputs.state_transitions(),
             "synthetic_fixture": outputs.synthetic_fixture(canary_summary),

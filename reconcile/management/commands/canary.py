@@ -7,7 +7,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 from django.urls import reverse
 
-from reconcile.proof.canary import PLATFORMS, CanaryRefused, canary_run
+from reconcile.proof.canary import CanaryRefused, canary_run
+from reconcile.proof.platforms import canary_platform_default, canary_platforms
 
 
 class Command(BaseCommand):
@@ -24,13 +25,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--platform",
-            choices=sorted(PLATFORMS),
-            default="sandbox",
+            choices=sorted(canary_platforms()),
+            default=canary_platform_default(),
             help="which reserved source to prove: the sandbox one (default), or a Meta-shaped "
             "Instagram source read back from a Graph simulator started for the run",
         )
 
-    def handle(self, *args, actor: str, platform: str = "sandbox", **options) -> None:
+    def handle(self, *args, actor: str, platform: str | None = None, **options) -> None:
         try:
             result = canary_run(actor=actor, platform=platform)
         except CanaryRefused as exc:

@@ -1,0 +1,15 @@
+"""The platforms app: each platform package registers its proof pieces into reconcile's registries."""
+
+from django.apps import AppConfig
+
+
+class PlatformsConfig(AppConfig):
+    name = "platforms"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The order is the report's and the acceptance table's: the sandbox first, then Meta.
+        from platforms import meta, sandbox
+
+        sandbox.register()
+        meta.register()
