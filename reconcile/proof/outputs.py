@@ -65,8 +65,9 @@ def field_maps() -> dict[str, dict]:
 def synthetic_fixture(canary_summary: dict | None = None) -> dict:
     """The synthetic fixture the checks deliver (its exact bytes), its derived key and purposes, and
     the body the canary run posted (the fixture with that run's own ids), when there was one."""
-    from reconcile.proof import acceptance
+    from reconcile.proof.platforms import acceptance_harness
 
+    acceptance = acceptance_harness()
     path = acceptance.FIXTURES / "comment__northstar.json"
     body = acceptance.fixture_body("comment__northstar")
     fixture = canary_summary.get("fixture") if canary_summary else None

@@ -1,4 +1,5 @@
-"""What each platform package registers for the proof: its canary platform and its field maps.
+"""What each platform package registers for the proof: its canary platform, its acceptance rows
+(and the harness the table's core rows act through) and its field maps.
 
 reconcile iterates what is registered here and never imports a platform; each
 platform package registers its pieces when the `platforms` app is ready.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 
 class CanaryPlatform(Protocol):
@@ -71,3 +72,39 @@ def field_maps_register(key: str, read: Callable[[], dict]) -> None:
 def field_maps() -> dict[str, dict]:
     """Every registered field-map section, read now, in the order registered."""
     return {key: read() for key, read in _FIELD_MAPS.items()}
+
+
+# The acceptance pieces are registered as loaders: they reach the testkit (conduit.standins), which
+# a process loads only when it runs the acceptance checks, never at start-up.
+_HARNESS: list[Callable[[], Callable[..., Any]]] = []
+_ROW_LOADERS: list[Callable[[], tuple[list, list]]] = []
+
+
+def acceptance_harness_register(load: Callable[[], Callable[..., Any]]) -> None:
+    """Register what loads the harness the acceptance table's core rows act through."""
+    _HARNESS[:] = [load]
+
+
+def acceptance_harness() -> Callable[..., Any]:
+    """The harness class the core rows act through (its fixtures are class attributes)."""
+    if not _HARNESS:
+        raise LookupError("no platform registered the acceptance harness")
+    return _HARNESS[0]()
+
+
+def acceptance_rows_register(load: Callable[[], tuple[list, list]]) -> None:
+    """Register what loads a platform's acceptance rows and their controls, appended after the
+    core rows (in the order registered) when the table is first imported."""
+    if load not in _ROW_LOADERS:
+        _ROW_LOADERS.append(load)
+
+
+def acceptance_rows() -> tuple[list, list]:
+    """Every registered platform's (rows, controls), loaded now, in the order registered."""
+    rows: list = []
+    controls: list = []
+    for load in _ROW_LOADERS:
+        more_rows, more_controls = load()
+        rows += more_rows
+        controls += more_controls
+    return rows, controls

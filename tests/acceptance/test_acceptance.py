@@ -11,9 +11,12 @@ import uuid
 
 import pytest
 
+from platforms.meta import checks as meta_checks
+from platforms.meta.acceptance import MetaHarness
 from platforms.meta.field_maps import meta_field_maps
+from platforms.sandbox.acceptance import Harness
 from reconcile.proof import acceptance
-from reconcile.proof.acceptance import CONTROLS, Harness
+from reconcile.proof.acceptance import CONTROLS
 from simulators import testkit
 
 REAL_HTTP = pytest.mark.django_db(transaction=True)  # the canary serves its webhook over real HTTP
@@ -69,39 +72,39 @@ def test_state_model(harness):
 
 @pytest.fixture
 def meta_harness(db):
-    h = acceptance.MetaHarness()
+    h = MetaHarness()
     yield h
     h.close()
 
 
 def test_meta_source_proof(meta_harness):
-    assert acceptance.meta_source_proof(meta_harness) == []
+    assert meta_checks.meta_source_proof(meta_harness) == []
 
 
 def test_meta_event_identity(meta_harness):
-    assert acceptance.meta_event_identity(meta_harness) == []
+    assert meta_checks.meta_event_identity(meta_harness) == []
 
 
 def test_meta_reconciliation(meta_harness):
-    assert acceptance.meta_reconciliation(meta_harness) == []
+    assert meta_checks.meta_reconciliation(meta_harness) == []
 
 
 def test_meta_approval_gate(meta_harness):
     """docs/concepts/acceptance.md#checks: "An action in REVIEW_PENDING produces zero transport calls" (through the Meta transports)."""
-    assert acceptance.meta_approval_gate(meta_harness) == []
+    assert meta_checks.meta_approval_gate(meta_harness) == []
 
 
 def test_meta_safe_retry(meta_harness):
     """docs/concepts/acceptance.md#checks: "A failure before transport retries under the same keys";
     docs/platforms/meta.md#error-meanings: throttled and not applied -> FAILED_BEFORE_SEND, retried
     automatically."""
-    assert acceptance.meta_safe_retry(meta_harness) == []
+    assert meta_checks.meta_safe_retry(meta_harness) == []
 
 
 def test_meta_ambiguous_send(meta_harness):
     """docs/concepts/acceptance.md#checks: "A simulated lost receipt enters SEND_STATUS_UNKNOWN and
     produces no automatic retry"."""
-    assert acceptance.meta_ambiguous_send(meta_harness) == []
+    assert meta_checks.meta_ambiguous_send(meta_harness) == []
 
 
 def test_the_meta_send_rows_go_through_the_meta_transports(meta_harness):
@@ -118,13 +121,13 @@ def test_the_meta_send_rows_go_through_the_meta_transports(meta_harness):
 
 def test_meta_safe_retry_control_names_the_parked_send(meta_harness):
     with testkit.meta_throttling_taken_as_ambiguous():
-        failures = acceptance.meta_safe_retry(meta_harness)
+        failures = meta_checks.meta_safe_retry(meta_harness)
     assert any("got SEND_STATUS_UNKNOWN then not_claimed" in f for f in failures), failures
 
 
 def test_meta_ambiguous_send_control_names_the_wrong_state(meta_harness):
     with testkit.meta_timeout_taken_as_not_sent():
-        failures = acceptance.meta_ambiguous_send(meta_harness)
+        failures = meta_checks.meta_ambiguous_send(meta_harness)
     assert any("reached FAILED_BEFORE_SEND" in f for f in failures), failures
 
 
@@ -188,7 +191,7 @@ def test_instrument_integrity_meta_event_identity_counts_the_planted_duplicate(m
     from ingress.models import InboundEvent
 
     with testkit.without_event_uniqueness():
-        failures = acceptance.meta_event_identity(meta_harness)
+        failures = meta_checks.meta_event_identity(meta_harness)
     from collections import Counter
 
     (twice,) = [

@@ -15,8 +15,8 @@ from conduit.canonical import sha256_hex
 from conduit.providers.base import Observation, SourceConfig
 from conduit.providers.registry import get_adapter
 from platforms.meta.field_maps import meta_field_maps
+from platforms.sandbox.acceptance import Harness
 from reconcile.proof import acceptance, outputs
-from reconcile.proof.acceptance import Harness
 
 FIXTURES = Path(settings.BASE_DIR) / "fixtures"
 

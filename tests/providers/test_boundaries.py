@@ -113,9 +113,8 @@ def test_the_platforms_import_check_sees_a_planted_import():
 
 # --- the apps never name a platform ---------------------------------------------------------------
 # Windows, budgets, capabilities and error meanings are data on the platforms' classes
-# (conduit.providers); the apps ask through them. reconcile/ is not held to this yet: its acceptance
-# proof carries Meta-specific checks.
-PLATFORM_NEUTRAL_APPS = ("ingress", "replies")
+# (conduit.providers); the apps ask through them. Each platform's proof pieces live in platforms/.
+PLATFORM_NEUTRAL_APPS = ("ingress", "replies", "reconcile", "console")
 PLATFORM_WORDS = ("meta", "instagram", "facebook", "sandbox")
 # Django's own vocabulary, which happens to spell a platform's name: the inner `class Meta`,
 # `model._meta` and `request.META`.

@@ -9,11 +9,12 @@ broken has failed as an instrument. The test suite (`tests/acceptance/`) and
 client they act through are the testkit's, reached through conduit.standins,
 the one seam to the stand-ins and test-only machinery.
 
-    harness.py      what the checks act through (sandbox and Meta sources on loopback stand-ins)
-    checks.py       the sandbox rows, in the order of docs/concepts/acceptance.md#checks
+    checks.py       the core rows, in the order of docs/concepts/acceptance.md#checks
     boundary.py     the data boundary row
-    meta_checks.py  the same promises through Meta's proof, field maps and Graph read-back
     table.py        the rows and the instrument-integrity controls
+
+The harness the core rows act through, and each platform's own rows, are the
+platform packages' (platforms/<name>/), registered through reconcile.proof.platforms.
 """
 
 from reconcile.proof.acceptance.boundary import data_boundary
@@ -29,48 +30,11 @@ from reconcile.proof.acceptance.checks import (
     source_proof,
     state_model,
 )
-from reconcile.proof.acceptance.harness import (
-    FIXTURES,
-    IDENTITY_FIXTURES,
-    META_ACCOUNT,
-    META_APP_ID,
-    META_BUYER,
-    META_HANG_SECONDS,
-    META_MEDIA,
-    META_ROUTES,
-    META_TIMEOUT_SECONDS,
-    NORTHSTAR_KEY,
-    PURPOSES,
-    Harness,
-    MetaHarness,
-    fixture_body,
-)
-from reconcile.proof.acceptance.meta_checks import (
-    meta_ambiguous_send,
-    meta_approval_gate,
-    meta_event_identity,
-    meta_reconciliation,
-    meta_safe_retry,
-    meta_source_proof,
-)
 from reconcile.proof.acceptance.table import CONTROLS, ROWS, Control, Row, row
 
 __all__ = [
     "CONTROLS",
     "Control",
-    "FIXTURES",
-    "Harness",
-    "IDENTITY_FIXTURES",
-    "META_ACCOUNT",
-    "META_APP_ID",
-    "META_BUYER",
-    "META_HANG_SECONDS",
-    "META_MEDIA",
-    "META_ROUTES",
-    "META_TIMEOUT_SECONDS",
-    "MetaHarness",
-    "NORTHSTAR_KEY",
-    "PURPOSES",
     "ROWS",
     "Row",
     "ambiguous_send",
@@ -78,13 +42,6 @@ __all__ = [
     "canary",
     "data_boundary",
     "event_identity",
-    "fixture_body",
-    "meta_ambiguous_send",
-    "meta_approval_gate",
-    "meta_event_identity",
-    "meta_reconciliation",
-    "meta_safe_retry",
-    "meta_source_proof",
     "reconciliation",
     "reply_identity",
     "required_fields",

@@ -5,14 +5,15 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from typing import Any
 
 from conduit.standins import testkit
 from reconcile.proof.acceptance.checks import _approve, canary
-from reconcile.proof.acceptance.harness import Harness
+from reconcile.proof.platforms import acceptance_harness
 from replies.models import ReplyAction
 
 
-def _boundary_traffic(h: Harness, buyer: str) -> None:
+def _boundary_traffic(h: Any, buyer: str) -> None:
     """Everything that could leak: ingest, quarantine, approval, send, an unknown send and its
     resolution, reconciliation with a recovered event, and the canary."""
     from replies.sender import reply_send
@@ -68,7 +69,9 @@ def data_boundary() -> list[str]:
     from rest_framework.authtoken.models import Token
 
     buyer = f"CHECKLIST for Jordan Example at 12 Example Lane, phone 555-0100 ref {uuid.uuid4().hex[:8]}"
-    h = Harness(name="boundary", account_ref="acct_test_03", secret_env="CONDUIT_SOURCE_BOUNDARY_SECRET")
+    h = acceptance_harness()(
+        name="boundary", account_ref="acct_test_03", secret_env="CONDUIT_SOURCE_BOUNDARY_SECRET"
+    )
     secret = h.secret
     try:
         with testkit.captured_logs() as (buffer, console):

@@ -8,24 +8,18 @@ from __future__ import annotations
 import base64
 import json
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone as dj_timezone
 
 from conduit.standins import testkit
 from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt
 from ingress.services import event_transition
-from reconcile.proof.acceptance.harness import (
-    IDENTITY_FIXTURES,
-    NORTHSTAR_KEY,
-    PURPOSES,
-    Harness,
-    fixture_body,
-)
 from replies.contract import reply_key
 from replies.models import ReplyAction, SendAttempt
 
 
-def event_identity(h: Harness) -> list[str]:
+def event_identity(h: Any) -> list[str]:
     """Two deliveries of the same fixture leave exactly one event row and seen_count of two.
 
     Run for the Northstar fixture (which plans replies) and for a fixture whose
@@ -33,10 +27,10 @@ def event_identity(h: Harness) -> list[str]:
     """
     failures = []
     for fixture, key in (
-        ("comment__northstar", NORTHSTAR_KEY),
+        ("comment__northstar", h.NORTHSTAR_KEY),
         ("comment__no_trigger", "sandbox-social:acct_test_01:comment.created:evt_test_0043"),
     ):
-        body = fixture_body(fixture)
+        body = h.fixture_body(fixture)
         statuses = [h.deliver(body).status_code, h.deliver(body).status_code]
         if statuses != [200, 200]:
             failures.append(f"{fixture}: deliveries answered {statuses}, expected [200, 200]")
@@ -48,17 +42,17 @@ def event_identity(h: Harness) -> list[str]:
     return failures
 
 
-def reply_identity(h: Harness) -> list[str]:
+def reply_identity(h: Any) -> list[str]:
     """Reprocessing leaves exactly one row for each declared reply_key."""
-    body = fixture_body("comment__northstar")
+    body = h.fixture_body("comment__northstar")
     h.deliver(body, delivery_id="msg_test_reprocess")
     h.deliver(body, delivery_id="msg_test_reprocess")
     h.deliver(body)
     failures = []
-    for purpose in PURPOSES:
-        expected = reply_key(NORTHSTAR_KEY, purpose)
+    for purpose in h.PURPOSES:
+        expected = reply_key(h.NORTHSTAR_KEY, purpose)
         keys = list(
-            ReplyAction.objects.filter(event_id=NORTHSTAR_KEY, purpose=purpose).values_list(
+            ReplyAction.objects.filter(event_id=h.NORTHSTAR_KEY, purpose=purpose).values_list(
                 "reply_key", flat=True
             )
         )
@@ -67,9 +61,9 @@ def reply_identity(h: Harness) -> list[str]:
     return failures
 
 
-def source_proof(h: Harness) -> list[str]:
+def source_proof(h: Any) -> list[str]:
     """A fixture with invalid proof enters QUARANTINED and creates zero reply actions."""
-    body = fixture_body("comment__northstar")
+    body = h.fixture_body("comment__northstar")
     headers = h.sign(body)
     headers["webhook-signature"] = h.sign(
         body, secret="whsec_" + base64.b64encode(b"forged-signer-key-000000000000").decode()
@@ -85,12 +79,12 @@ def source_proof(h: Harness) -> list[str]:
     return failures
 
 
-def required_fields(h: Harness) -> list[str]:
+def required_fields(h: Any) -> list[str]:
     """Removing each stable identity field in turn quarantines the receipt, zero reply actions."""
     failures = []
-    for name, fixture in IDENTITY_FIXTURES.items():
+    for name, fixture in h.IDENTITY_FIXTURES.items():
         before = QuarantineReceipt.objects.count()
-        response = h.deliver(fixture_body(fixture))
+        response = h.deliver(h.fixture_body(fixture))
         if response.status_code != 202:
             failures.append(f"without {name}: answered {response.status_code}, expected 202")
         if QuarantineReceipt.objects.filter(state="QUARANTINED").count() != before + 1:
@@ -116,7 +110,7 @@ def _everything_that_sends(action_id: int) -> None:
         pass
 
 
-def approval_gate(h: Harness) -> list[str]:
+def approval_gate(h: Any) -> list[str]:
     """An action in REVIEW_PENDING produces zero transport calls."""
     action = h.planned()
     _everything_that_sends(action.pk)
@@ -138,7 +132,7 @@ def _approve(action: ReplyAction) -> None:
         raise RuntimeError(result.message)
 
 
-def safe_retry(h: Harness) -> list[str]:
+def safe_retry(h: Any) -> list[str]:
     """A failure before transport retries under the same keys."""
     from replies.sender import reply_send
 
@@ -176,7 +170,7 @@ def _parked_not_retried(action: ReplyAction, reached: str) -> list[str]:
     return failures
 
 
-def ambiguous_send(h: Harness) -> list[str]:
+def ambiguous_send(h: Any) -> list[str]:
     """A simulated lost receipt enters SEND_STATUS_UNKNOWN and produces no automatic retry."""
     from replies.sender import reply_send
 
@@ -191,7 +185,7 @@ def ambiguous_send(h: Harness) -> list[str]:
     return failures
 
 
-def reconciliation(h: Harness) -> list[str]:
+def reconciliation(h: Any) -> list[str]:
     """A missing local event re-enters through normal ingest and creates no duplicate action.
 
     The provider holds the Northstar event and a second one whose webhook never
@@ -199,7 +193,7 @@ def reconciliation(h: Harness) -> list[str]:
     exactly one row and each declared purpose exactly one action, keyed as
     derived here independently, held at review; nothing reached the transport.
     """
-    northstar = json.loads(fixture_body("comment__northstar"))["events"][0]
+    northstar = json.loads(h.fixture_body("comment__northstar"))["events"][0]
     missed = {
         **northstar,
         "id": "evt_test_0044",
@@ -207,18 +201,18 @@ def reconciliation(h: Harness) -> list[str]:
         "created_at": "2026-01-15T14:35:00Z",
     }
     h.state.hold(h.source.account_ref, [northstar, missed])
-    h.deliver(fixture_body("comment__northstar"))
+    h.deliver(h.fixture_body("comment__northstar"))
     missed_key = "sandbox-social:acct_test_01:comment.created:evt_test_0044"
     failures = []
     for attempt in ("first", "second"):
         outcome = h.scan()
         if outcome.state != "published":
             return failures + [f"{attempt} scan ended {outcome.state}, expected published"]
-        for key in (NORTHSTAR_KEY, missed_key):
+        for key in (h.NORTHSTAR_KEY, missed_key):
             rows = InboundEvent.objects.filter(event_key=key).count()
             if rows != 1:
                 failures.append(f"{attempt} scan: {rows} rows for {key}, expected 1")
-            for purpose in PURPOSES:
+            for purpose in h.PURPOSES:
                 keys = list(
                     ReplyAction.objects.filter(event_id=key, purpose=purpose).values_list(
                         "reply_key", flat=True
@@ -230,8 +224,8 @@ def reconciliation(h: Harness) -> list[str]:
                         f"expected only {reply_key(key, purpose)[:12]}…"
                     )
         total = ReplyAction.objects.count()
-        if total != 2 * len(PURPOSES):
-            failures.append(f"{attempt} scan: {total} reply actions, expected {2 * len(PURPOSES)}")
+        if total != 2 * len(h.PURPOSES):
+            failures.append(f"{attempt} scan: {total} reply actions, expected {2 * len(h.PURPOSES)}")
     recovered = InboundEvent.objects.filter(event_key=missed_key).first()
     if recovered is None:
         return failures + ["the missing event was not recovered"]
@@ -264,9 +258,9 @@ def canary() -> list[str]:
     return [f"{e.name}: expected {e.expected}, found {e.found}" for e in result.expectations if not e.ok]
 
 
-def state_model(h: Harness) -> list[str]:
+def state_model(h: Any) -> list[str]:
     """An undeclared transition is rejected and recorded in its owning ledger."""
-    h.deliver(fixture_body("comment__no_trigger"))
+    h.deliver(h.fixture_body("comment__no_trigger"))
     event = InboundEvent.objects.get(source_event_id="evt_test_0043")
     outcome = event_transition(
         event_id=event.pk, to="RECEIVED", actor="acceptance", reason_code="undeclared_probe"

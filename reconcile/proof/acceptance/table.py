@@ -21,15 +21,14 @@ from reconcile.proof.acceptance.checks import (
     source_proof,
     state_model,
 )
-from reconcile.proof.acceptance.harness import Harness, MetaHarness
-from reconcile.proof.acceptance.meta_checks import (
-    meta_ambiguous_send,
-    meta_approval_gate,
-    meta_event_identity,
-    meta_reconciliation,
-    meta_safe_retry,
-    meta_source_proof,
-)
+from reconcile.proof.platforms import acceptance_rows
+
+
+def core_harness() -> Any:
+    """The harness the core rows act through: the one a platform registered."""
+    from reconcile.proof.platforms import acceptance_harness
+
+    return acceptance_harness()()
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Row:
     evidence: str
     check: Callable[..., list[str]]
     # What the check acts through (built per run and closed after), or None.
-    harness: Callable[[], Any] | None = Harness
+    harness: Callable[[], Any] | None = core_harness
 
     @property
     def needs_harness(self) -> bool:
@@ -94,48 +93,9 @@ ROWS = [
         data_boundary,
         harness=None,
     ),
-    # The same promises for Meta's platforms, through Meta's proof, field maps and Graph read-back.
-    Row(
-        "Meta source proof",
-        "A Meta body with an invalid X-Hub-Signature-256 enters QUARANTINED and creates zero reply actions",
-        meta_source_proof,
-        harness=MetaHarness,
-    ),
-    Row(
-        "Meta event identity",
-        "The same Meta body twice, and a retry batched differently, leave one event row per comment",
-        meta_event_identity,
-        harness=MetaHarness,
-    ),
-    Row(
-        "Meta reconciliation",
-        "A comment whose webhook never came is recovered from the Graph API with one "
-        "action per purpose, no identity conflict and no call off this host",
-        meta_reconciliation,
-        harness=MetaHarness,
-    ),
-    Row(
-        "Meta approval gate",
-        "An action in REVIEW_PENDING produces zero Graph writes through the Meta transports",
-        meta_approval_gate,
-        harness=MetaHarness,
-    ),
-    Row(
-        "Meta safe retry",
-        "Meta's throttling answer (not applied) then a success leaves one reply at the "
-        "simulator under the same reply key",
-        meta_safe_retry,
-        harness=MetaHarness,
-    ),
-    Row(
-        "Meta ambiguous send",
-        "A reply the simulator applied without answering (apply_then_timeout) enters "
-        "SEND_STATUS_UNKNOWN, is never retried automatically, and is applied exactly once",
-        meta_ambiguous_send,
-        harness=MetaHarness,
-    ),
 ]
-# Instrument integrity: the four named controls of docs/concepts/acceptance.md#controls.
+# Instrument integrity: the four named controls of docs/concepts/acceptance.md#controls. Each
+# platform package appends its own rows and controls (reconcile.proof.platforms).
 CONTROLS = [
     Control("Event identity", "the event uniqueness rule disabled", testkit.without_event_uniqueness),
     Control(
@@ -147,25 +107,12 @@ CONTROLS = [
         "Canary", "the canary action pointed at a live transport", testkit.canary_aimed_at_live_transport
     ),
     Control("Approval gate", "the approval check bypassed", testkit.approval_check_bypassed),
-    Control("Meta source proof", "Meta's signature check bypassed", testkit.meta_signature_bypassed),
-    Control("Meta event identity", "the event uniqueness rule disabled", testkit.without_event_uniqueness),
-    Control(
-        "Meta reconciliation",
-        "reconciliation changed to mint a new reply key",
-        testkit.reconcile_minting_reply_keys,
-    ),
-    Control("Meta approval gate", "the approval check bypassed", testkit.approval_check_bypassed),
-    Control(
-        "Meta safe retry",
-        "Meta's throttling answer taken as ambiguous",
-        testkit.meta_throttling_taken_as_ambiguous,
-    ),
-    Control(
-        "Meta ambiguous send",
-        "a timeout after the request taken as not sent",
-        testkit.meta_timeout_taken_as_not_sent,
-    ),
 ]
+
+# Each platform's own rows and controls, after the core ones (what its package registered).
+_platform_rows, _platform_controls = acceptance_rows()
+ROWS += _platform_rows
+CONTROLS += _platform_controls
 
 
 def row(name: str) -> Row:
