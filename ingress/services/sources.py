@@ -320,6 +320,12 @@ def source_reauthorized(*, source_id: int, actor: str) -> Source:
     return source
 
 
+def source_connection_clear(*, source_id: int) -> None:
+    """No connection time: every item the source shows counts as new work, however old (the
+    canary's fixed fixture), instead of history from before the source was connected."""
+    Source.objects.filter(pk=source_id).update(connected_at=None)
+
+
 def source_reauth_require(*, source_id: int) -> bool:
     """The platform refused the source's access token: mark it `needs_reauth`, so its sends wait
     until a person re-authorises it (source_reauthorized). True when this call marked it."""

@@ -40,7 +40,7 @@ from conduit.providers.registry import TRANSPORTS, get_adapter, reads_off_host
 from conduit.timefmt import iso_z
 from ingress.models import InboundEvent, Source
 from ingress.selectors import source_config, source_identity_holder
-from ingress.services import SourceConflict, source_register
+from ingress.services import SourceConflict, source_connection_clear, source_register
 from reconcile.lease import LeaseBusy
 from reconcile.models import CanaryReport, ReconcileReport
 from reconcile.proof.platforms import CanaryPlatform as Platform
@@ -149,7 +149,7 @@ def canary_source(platform: Platform | None = None) -> Source:
             raise CanaryRefused(str(exc)) from None
         # The fixture is fixed (its comment's time is in the past): the canary source proves the
         # path for new work, so no connection time makes its fixture history.
-        Source.objects.filter(pk=source.pk).update(connected_at=None)
+        source_connection_clear(source_id=source.pk)
         source.connected_at = None
         for purpose in source.purposes:
             reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=platform.transport)

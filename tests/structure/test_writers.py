@@ -27,9 +27,6 @@ SQL_WRITE_TAIL = re.compile(r"\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+\"?$", 
 
 # Writes across apps still made, each with its reason: (module, model).
 ALLOWED: set[tuple[str, str]] = {
-    # The canary clears its own source's connection time after registering it (so its fixed
-    # fixture counts as new work): a write of ingress's Source that belongs in an ingress service.
-    ("reconcile/proof/canary.py", "Source"),
     # The acceptance proof sets up its scenarios by moving rows directly: a source connected a day
     # ago, an action due again now, a budget filled. Proof machinery, not a writer of the ledgers.
     ("platforms/meta/acceptance.py", "Source"),
