@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
-
-from django.utils import timezone as dj_timezone
 
 from conduit import standins
 from conduit.standins import testkit
@@ -37,7 +35,6 @@ class MetaHarness:
     """
 
     def __init__(self) -> None:
-        from ingress.models import Source
         from replies.services import reply_copy_create, reply_route_declare
 
         self.secret = secrets.token_hex(16)
@@ -66,7 +63,7 @@ class MetaHarness:
             source_url=self.graph.instagram_url,
         )
         # Connected a day ago: the comments below are new work, not history.
-        Source.objects.filter(pk=self.source.pk).update(connected_at=dj_timezone.now() - timedelta(days=1))
+        testkit.source_connected_ago(self.source.pk, days=1)
         self.source.refresh_from_db()
         for purpose, transport in META_ROUTES.items():
             # Meta's own transports at the simulator's Instagram host (loopback: not live).

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
-
-from django.utils import timezone as dj_timezone
 
 from conduit.standins import testkit
 from ingress.models import InboundEvent, QuarantineReceipt
@@ -127,7 +124,6 @@ def meta_approval_gate(h: MetaHarness) -> list[str]:
 def meta_safe_retry(h: MetaHarness) -> list[str]:
     """Meta's throttling answer (80002: not applied) then a success: one reply applied, under the
     same reply key, on one action with attempts 1 and 2."""
-    from replies.models import SendBudget
     from replies.sender import reply_send
 
     action = h.planned()
@@ -140,8 +136,8 @@ def meta_safe_retry(h: MetaHarness) -> list[str]:
     if first == "FAILED_BEFORE_SEND" and action.next_attempt_at is None:
         failures.append("the throttled send was not scheduled for an automatic retry")
     # The wait Meta's throttling imposes (the action's backoff, the account's pause) has passed.
-    ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=dj_timezone.now() - timedelta(seconds=1))
-    SendBudget.objects.filter(source=h.source).update(paused_until=None)
+    testkit.action_due_now(action.pk)
+    testkit.send_budget_unpaused(h.source.pk)
     second = reply_send(action_id=action.pk)
     if (first, second) != ("FAILED_BEFORE_SEND", "SENT"):
         failures.append(f"expected FAILED_BEFORE_SEND then SENT, got {first} then {second}")

@@ -28,8 +28,12 @@ from simulators.testkit.planted import (
     reconcile_minting_reply_keys,
     without_event_uniqueness,
 )
+from simulators.testkit.scenes import action_due_now, send_budget_unpaused, source_connected_ago
 
 __all__ = [
+    "action_due_now",
+    "send_budget_unpaused",
+    "source_connected_ago",
     "approval_check_bypassed",
     "canary_aimed_at_live_transport",
     "canary_ids_fixed",

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import timedelta
 from typing import Any
-
-from django.utils import timezone as dj_timezone
 
 from conduit.standins import testkit
 from ingress.models import Delivery, EventTransition, InboundEvent, QuarantineReceipt
@@ -140,7 +137,7 @@ def safe_retry(h: Any) -> list[str]:
     _approve(action)
     h.fail_next("refuse")
     first = reply_send(action_id=action.pk)
-    ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=dj_timezone.now() - timedelta(seconds=1))
+    testkit.action_due_now(action.pk)
     second = reply_send(action_id=action.pk)
     failures = []
     if (first, second) != ("FAILED_BEFORE_SEND", "SENT"):
