@@ -28,6 +28,7 @@ existing database only through a new migration that creates the triggers again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from django.db import migrations
 
@@ -201,3 +202,18 @@ def checked_per_statement(*references: Reference) -> migrations.RunPython:
         return for_vendor
 
     return vendor_sql(statements(True), statements(False))
+
+
+def sqlite_table_remade(*references: Reference, operations: list) -> list:
+    """`operations` with the references' SQLite triggers dropped before and created after.
+
+    SQLite makes some schema changes (a check constraint added, among others) by remaking the
+    table: a copy, a drop, a rename. A trigger that names the table (its own, or one on a table
+    it refers to) breaks that rename, so the references on or to a remade table step aside
+    while it is remade. PostgreSQL alters the table in place: nothing to do there."""
+
+    def on_sqlite(statements) -> Callable[[str], list[str]]:
+        return lambda vendor: [sql for r in references for sql in statements(r)] if vendor == "sqlite" else []
+
+    drop, create = on_sqlite(Reference.sqlite_drop), on_sqlite(Reference.sqlite_create)
+    return [vendor_sql(drop, create), *operations, vendor_sql(create, drop)]

@@ -10,3 +10,8 @@ quarantine_corrected = Signal()
 # a reply Conduit sent. Sent on commit with source_id and items (dicts: kind, provider_id,
 # parent_ref, correlation).
 self_authored_seen = Signal()
+
+# A person reviewed a quarantine receipt (dismissed or corrected). Sent inside the review's
+# transaction, so what a receiver records commits or rolls back with it: receipt_id (str),
+# source_id, outcome (DISMISSED | CORRECTED), actor, note, at.
+quarantine_reviewed = Signal()

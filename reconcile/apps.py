@@ -27,3 +27,14 @@ class ReconcileConfig(AppConfig):
         from reconcile.receivers import reconcile_after_correction
 
         quarantine_corrected.connect(reconcile_after_correction, dispatch_uid="reconcile_after_correction")
+
+        from ingress.signals import quarantine_reviewed
+        from reconcile.services import decision_record_resolution, decision_record_review
+        from replies.signals import person_resolved
+
+        # A person's decision in any queue lands on the findings it decides, in its own transaction
+        # (docs/concepts/reconciliation.md#decisions).
+        person_resolved.connect(
+            decision_record_resolution, dispatch_uid="reconcile.decision_record_resolution"
+        )
+        quarantine_reviewed.connect(decision_record_review, dispatch_uid="reconcile.decision_record_review")

@@ -214,6 +214,9 @@ class Decision(models.TextChoices):
     CLOSED = "CLOSED"
     # Taken in the unknown-send queue: a person verified the provider's receipt.
     CONFIRMED_SENT = "CONFIRMED_SENT"
+    # A quarantine review of the receipt that refused the finding's repair (a replay ingest refused).
+    DISMISSED = "DISMISSED"
+    CORRECTED = "CORRECTED"
 
 
 class RepairOutcome(models.TextChoices):
@@ -256,6 +259,9 @@ class Finding(models.Model):
     # The reply action's state the report saw: a repair is a compare-and-set on it.
     action_state = models.CharField(max_length=32, blank=True)
     detail = models.CharField(max_length=256, blank=True, help_text="Conduit-authored, no content.")
+    # The quarantine receipt that refused this finding's repair (a replay ingest quarantined):
+    # its review is this finding's decision.
+    quarantine_receipt = models.UUIDField(null=True, blank=True)
     decision = models.CharField(max_length=32, choices=Decision.choices, blank=True)
     decided_by = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -270,9 +276,20 @@ class Finding(models.Model):
             # A scan asks, per reply it found, whether that reply's finding of a kind is open or
             # acknowledged already (reconcile.publication.already_recorded): one probe each.
             models.Index(fields=["reply_key", "kind"], name="finding_reply_kind"),
+            # A quarantine review finds the findings its receipt explains.
+            models.Index(
+                fields=["quarantine_receipt"],
+                condition=Q(quarantine_receipt__isnull=False),
+                name="finding_quarantine_receipt",
+            ),
+            # A report lists the decisions taken since the one before it: decided findings are few.
+            models.Index(fields=["decided_at"], condition=~Q(decision=""), name="finding_decided_at"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=FindingKind.values), name="finding_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(decision__in=["", *Decision.values]), name="finding_decision_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(decision="")
                 | Q(decided_at__isnull=False) & ~Q(decided_by="") & ~Q(decision_reason=""),

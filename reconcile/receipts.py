@@ -14,9 +14,9 @@ import logging
 
 from django.db import transaction
 
-from reconcile import clock
 from reconcile.models import Decision, Finding
 from reconcile.selectors import RECEIPT_KINDS
+from reconcile.services import findings_decided
 from replies.services import Result
 
 logger = logging.getLogger("conduit.reconcile")
@@ -36,12 +36,12 @@ def unexpected_receipt_acknowledge(*, finding_id: int, actor: str, reason: str) 
             return Result(False, f"already acknowledged by {finding.decided_by}")
         state = finding.action.delivery_state if finding.action_id else "no action"
         result = Result(True, f"acknowledged: the provider holds this reply; the ledger keeps {state}")
-        Finding.objects.filter(pk=finding.pk).update(
+        findings_decided(
+            findings=Finding.objects.filter(pk=finding.pk),
             decision=Decision.CLOSED,
-            decided_by=actor,
-            decided_at=clock.now(),
-            decision_reason=reason[:500],
-            decision_result=result.message[:256],
+            actor=actor,
+            reason=reason,
+            result=result.message,
         )
     logger.info("unexpected receipt acknowledged finding=%s", finding_id)
     return result

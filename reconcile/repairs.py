@@ -82,7 +82,14 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                 # them all) wrote no event:
                 # its quarantine receipt names why, and the next complete scan finds them again.
                 if accepted.refused:
-                    _findings_outcome(planned, ids, RepairOutcome.REFUSED, code="replay_refused")
+                    # The review of that receipt is these findings' decision (reconcile.services).
+                    _findings_outcome(
+                        planned,
+                        ids,
+                        RepairOutcome.REFUSED,
+                        code="replay_refused",
+                        receipt=next(iter(accepted.receipt_ids), None),
+                    )
                     logger.warning(
                         "reconcile repair replay source=%s run=%s refused events=%s receipts=%s",
                         source.name,
@@ -106,18 +113,23 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
             )
 
 
-def _findings_outcome(planned: QuerySet, ids: list[int], outcome: str, *, code: str = "") -> None:
-    """Set the outcome (and code) of the planned findings with these ids: on PostgreSQL one array
-    parameter (`= ANY(%s)`, a primary-key probe each) instead of a placeholder per id."""
+def _findings_outcome(
+    planned: QuerySet, ids: list[int], outcome: str, *, code: str = "", receipt: str | None = None
+) -> None:
+    """Set the outcome (code, and the quarantine receipt that refused it) of the planned findings
+    with these ids: on PostgreSQL one array parameter (`= ANY(%s)`, a primary-key probe each)
+    instead of a placeholder per id."""
     if not fast_sql():
-        planned.filter(pk__in=ids).update(repair_outcome=outcome, repair_code=code)
+        planned.filter(pk__in=ids).update(
+            repair_outcome=outcome, repair_code=code, quarantine_receipt=receipt
+        )
         return
     table = connection.ops.quote_name(Finding._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET repair_outcome = %s, repair_code = %s "
+            f"UPDATE {table} SET repair_outcome = %s, repair_code = %s, quarantine_receipt = %s::uuid "
             f"WHERE id = ANY(%s) AND repair_outcome = %s",
-            [outcome, code, ids, RepairOutcome.PLANNED],
+            [outcome, code, receipt, ids, RepairOutcome.PLANNED],
         )
 
 

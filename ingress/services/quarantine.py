@@ -22,7 +22,7 @@ from ingress.models import (
     Source,
 )
 from ingress.services.results import INGEST_ACTOR
-from ingress.signals import quarantine_corrected
+from ingress.signals import quarantine_corrected, quarantine_reviewed
 
 logger = logging.getLogger("conduit.ingress")
 
@@ -149,16 +149,25 @@ def quarantine_review(*, receipt_id: int, outcome: str, actor: str, note: str) -
             else "reviewed_corrected",
             extra={"reviewed_by": actor, "reviewed_at": now, "review_note": note.strip()},
         )
-        if result.applied and outcome == QuarantineState.CORRECTED:
-            source_id, authenticated = (
-                QuarantineReceipt.objects.filter(pk=receipt_id)
-                .values_list("source_id", "authenticated")
-                .get()
+        if not result.applied:
+            return result
+        source_id, authenticated, public_id = (
+            QuarantineReceipt.objects.filter(pk=receipt_id)
+            .values_list("source_id", "authenticated", "receipt_id")
+            .get()
+        )
+        # In this transaction: a reconciliation finding this receipt explains records the review.
+        quarantine_reviewed.send(
+            sender=QuarantineReceipt,
+            receipt_id=str(public_id),
+            source_id=source_id,
+            outcome=outcome,
+            actor=actor,
+            note=note.strip(),
+            at=now,
+        )
+        if outcome == QuarantineState.CORRECTED and authenticated:
+            transaction.on_commit(
+                lambda: quarantine_corrected.send(sender=QuarantineReceipt, source_id=source_id, actor=actor)
             )
-            if authenticated:
-                transaction.on_commit(
-                    lambda: quarantine_corrected.send(
-                        sender=QuarantineReceipt, source_id=source_id, actor=actor
-                    )
-                )
         return result

@@ -3,7 +3,7 @@
 Each module registers its own model admins; importing them here is the registration. The front
 page and the site's configuration are the console's (console/admin.py)."""
 
-from reconcile.admin.decisions import CONFIRM_SENT_HELP, UnknownSendDecisionAdmin
+from reconcile.admin.decisions import UnknownSendDecisionAdmin
 from reconcile.admin.findings import (
     FindingAdmin,
     QueueFilter,
@@ -25,7 +25,6 @@ from reconcile.admin.reports import (
 from reconcile.admin.scans import FailingScanFilter, ScanStateAdmin
 
 __all__ = [
-    "CONFIRM_SENT_HELP",
     "COUNTER_GROUPS",
     "COUNTER_WORDS",
     "FOUND_BEFORE_REPLAYS_COUNTED",

@@ -6,18 +6,10 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from conduit.admin import confirmed_action
-from reconcile import services
 from reconcile.decisions.service import InvalidRequest, decision_make
 from reconcile.selectors import reply_decision_request, reply_decision_request_declared, with_decision_inputs
-from replies.admin import UnknownSendQueueAdmin, confirmed_each
+from replies.admin import UnknownSendQueueAdmin
 from replies.models import ReplyAction, UnknownSendQueue
-
-CONFIRM_SENT_HELP = (
-    "The platform's id for the reply you found in the conversation (in the reply's link or details on the "
-    'platform). Don\'t have one? Cancel and use "Look up the receipt, then authorize a retry": where the '
-    "platform can be asked, Conduit finds the receipt itself and marks the reply sent without resending."
-)
 
 
 # Registered here, once: replies defines the queue's admin but registers it nowhere, since
@@ -107,47 +99,6 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return with_decision_inputs(super().get_queryset(request))
-
-    # The queue's actions, overridden so each decision also lands on the action's open
-    # RETRY_CANDIDATE findings in the same transaction (docs/concepts/reconciliation.md#decisions:
-    # the report records every human decision).
-    def _resolve(self, request, queryset, *, how: str, title: str, **options):
-        def apply(action: ReplyAction, note: str) -> tuple[bool, str]:
-            result = services.unknown_send_decide(
-                action_id=action.pk,
-                how=how,
-                note=note,
-                actor=request.user.get_username(),
-                close_reason=self.close_reason,
-            )
-            return result.ok, result.message
-
-        # The lookup before a retry can end two ways: each row says which, and nothing else is said.
-        confirm = confirmed_each if how == "authorize_retry" else confirmed_action
-        return confirm(self, request, queryset, title=title, action=how, apply=apply, **options)
-
-    @admin.action(permissions=["resolve"], description="Confirm sent (with the provider's receipt id)")
-    def confirm_sent(self, request, queryset):
-        return self._resolve(
-            request,
-            queryset,
-            how="confirm_sent",
-            title="Confirm sent",
-            note_required=True,
-            note_label="Provider receipt id",
-            single=True,
-            note_help=CONFIRM_SENT_HELP,
-        )
-
-    @admin.action(permissions=["resolve"], description="Look up the receipt, then authorize a retry")
-    def authorize_retry(self, request, queryset):
-        return self._resolve(
-            request, queryset, how="authorize_retry", title="Authorize a retry under the same reply key"
-        )
-
-    @admin.action(permissions=["resolve"], description="Close selected without reply")
-    def close(self, request, queryset):
-        return self._resolve(request, queryset, how="close", title="Close without reply")
 
     @staticmethod
     def _decision(request: dict) -> dict | None:

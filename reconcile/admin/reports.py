@@ -10,7 +10,7 @@ from conduit.admin import LedgerAdmin, short_key
 from reconcile.admin.findings import unexpected_receipts_url
 from reconcile.models import CanaryReport, ReconcileReport
 from reconcile.publication import REPORT_COUNTS
-from reconcile.selectors import report_decisions, report_json_chunks
+from reconcile.selectors import report_decisions, report_json_chunks, report_later_decisions
 
 # -- reconciliation: scan state, reports, retry candidates ------------------
 
@@ -243,6 +243,7 @@ class ReconcileReportAdmin(ReportPageAdmin):
         summary = report.summary
         findings = report.findings.order_by("id")
         decisions = [{**d, "decided_at": when(d.get("decided_at"))} for d in report_decisions(report)]
+        later = [{**d, "decided_at": when(d.get("decided_at"))} for d in report_later_decisions(report)]
         return {
             "title": f"{report} — {summary['source']}",
             "summary": summary,
@@ -252,6 +253,7 @@ class ReconcileReportAdmin(ReportPageAdmin):
             # The replays not applied, by their findings' repair code (replay_refused, database_error, ...).
             "replay_codes": summary.get("missing_replay_codes", {}),
             "decisions": decisions,
+            "later_decisions": later,
             "findings": findings.select_related("action")[:REPORT_PAGE_FINDINGS],
             "event_search_url": reverse("admin:ingress_inboundevent_changelist"),
             "finding_count": findings.count(),

@@ -28,7 +28,13 @@ from reconcile.selectors.inspection import (
     needs_a_person,
     source_inspection,
 )
-from reconcile.selectors.reports import DECISION_FIELDS, repair_outcomes, report_decisions, report_json_chunks
+from reconcile.selectors.reports import (
+    DECISION_FIELDS,
+    repair_outcomes,
+    report_decisions,
+    report_json_chunks,
+    report_later_decisions,
+)
 
 __all__ = [
     "DECISION_FIELDS",
@@ -50,6 +56,7 @@ __all__ = [
     "repair_outcomes",
     "report_decisions",
     "report_json_chunks",
+    "report_later_decisions",
     "source_declarations",
     "source_health",
     "source_inspection",

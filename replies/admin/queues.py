@@ -12,6 +12,12 @@ from replies import selectors, services
 from replies.admin.ledgers import ActionAdmin, DeclaredPurposeFilter
 from replies.models import DeliveryState, ReplyAction, ReplyCopy, ReviewQueue, StrandedSendQueue
 
+CONFIRM_SENT_HELP = (
+    "The platform's id for the reply you found in the conversation (in the reply's link or details on the "
+    'platform). Don\'t have one? Cancel and use "Look up the receipt, then authorize a retry": where the '
+    "platform can be asked, Conduit finds the receipt itself and marks the reply sent without resending."
+)
+
 
 def confirmed_each(
     modeladmin: admin.ModelAdmin,
@@ -239,6 +245,7 @@ class UnknownSendQueueAdmin(QueueAdmin):
             note_required=True,
             note_label="Provider receipt id",
             single=True,
+            note_help=CONFIRM_SENT_HELP,
         )
 
     @admin.action(permissions=["resolve"], description="Look up the receipt, then authorize a retry")

@@ -13,15 +13,31 @@ from replies.models import ReplyAction, ReplyCopy
 from replies.selectors import action_route, approved_copy, no_route_reason, outbound_reply
 from replies.services.approval import _enqueue_on_commit
 from replies.services.results import Result, _refused
+from replies.signals import person_resolved
 from replies.transports import LiveSendDisabled, transport_for
 
 
+def _resolved(*, action_id: int, how: str, actor: str, reason: str, result: Result) -> Result:
+    """Tell the apps built on replies that a person's resolution applied (`person_resolved`, in
+    the caller's transaction: reconciliation records it on the action's open findings)."""
+    person_resolved.send(
+        sender=ReplyAction, action_id=action_id, how=how, actor=actor, reason=reason, result=result.message
+    )
+    return result
+
+
 def reply_close(
-    *, action_id: int, actor: str, reason_code: str = "closed_without_reply", expected: str | None = None
+    *,
+    action_id: int,
+    actor: str,
+    reason_code: str = "closed_without_reply",
+    expected: str | None = None,
+    reason: str = "",
 ) -> Result:
     """Close without reply, from any state REPLY_TABLE lets close (not SENDING or SENT).
 
-    `expected`: close only from that state (a queue closes only what it shows).
+    `expected`: close only from that state (a queue closes only what it shows). `reason`: the
+    person's words, kept with the decision (`person_resolved`); the reason code stands in when none.
 
     An unknown send may have been applied: where its transport can look the receipt up, it
     is looked up first, and a receipt found refuses the close (the reply went out: mark it
@@ -54,7 +70,15 @@ def reply_close(
             expected=expected,
             extra={"next_attempt_at": None},
         )
-    return Result(True, "closed without reply") if outcome.applied else _refused(outcome)
+        if not outcome.applied:
+            return _refused(outcome)
+        return _resolved(
+            action_id=action_id,
+            how="close",
+            actor=actor,
+            reason=reason or f"closed without reply by a person ({reason_code})",
+            result=Result(True, "closed without reply"),
+        )
 
 
 # --- a person resolves stranded and unknown sends ------------------------------------------
@@ -115,7 +139,7 @@ def _receipt_lookup(action: ReplyAction) -> Lookup:
     return Lookup(receipt=receipt.provider_reply_id if receipt is not None else None)
 
 
-def stranded_retry_now(*, action_id: int, actor: str) -> Result:
+def stranded_retry_now(*, action_id: int, actor: str, reason: str = "") -> Result:
     """A person's "retry now": FAILED_BEFORE_SEND -> APPROVED under the same reply key, sent at once."""
     with transaction.atomic():
         outcome = reply_action_transition(
@@ -126,14 +150,19 @@ def stranded_retry_now(*, action_id: int, actor: str) -> Result:
             expected=S.FAILED_BEFORE_SEND,
             extra={"next_attempt_at": None},
         )
-        if outcome.applied:
-            _enqueue_on_commit(action_id)
-    if not outcome.applied:
-        return _refused(outcome)
-    return Result(True, "retry queued under the same reply key")
+        if not outcome.applied:
+            return _refused(outcome)
+        _enqueue_on_commit(action_id)
+        return _resolved(
+            action_id=action_id,
+            how="retry_now",
+            actor=actor,
+            reason=reason or "retry now asked by a person",
+            result=Result(True, "retry queued under the same reply key"),
+        )
 
 
-def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str) -> Result:
+def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str, reason: str = "") -> Result:
     """A person verified the provider has the reply: store its receipt, then SENT."""
     provider_reply_id = provider_reply_id.strip()
     if not provider_reply_id:
@@ -147,10 +176,18 @@ def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str) 
             expected=S.SEND_STATUS_UNKNOWN,
             extra={"provider_reply_id": provider_reply_id[:200], "last_error_code": ""},
         )
-    return Result(True, "marked SENT with the receipt you gave") if outcome.applied else _refused(outcome)
+        if not outcome.applied:
+            return _refused(outcome)
+        return _resolved(
+            action_id=action_id,
+            how="confirm_sent",
+            actor=actor,
+            reason=reason or f"confirmed sent by a person who verified receipt {provider_reply_id[:200]}",
+            result=Result(True, "marked SENT with the receipt you gave"),
+        )
 
 
-def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
+def unknown_authorize_retry(*, action_id: int, actor: str, reason: str = "") -> Result:
     """docs/concepts/ledgers.md#recovery: reconcile first, retry only if the lookup shows no send.
 
     Idempotency key plus receipt lookup, or receipt lookup alone: look the
@@ -188,4 +225,12 @@ def unknown_authorize_retry(*, action_id: int, actor: str) -> Result:
             message = "the lookup shows no send: retry authorized under the same reply key"
             if outcome.applied:
                 _enqueue_on_commit(action_id)
-    return Result(True, message) if outcome.applied else _refused(outcome)
+        if not outcome.applied:
+            return _refused(outcome)
+        return _resolved(
+            action_id=action_id,
+            how="authorize_retry",
+            actor=actor,
+            reason=reason or "retry authorized by a person, the receipt looked up first",
+            result=Result(True, message),
+        )
