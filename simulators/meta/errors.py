@@ -14,6 +14,7 @@ MESSAGES = {
     17: "(#17) User request limit reached",
     32: "(#32) Page request limit reached",
     100: "(#100) Invalid parameter",
+    104: "An access token is required to request this resource.",
     190: "Error validating access token: Session has expired.",
     200: "(#200) Requires pages_messaging permission to manage the object",
     230: "(#230) Requires pages_messaging_subscriptions permission to manage the object",

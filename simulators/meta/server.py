@@ -215,11 +215,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                 if parsed is None:
                     raise GraphError(100, message="(#100) Unknown path components")
                 if not token:
-                    # The contract's choice: 190 (credentials). Meta's live answer to a MISSING token
-                    # is observed as OAuthException 104; a client should treat both as credentials.
-                    raise GraphError(
-                        190, message="An access token is required to request this resource.", full=True
-                    )
+                    # As Meta answers a call without a token (recorded: meta_page answer_error__code104).
+                    raise GraphError(104)
                 host, segments = parsed
                 node, edge = segments[0], (segments[1] if len(segments) > 1 else None)
                 if method == "GET":

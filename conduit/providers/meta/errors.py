@@ -148,6 +148,16 @@ ROWS: tuple[Row, ...] = (
         f"{META_MD} Error meanings: token invalid or expired (error-handling guide)",
         stop_source=True,
     ),
+    # 104: the call carried no access token at all (recorded answers, fixtures/meta_recorded_PROVENANCE.md).
+    _final(
+        104,
+        None,
+        "token_invalid",
+        "Meta answered that the call carried no access token: nothing was sent. A person must "
+        "re-authorise the account so the source has a token again; the source's sends stop until then.",
+        f"{META_MD} Error meanings: access token required (OAuthException 104, recorded answers)",
+        stop_source=True,
+    ),
     _final(
         10,
         2534022,

@@ -30,8 +30,9 @@ THROTTLING_CODES = frozenset(
         80006,  # business use case: Messenger
     }
 )
-# Token invalid or expired, any subcode (458, 459, 460, 463, 464, 467...): error-handling guide.
-TOKEN_INVALID_CODE = 190
+# 190: the token is invalid or expired, any subcode (458, 459, 460, 463, 464, 467...; the
+# error-handling guide); 104: the call carried no token (recorded answers).
+TOKEN_INVALID_CODES = frozenset({104, 190})
 # Meta documents only that cursors "must not be stored or assumed valid later"; this
 # project assumes an expired one answers 400 code 100 (GraphMethodException) to a
 # request that carried `after` (docs/platforms/meta.md#reading-back).
@@ -105,7 +106,7 @@ def graph_error_meaning(error: GraphError) -> str:
     transient or failed. Unknown codes take the conservative `failed`."""
     if error.code in THROTTLING_CODES:
         return THROTTLED
-    if error.code == TOKEN_INVALID_CODE:
+    if error.code in TOKEN_INVALID_CODES:
         return TOKEN_INVALID
     if error.code == INVALID_PARAMETER_CODE and error.had_cursor:
         return EXPIRED_CURSOR

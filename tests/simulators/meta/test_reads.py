@@ -216,17 +216,9 @@ def test_expired_cursors_answer_invalid_cursor(sim):
 
 def test_missing_token_and_unknown_object_use_meta_envelope(sim):
     status, answer, headers = call(f"{sim.url}/{IG}/media", token=None)
-    # The contract's 190 (Meta's live answer to a missing token is observed as 104; docs/platforms/meta.md#simulator).
-    assert status == 400 and answer["error"]["code"] == 190 and answer["error"]["type"] == "OAuthException"
-    assert set(answer["error"]) >= {
-        "message",
-        "type",
-        "code",
-        "is_transient",
-        "error_user_title",
-        "error_user_msg",
-        "fbtrace_id",
-    }
+    # As Meta answers a call without a token (fixtures/meta_page/recorded/answer_error__code104_missing_token.json).
+    assert status == 400 and answer["error"]["code"] == 104 and answer["error"]["type"] == "OAuthException"
+    assert set(answer["error"]) == {"message", "type", "code", "fbtrace_id"}
     status, answer, _ = call(f"{sim.url}/999/comments")
     assert status == 400 and (answer["error"]["code"], answer["error"]["error_subcode"]) == (100, 33)
 

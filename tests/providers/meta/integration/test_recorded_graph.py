@@ -176,6 +176,7 @@ ERRORS = {
     "instagram/answer_error__code10_window": (errors.NOT_APPLIED_FINAL, "window_expired"),
     "instagram/answer_error__code2500_ig_host": (errors.AMBIGUOUS, "graph_unknown_code"),
     "page/answer_error__code100_object": (errors.AMBIGUOUS, "graph_unknown_code"),
+    "page/answer_error__code104_missing_token": (errors.NOT_APPLIED_FINAL, "token_invalid"),
     "page/answer_error__code190_documented": (errors.NOT_APPLIED_FINAL, "token_invalid"),
     "page/answer_error__code190_expired": (errors.NOT_APPLIED_FINAL, "token_invalid"),
     "page/answer_error__code200_permission": (errors.NOT_APPLIED_FINAL, "permission_missing"),

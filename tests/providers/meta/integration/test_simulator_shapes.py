@@ -407,6 +407,13 @@ def planted(code: int, **fault):
     return ask
 
 
+def without_a_token(sim, rec):
+    accounts(sim)
+    status, answer, _ = call(f"{sim.url}/{PAGE}/feed", token=None)
+    assert status == 400  # as recorded
+    return answer
+
+
 SCENARIOS = {
     "meta_instagram/answer_media__list_page": Scenario(ig_media_list),
     # The recorder rewrote the cursors (to "after") and kept no `before`.
@@ -460,6 +467,7 @@ SCENARIOS = {
         page_message_details, keep={"$": {"id", "created_time", "from", "to"}}
     ),
     "meta_page/answer_error__code100_object": Scenario(planted(100)),
+    "meta_page/answer_error__code104_missing_token": Scenario(without_a_token),
     "meta_page/answer_error__code190_expired": Scenario(planted(190, subcode=463)),
     "meta_page/answer_error__code190_documented": Scenario(
         planted(190, subcode=460, user_title="A title", user_msg="A message")

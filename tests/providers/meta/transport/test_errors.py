@@ -84,10 +84,12 @@ def test_each_error_meanings_row_means_what_the_table_says(status, code, subcode
 
 
 def test_only_a_dead_token_stops_the_source():
-    """docs/platforms/meta.md#token-health: "A 190 marks the source needs_reauth: its sends stop at once"."""
+    """docs/platforms/meta.md#token-health: "A 190 marks the source needs_reauth: its sends stop at
+    once"; a 104 (the call carried no token) is the same credentials failure."""
     stopping = {(row.code, row.subcode) for row in errors.ROWS if row.meaning.stop_source}
-    assert stopping == {(190, None)}
+    assert stopping == {(104, None), (190, None)}
     assert meaning(400, 190, 460, "").stop_source
+    assert meaning(400, 104, None, "").stop_source
 
 
 @pytest.mark.parametrize(
