@@ -114,12 +114,14 @@ class SourceAdmin(admin.ModelAdmin):
         "trigger_rule_version",
         "connected_at",
         "needs_reauth",
+        "connection_authorized_by",
+        "connection_authorized_at",
         "created_at",
         "updated_at",
         "declared_families",
         "inspection",
     )
-    actions = ["reauthorized"]
+    actions = ["reauthorized", "connection_authorize"]
 
     @admin.display(description="Declared event families")
     def declared_families(self, obj: Source) -> str:
@@ -188,6 +190,43 @@ class SourceAdmin(admin.ModelAdmin):
             queryset,
             title="Resume sending",
             action="reauthorized",
+            apply=apply,
+            describe=describe,
+        )
+
+    def has_authorize_connection_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ingress.authorize_connection")
+
+    @admin.action(permissions=["authorize_connection"], description="Authorize account connection")
+    def connection_authorize(self, request: HttpRequest, queryset: QuerySet):
+        """Owners only: a person vouches for the account the source acts as (seed 000: account
+        connection is a human-only step); its reply routes may then go live once acceptance passed."""
+
+        def apply(source: Source, note: str) -> tuple[bool, str]:
+            try:
+                services.source_connection_authorize(source_id=source.pk, actor=request.user.get_username())
+            except ValueError as exc:
+                return False, str(exc)
+            return True, "account connection authorised"
+
+        def describe(source: Source) -> str:
+            if source.connection_authorized_at is not None:
+                return (
+                    f"Already authorised by {source.connection_authorized_by} at "
+                    f"{source.connection_authorized_at:%Y-%m-%d %H:%M %Z}: nothing changes."
+                )
+            return (
+                f"You vouch that {source.adapter} account {source.account_ref} is the one this source "
+                f"should act as{f' (token in {source.token_env})' if source.token_env else ''}; "
+                "your name and the time are recorded. Live sending still needs a passing acceptance run."
+            )
+
+        return confirmed_action(
+            self,
+            request,
+            queryset,
+            title="Authorize account connection",
+            action="connection_authorize",
             apply=apply,
             describe=describe,
         )

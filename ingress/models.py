@@ -97,13 +97,25 @@ class Source(models.Model):
         editable=False,
         help_text="Meta refused the access token: sends wait until a person re-authorises the source.",
     )
+    # Seed 000: account connection is a human-only step. The person who authorised the account's
+    # connection (an owner's admin action; later a connect flow), and when; a change of the
+    # credentials the source acts with clears both (ingress.services.source_update).
+    connection_authorized_by = models.CharField(max_length=150, blank=True, editable=False)
+    connection_authorized_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
+        permissions = [("authorize_connection", "Can authorise a source's account connection")]
         constraints = [
             models.UniqueConstraint(fields=["source_system", "account_ref"], name="source_identity_unique"),
+            # Authorised by someone at some time, or not authorised at all.
+            models.CheckConstraint(
+                condition=Q(connection_authorized_by="", connection_authorized_at__isnull=True)
+                | (~Q(connection_authorized_by="") & Q(connection_authorized_at__isnull=False)),
+                name="source_connection_authorized_by_and_at",
+            ),
         ]
 
     def __str__(self) -> str:

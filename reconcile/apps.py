@@ -38,3 +38,10 @@ class ReconcileConfig(AppConfig):
             decision_record_resolution, dispatch_uid="reconcile.decision_record_resolution"
         )
         quarantine_reviewed.connect(decision_record_review, dispatch_uid="reconcile.decision_record_review")
+
+        from reconcile.selectors import live_route_gate
+        from replies.hooks import live_send_gate_register
+
+        # A reply route goes live only while the latest acceptance run passed on this code version
+        # (docs/concepts/acceptance.md#live): replies asks this gate, never reads acceptance runs.
+        live_send_gate_register(live_route_gate)

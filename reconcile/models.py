@@ -342,3 +342,46 @@ class CanaryReport(models.Model):
 
     def __str__(self) -> str:
         return f"canary report {self.pk} ({'pass' if self.ok else 'FAIL'})"
+
+
+class AcceptanceRun(models.Model):
+    """One `manage.py acceptance` run on this deployment, pass or fail, recorded after its throwaway
+    database was destroyed. Kept: a live route may be enabled only while the latest run passed on
+    the code version running now (docs/concepts/acceptance.md#live).
+
+    The deployment is the database the row is in: a run is recorded where it was configured to run.
+    """
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    ran_by = models.CharField(max_length=150, help_text="Who ran it (--actor; the OS user by default).")
+    code_version = models.CharField(
+        max_length=64, help_text="The code it ran: package version + digest of the Python sources."
+    )
+    passed = models.BooleanField()
+    failed_check = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The first check that failed, or control that stayed green (blank when it passed).",
+    )
+
+    class Meta:
+        db_table = "reconcile_acceptance_runs"
+        ordering = ["-id"]
+        constraints = [
+            # A pass names no failed check; a failure names the one it stopped at.
+            models.CheckConstraint(
+                condition=Q(passed=True, failed_check="") | (Q(passed=False) & ~Q(failed_check="")),
+                name="acceptance_run_failure_named",
+            ),
+            models.CheckConstraint(
+                condition=~Q(ran_by="") & ~Q(code_version=""), name="acceptance_run_signed"
+            ),
+            models.CheckConstraint(
+                condition=Q(finished_at__gte=models.F("started_at")),
+                name="acceptance_run_finished_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"acceptance run {self.pk} ({'pass' if self.passed else 'FAIL'})"

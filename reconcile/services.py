@@ -1,6 +1,6 @@
-"""Reconciliation's writes a person asks for: a scan now, and decisions on retry candidates and
+"""Reconciliation's writes a person asks for: a scan now, decisions on retry candidates and
 unknown sends (each recorded on the findings, docs/concepts/reconciliation.md#decisions: "the
-report records every human decision").
+report records every human decision"), and the record of an acceptance run.
 
 The machinery lives in its own rooms: reconcile.scan (lease, read, stage),
 reconcile.publication (compare, report, repair, checkpoint) and reconcile.poll.
@@ -9,13 +9,15 @@ reconcile.publication (compare, report, repair, checkpoint) and reconcile.poll.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.db.models import QuerySet
 
+from conduit.code_version import code_version
 from ingress.models import Source
 from reconcile import clock
 from reconcile.lease import scan_state_for
-from reconcile.models import Decision, Finding, FindingKind, ScanState
+from reconcile.models import AcceptanceRun, Decision, Finding, FindingKind, ScanState
 from replies.services import Result, reply_close, unknown_authorize_retry
 
 logger = logging.getLogger("conduit.reconcile")
@@ -111,3 +113,23 @@ def decision_record_review(*, receipt_id: str, outcome: str, actor: str, note: s
     )
     if n:
         logger.info("quarantine review recorded receipt=%s findings=%s", receipt_id, n)
+
+
+def acceptance_run_record(
+    *, ran_by: str, started_at: datetime, finished_at: datetime, failed_check: str = ""
+) -> AcceptanceRun:
+    """Record one `manage.py acceptance` run on this deployment (its database), on the code version
+    running now: passed when no check failed and no control stayed green (`failed_check` names the
+    first that did). Called after the run's throwaway database is gone, so the row is the real one's."""
+    run = AcceptanceRun.objects.create(
+        ran_by=ran_by,
+        started_at=started_at,
+        finished_at=finished_at,
+        code_version=code_version(),
+        passed=not failed_check,
+        failed_check=failed_check[:300],
+    )
+    logger.info(
+        "acceptance run=%s passed=%s code_version=%s ran_by=%s", run.pk, run.passed, run.code_version, ran_by
+    )
+    return run

@@ -1,8 +1,11 @@
-"""The live-send gate every transport lookup passes through.
+"""The live-send gate every transport lookup passes through, and what enabling it requires.
 
 Transports themselves are the platforms' (conduit.providers); this is replies'
 side: building a reply route's transport, and refusing a live one unless the
-environment (CONDUIT_LIVE_SEND) and the route's owner both say on.
+environment (CONDUIT_LIVE_SEND) and the route's owner both say on. The owner may
+turn the route's flag on only while the acceptance contract passed on this code
+version and a person authorised the source's account connection
+(live_enable_refusals; docs/concepts/acceptance.md#live).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from django.conf import settings
 from conduit.loopback import credential_url_refusal
 from conduit.providers.base import Transport
 from conduit.providers.registry import get_adapter, transport_class
+from replies.hooks import live_send_gate_refusal
 from replies.models import ReplyRoute
 
 
@@ -24,6 +28,30 @@ class LiveSendDisabled(Exception):
 
 def live_send_allowed(route: ReplyRoute) -> bool:
     return settings.CONDUIT_LIVE_SEND and route.live_send_enabled
+
+
+def connection_refusal(route: ReplyRoute) -> str:
+    """Why the route's source may not act as its account live ("" once a person authorised it)."""
+    source = route.source
+    if source.connection_authorized_at is None:
+        return (
+            f"the account connection of source {source.name!r} has not been authorised by a person "
+            "(an owner: Ingress > Sources, action Authorize account connection)"
+        )
+    return ""
+
+
+def live_enable_refusals(route: ReplyRoute) -> list[str]:
+    """Why the route's live flag may not be turned on now, each missing requirement in words:
+    the acceptance contract's (the gate reconcile registers) and the account connection's."""
+    refusals = []
+    acceptance = live_send_gate_refusal(route)
+    if acceptance:
+        refusals.append(f"acceptance: {acceptance}")
+    connection = connection_refusal(route)
+    if connection:
+        refusals.append(f"connection: {connection}")
+    return refusals
 
 
 def is_live(name: str) -> bool:

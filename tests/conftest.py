@@ -82,6 +82,27 @@ def sandbox_source(db):
     return source
 
 
+def acceptance_passed(*, ran_by: str = "acceptance_tester") -> None:
+    """Record a passing `manage.py acceptance` run on the code version running now, through
+    reconcile's service: what a live route's enabling requires of the deployment."""
+    from django.utils import timezone
+
+    from reconcile.services import acceptance_run_record
+
+    now = timezone.now()
+    acceptance_run_record(ran_by=ran_by, started_at=now, finished_at=now)
+
+
+@pytest.fixture
+def live_ready(sandbox_source):
+    """What enabling a live route requires (docs/concepts/acceptance.md#live): a passing acceptance
+    run on this code version and the sandbox source's account connection authorised by a person."""
+    from ingress.services import source_connection_authorize
+
+    acceptance_passed()
+    return source_connection_authorize(source_id=sandbox_source.pk, actor="owner_test")
+
+
 @pytest.fixture
 def deliver(client):
     """POST a body to /webhooks/<source>/ through the Django test client, signed unless told."""

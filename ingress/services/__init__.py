@@ -22,11 +22,13 @@ from ingress.services.results import INGEST_ACTOR, EventResult, IngestResult, Pr
 from ingress.services.retention import retention_purge
 from ingress.services.sources import (
     APP_SHARED_FIELDS,
+    CONNECTION_FIELDS,
     CREDENTIAL_FIELDS,
     IMMUTABLE_FIELDS,
     MAX_NAME_LENGTH,
     REGISTERED_FIELDS,
     SourceConflict,
+    source_connection_authorize,
     source_connection_clear,
     source_door_refusals,
     source_reauth_require,
@@ -39,6 +41,7 @@ from ingress.services.sources import (
 
 __all__ = [
     "APP_SHARED_FIELDS",
+    "CONNECTION_FIELDS",
     "CREDENTIAL_FIELDS",
     "DELIVERY_CONFLICT",
     "EVENT_COLUMNS",
@@ -61,6 +64,7 @@ __all__ = [
     "quarantine_transition",
     "retention_purge",
     "source_door_refusals",
+    "source_connection_authorize",
     "source_connection_clear",
     "source_reauth_require",
     "source_reauthorized",

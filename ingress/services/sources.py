@@ -1,4 +1,5 @@
-"""Source registration, renames, edits, re-authorisation and the signing secret a source names."""
+"""Source registration, renames, edits, re-authorisation, the person's authorisation of the
+account connection, and the signing secret a source names."""
 
 from __future__ import annotations
 
@@ -63,6 +64,9 @@ APP_SHARED_FIELDS = ("secret_env", "secret_env_next", "verify_token_env")
 
 # The source's fields that name a credential variable.
 CREDENTIAL_FIELDS = ("secret_env", "secret_env_next", "verify_token_env", "token_env")
+# What the source acts as the account with: a change is another connection, which a person has not
+# authorised yet (the signing secrets only prove what the platform delivers, so they are not here).
+CONNECTION_FIELDS = ("token_env", "app_id")
 
 
 def source_door_refusals(source: Source) -> dict[str, str]:
@@ -273,7 +277,7 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
     """
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        before = {f: getattr(source, f) for f in (*IMMUTABLE_FIELDS, "trigger_keywords")}
+        before = {f: getattr(source, f) for f in (*IMMUTABLE_FIELDS, *CONNECTION_FIELDS, "trigger_keywords")}
         for name, value in changes.items():
             setattr(source, name, value)
         _validated(source)
@@ -295,6 +299,8 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
             raise SourceConflict(conflict)
         if source.trigger_keywords != before["trigger_keywords"]:
             source.trigger_rule_version = F("trigger_rule_version") + 1
+        if any(getattr(source, f) != before[f] for f in CONNECTION_FIELDS):
+            source.connection_authorized_by, source.connection_authorized_at = "", None
         source.save()
         source.refresh_from_db()
     return source
@@ -317,6 +323,30 @@ def source_reauthorized(*, source_id: int, actor: str) -> Source:
         Source.objects.filter(pk=source_id).update(needs_reauth=False)
         source.needs_reauth = False
     logger.info("source=%s re-authorised by actor=%s", source.name, actor)
+    return source
+
+
+def source_connection_authorize(*, source_id: int, actor: str) -> Source:
+    """A person authorises the account connection of a source (seed 000: account connection is a
+    human-only step): who and when are recorded, and its reply routes may then go live once the
+    acceptance contract passed too (docs/concepts/acceptance.md#live).
+
+    Refused (ValueError) without a person's name, or when the connection is already authorised
+    (the first authorisation stays on record). A change of the credentials the source acts with
+    (CONNECTION_FIELDS) clears the authorisation (source_update).
+    """
+    if not actor.strip():
+        raise ValueError("an account connection is authorised by a person: name them")
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)
+        if source.connection_authorized_at is not None:
+            raise ValueError(
+                f"the account connection of source {source.name!r} was already authorised by "
+                f"{source.connection_authorized_by} at {source.connection_authorized_at.isoformat()}"
+            )
+        source.connection_authorized_by, source.connection_authorized_at = actor, timezone.now()
+        source.save(update_fields=["connection_authorized_by", "connection_authorized_at", "updated_at"])
+    logger.info("source=%s account connection authorised by actor=%s", source.name, actor)
     return source
 
 

@@ -1,8 +1,10 @@
-"""Reconciliation in the admin: scan state, kept reports, retry candidates, replay decisions.
+"""Reconciliation in the admin: scan state, kept reports, retry candidates, replay decisions, and
+the acceptance record.
 
 Each module registers its own model admins; importing them here is the registration. The front
 page and the site's configuration are the console's (console/admin.py)."""
 
+from reconcile.admin.acceptance import AcceptanceRunAdmin
 from reconcile.admin.decisions import UnknownSendDecisionAdmin
 from reconcile.admin.findings import (
     FindingAdmin,
@@ -25,6 +27,7 @@ from reconcile.admin.reports import (
 from reconcile.admin.scans import FailingScanFilter, ScanStateAdmin
 
 __all__ = [
+    "AcceptanceRunAdmin",
     "COUNTER_GROUPS",
     "COUNTER_WORDS",
     "FOUND_BEFORE_REPLAYS_COUNTED",

@@ -21,12 +21,13 @@ from conduit.sql import fast_paths
 # its held inputs and its stop conditions); Conduit holds none of it.
 HUMAN_HELD = [
     "Credentials and account access: connecting an account and entering its secret (in the environment only).",
-    "Account connection: a human authorizes connecting each account, and the live transport stays disabled "
-    "until the acceptance contract passes and they do.",
+    "Account connection: a human authorizes connecting each account (an owner, Ingress › Sources, "
+    "Authorize account connection), and no reply route can go live until they did and the latest "
+    "acceptance run on this deployment passed on the running code version.",
     "Buyer data and every actual field value: real payloads never enter fixtures, tests or reports.",
     "Trigger policy, reply copy, consent, retention periods and platform judgment.",
     "Approval of every outward action (the review queue) and enabling any live send "
-    "(CONDUIT_LIVE_SEND=on and an owner's per-source switch).",
+    "(CONDUIT_LIVE_SEND=on and an owner's per-route switch).",
     "Quarantine decisions: every QUARANTINED receipt is reviewed by a human before any correction "
     "(Ingress › Quarantine receipts), and only policy-approved diagnostic metadata is kept.",
     "Every decision on SEND_STATUS_UNKNOWN and on reconciliation's retry candidates.",

@@ -2,9 +2,11 @@
 
 By what they read: reconcile.selectors.findings (the findings a person closes),
 .decision_requests (the reply ledger, as replay-decision requests), .health (sources and their
-scan state), .inspection (a health row in words) and .reports (one report's decisions and export).
+scan state), .inspection (a health row in words), .reports (one report's decisions and export)
+and .acceptance (the acceptance record live sending waits for).
 """
 
+from reconcile.selectors.acceptance import acceptance_refusal, latest_acceptance_run, live_route_gate
 from reconcile.selectors.decision_requests import (
     MAX_REQUEST_ATTEMPTS,
     declared_dedupe,
@@ -25,6 +27,7 @@ from reconcile.selectors.inspection import (
     age_words,
     cursor_words,
     failure_words,
+    live_routes_words,
     needs_a_person,
     source_inspection,
 )
@@ -42,10 +45,14 @@ __all__ = [
     "PERSON_KINDS",
     "RECEIPT_KINDS",
     "UNEXPECTED_RECEIPTS_QUEUE",
+    "acceptance_refusal",
     "age_words",
     "cursor_words",
     "declared_dedupe",
     "failure_words",
+    "latest_acceptance_run",
+    "live_route_gate",
+    "live_routes_words",
     "needs_a_person",
     "open_retry_candidates",
     "open_unexpected_receipts",

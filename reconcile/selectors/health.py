@@ -54,7 +54,11 @@ def source_health(*, source_ids: Iterable[int] | None = None) -> list[dict[str, 
         .values("event__source")
         .annotate(n=Count("id"), oldest=Min("created_at"))
     }
-    sources = Source.objects.order_by("name")
+    from reconcile.selectors.acceptance import acceptance_refusal
+
+    sources = Source.objects.order_by("name").prefetch_related("reply_routes")
+    # The deployment's acceptance record, read once: what each live route still stands on.
+    acceptance = acceptance_refusal()
     states = ScanState.objects.select_related("active_run")
     if only is not None:
         sources, states = sources.filter(pk__in=only), states.filter(source__in=only)
@@ -113,6 +117,9 @@ def source_health(*, source_ids: Iterable[int] | None = None) -> list[dict[str, 
                 # What the source names that the deployment refuses (a row from before the rule):
                 # a credential variable not declared for credentials, a URL off its platform's hosts.
                 "refused_settings": refused_settings(source),
+                # Each live route, and what its enabling needs that is missing now (an upgrade since
+                # the acceptance pass, an authorisation cleared by a credential change).
+                "live_routes": live_routes(source, acceptance),
                 **source_declarations(source),
             }
         )
@@ -134,6 +141,25 @@ def refused_settings(source) -> dict[str, str]:
         if refusal:
             refused[f"route {route.purpose} target_url"] = refusal
     return refused
+
+
+def live_routes(source, acceptance: str) -> list[dict[str, Any]]:
+    """The source's routes with live sending on: purpose, transport, and each requirement of
+    enabling it that is missing now (docs/concepts/acceptance.md#live); `acceptance` is the
+    deployment's acceptance refusal ("" when the latest run passed on this code version)."""
+    from replies.transports import connection_refusal
+
+    rows = []
+    for route in source.reply_routes.all():
+        if not route.live_send_enabled:
+            continue
+        route.source = source  # the row in hand, not a query per route
+        missing = [f"acceptance: {acceptance}"] if acceptance else []
+        connection = connection_refusal(route)
+        if connection:
+            missing.append(f"connection: {connection}")
+        rows.append({"purpose": route.purpose, "transport": route.transport_name, "missing": missing})
+    return rows
 
 
 def source_declarations(source) -> dict[str, Any]:

@@ -87,8 +87,24 @@ def source_inspection(source) -> list[tuple[str, str]]:
             "yes: " + "; ".join(limited) if limited else "no: a complete scan recovers every declared family",
         ),
         ("Review queue", reviews),
+        ("Live routes", live_routes_words(row["live_routes"])),
         ("Needs a person", "; ".join(reasons) if reasons else "no"),
     ]
+
+
+def live_routes_words(routes: list[dict[str, Any]]) -> str:
+    """A source's live routes in words: each purpose and transport, and what is missing now."""
+    if not routes:
+        return "none: no route sends live"
+    return "; ".join(
+        f"{r['purpose']} ({r['transport']}): "
+        + (
+            "acceptance passed on this code version, connection authorised"
+            if not r["missing"]
+            else "; ".join(r["missing"])
+        )
+        for r in routes
+    )
 
 
 def needs_a_person(row: dict[str, Any]) -> list[str]:
@@ -120,6 +136,14 @@ def needs_a_person(row: dict[str, Any]) -> list[str]:
         )
     for field, refusal in row.get("refused_settings", {}).items():
         reasons.append(f"{field} is refused ({refusal}): correct it in Ingress > Sources or Reply routes")
+    for route in row.get("live_routes", []):
+        # Live routes keep sending through an upgrade; a person decides: rerun acceptance, or turn
+        # the route off (docs/concepts/acceptance.md#live).
+        if route["missing"]:
+            reasons.append(
+                f"route {route['purpose']} is live while its enabling would be refused now "
+                f"({'; '.join(route['missing'])})"
+            )
     for key, words in (
         (
             "stranded_sends",

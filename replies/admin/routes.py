@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from conduit.providers.registry import TRANSPORTS
 from replies import services
 from replies.models import ReplyRoute, SendBudget
-from replies.transports import route_url_refusal
+from replies.transports import live_enable_refusals, route_url_refusal
 
 
 class ReplyRouteForm(forms.ModelForm):
@@ -46,7 +46,18 @@ class ReplyRouteAdmin(admin.ModelAdmin):
     list_display = ("source", "purpose", "transport_name", "target_url", "live_send_enabled", "updated_at")
     list_filter = ("source", "transport_name", "live_send_enabled")
     list_select_related = ("source",)
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("live_requirements", "created_at", "updated_at")
+
+    @admin.display(description="Live sending requires")
+    def live_requirements(self, obj: ReplyRoute | None) -> str:
+        """What turning live sending on needs now, and which of it is missing: a passing acceptance
+        run on this code version, and a person's authorisation of the account connection."""
+        if obj is None or not obj.pk:
+            return "an acceptance pass on this code version and an authorised account connection"
+        refusals = live_enable_refusals(obj)
+        if not refusals:
+            return "met: acceptance passed on this code version and the account connection is authorised"
+        return "missing: " + "; ".join(refusals)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
         fields = self.readonly_fields
@@ -94,7 +105,32 @@ class ReplyRouteAdmin(admin.ModelAdmin):
                 refusal = route_url_refusal(transport, data.get("target_url", ""))
                 if refusal:
                     form_self.add_error("target_url", refusal)
+            if source and "live_send_enabled" in form_self.fields and data.get("live_send_enabled"):
+                self._live_checked(form_self, data, source)
             return data
 
         form.clean = clean
         return form
+
+    @staticmethod
+    def _live_checked(form: forms.ModelForm, data: dict, source: Any) -> None:
+        """The refusal reply_route_update gives, on the form: which of the acceptance pass and the
+        account connection's authorisation is missing (docs/concepts/acceptance.md#live)."""
+        stored = form.instance  # its stored values still: the form's values go in after clean()
+        route = ReplyRoute(
+            source=source,
+            purpose=data.get("purpose") or form.instance.purpose,
+            transport_name=data.get("transport_name") or form.instance.transport_name,
+            target_url=data.get("target_url", form.instance.target_url),
+            live_send_enabled=True,
+        )
+        unchanged = (
+            stored.pk is not None
+            and stored.live_send_enabled
+            and (stored.transport_name, stored.target_url) == (route.transport_name, route.target_url)
+        )
+        if unchanged:  # already live where it says: the service leaves it as it is
+            return
+        refusals = live_enable_refusals(route)
+        if refusals:
+            form.add_error("live_send_enabled", "Live sending stays off: " + "; ".join(refusals))

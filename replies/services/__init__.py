@@ -25,7 +25,13 @@ from replies.services.resolution import (
     unknown_confirm_sent,
 )
 from replies.services.results import Result
-from replies.services.routes import ROUTE_FIELDS, RouteConflict, reply_route_declare, reply_route_update
+from replies.services.routes import (
+    ROUTE_FIELDS,
+    LiveSendRefused,
+    RouteConflict,
+    reply_route_declare,
+    reply_route_update,
+)
 from replies.services.window import (
     PRIVATE_PURPOSE,
     WINDOW_CLOSABLE,
@@ -43,6 +49,7 @@ __all__ = [
     "WINDOW_CLOSABLE",
     "WINDOW_CLOSER",
     "ActionPlan",
+    "LiveSendRefused",
     "Lookup",
     "Result",
     "RouteConflict",

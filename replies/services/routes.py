@@ -8,13 +8,17 @@ from django.db import transaction
 from conduit.providers.registry import TRANSPORTS
 from ingress.models import Source
 from replies.models import ReplyRoute
-from replies.transports import route_url_refusal
+from replies.transports import live_enable_refusals, route_url_refusal
 
 # --- reply routes --------------------------------------------------------------------------
 
 
 class RouteConflict(Exception):
     """A declaration that would silently change an existing route."""
+
+
+class LiveSendRefused(ValueError):
+    """A route asked to go live while the acceptance contract or the connection's authorisation is missing."""
 
 
 # What a declaration names; the live flag is the owner's, set only by reply_route_update.
@@ -69,15 +73,31 @@ def reply_route_declare(
 
 
 def reply_route_update(*, route_id: int, changes: dict) -> ReplyRoute:
-    """Apply a person's edit to a route (transport, target, or the owner's live flag)."""
+    """Apply a person's edit to a route (transport, target, or the owner's live flag).
+
+    Turning the live flag on, or pointing a live route somewhere else, is refused
+    (LiveSendRefused, naming each missing requirement) unless the latest acceptance run passed
+    on this code version and a person authorised the source's account connection
+    (docs/concepts/acceptance.md#live). Turning it off is always allowed; a route already live
+    keeps its flag through an upgrade (doctor says when its acceptance pass is not current).
+    """
     allowed = {*ROUTE_FIELDS, "live_send_enabled"}
     unknown = set(changes) - allowed
     if unknown:
         raise ValueError(f"a route's {', '.join(sorted(unknown))} cannot be changed")
     with transaction.atomic():
         route = ReplyRoute.objects.select_for_update().select_related("source").get(pk=route_id)
+        before = (route.live_send_enabled, *(getattr(route, f) for f in ROUTE_FIELDS))
         for name, value in changes.items():
             setattr(route, name, value)
         _route_validated(route, route.source)
+        after = (route.live_send_enabled, *(getattr(route, f) for f in ROUTE_FIELDS))
+        if route.live_send_enabled and after != before:
+            refusals = live_enable_refusals(route)
+            if refusals:
+                raise LiveSendRefused(
+                    f"live sending for {route.purpose!r} of source {route.source.name!r} stays off: "
+                    + "; ".join(refusals)
+                )
         route.save()
     return route

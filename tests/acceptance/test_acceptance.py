@@ -370,7 +370,7 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
 
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [sys.executable, "manage.py", "acceptance", "--json"],
+        [sys.executable, "manage.py", "acceptance", "--json", "--actor", "acceptance_subprocess_test"],
         cwd=root,
         env={**subprocess_env(), "CONDUIT_LOG_LEVEL": "WARNING"},
         capture_output=True,
@@ -408,6 +408,17 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
     assert "inbound_event_key_unique" in {c["name"] for c in schema["inbound_events"]["constraints"]}
     assert {"event_key", "seen_count"} <= {c["name"] for c in schema["inbound_events"]["columns"]}
     assert report["human_held_checklist"] == outputs.HUMAN_HELD
+    # The run is recorded in the configured database (this test's), its throwaway one gone.
+    from conduit.code_version import code_version
+    from reconcile.models import AcceptanceRun
+
+    recorded = AcceptanceRun.objects.get(pk=report["recorded"]["run"])
+    assert (recorded.ran_by, recorded.passed, recorded.failed_check, recorded.code_version) == (
+        "acceptance_subprocess_test",
+        True,
+        "",
+        code_version(),
+    )
     # Each uniqueness control fails on the duplicate it planted, not on a refused delivery.
     uniqueness = [
         c
@@ -447,5 +458,6 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
         "unique inbound_event_key_unique: UNIQUE (event_key)",
         "[ ] Quarantine decisions:",
         "[ ] Account connection:",
+        "Recorded as acceptance run ",
     ):
         assert heading in text, heading

@@ -155,7 +155,7 @@ def test_copy_is_versioned_and_only_declared_purposes_get_copy(admin_client, pen
     assert response.status_code == 200 and b"not a declared purpose" in response.content
 
 
-def test_only_owners_may_enable_live_sending_on_a_route(client, sandbox_source):
+def test_only_owners_may_enable_live_sending_on_a_route(client, sandbox_source, live_ready):
     """The owner-only live flag moved from the source to its reply routes; the rule did not change."""
     from django.contrib.auth.models import Permission
 

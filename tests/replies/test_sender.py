@@ -261,7 +261,7 @@ def live_transport(monkeypatch):
 
 
 def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code(
-    wire, planned, live_transport
+    wire, planned, live_transport, live_ready
 ):
     wire(None, transport_name="live_test", live_send_enabled=True)
     action, _ = planned()
@@ -275,7 +275,7 @@ def test_canary_aimed_at_a_live_transport_fails_closed_before_any_transport_code
 
 @pytest.mark.parametrize("env, flag", [("off", True), ("on", False), ("off", False)])
 def test_live_transports_stay_off_unless_environment_and_owner_both_say_on(
-    wire, planned, live_transport, settings, env, flag
+    wire, planned, live_transport, settings, env, flag, live_ready
 ):
     settings.CONDUIT_LIVE_SEND = env == "on"
     wire(None, transport_name="live_test", live_send_enabled=flag)
@@ -288,7 +288,9 @@ def test_live_transports_stay_off_unless_environment_and_owner_both_say_on(
     assert SendAttempt.objects.get(action=action).transport == "not_sent"
 
 
-def test_with_both_switches_on_the_live_transport_is_used(wire, planned, live_transport, settings):
+def test_with_both_switches_on_the_live_transport_is_used(
+    wire, planned, live_transport, settings, live_ready
+):
     settings.CONDUIT_LIVE_SEND = True
     wire(None, transport_name="live_test", live_send_enabled=True)
     action, _ = planned()

@@ -8,7 +8,14 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 
 from ingress.services.subscriptions import subscriptions_check
-from reconcile.selectors import age_words, cursor_words, failure_words, needs_a_person, source_health
+from reconcile.selectors import (
+    age_words,
+    cursor_words,
+    failure_words,
+    live_routes_words,
+    needs_a_person,
+    source_health,
+)
 
 
 def _replies(answers: str) -> str:
@@ -23,7 +30,9 @@ class Command(BaseCommand):
         "unexpected receipts (a reply the provider shows that Conduit closed or never planned), each event "
         "family's declared recovery and loss limitation, whether recovery is limited, whose receipts "
         "reconciliation compares, and for "
-        "Meta sources whether the app is still subscribed (read from Meta's subscribed_apps now). "
+        "Meta sources whether the app is still subscribed (read from Meta's subscribed_apps now), and each "
+        "live reply route with what its enabling would miss now (an acceptance pass on this code version, "
+        "the account connection's authorisation). "
         "Exits 1 when something needs a person."
     )
 
@@ -108,6 +117,7 @@ class Command(BaseCommand):
                     f"  receipts compared {compared if isinstance(compared, str) else ', '.join(compared)}"
                     " (other routes' sends are left as they are: not compared)"
                 )
+                self.stdout.write(f"  live routes       {live_routes_words(row['live_routes'])}")
                 reasons = attention[row["source"]]
                 self.stdout.write(f"  needs a person    {'; '.join(reasons) if reasons else 'no'}")
         if any(attention.values()):

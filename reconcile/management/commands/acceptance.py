@@ -1,20 +1,50 @@
-"""acceptance: run the acceptance checks and controls (docs/concepts/acceptance.md#checks), and
-print the acceptance report."""
+"""acceptance: run the acceptance checks and controls (docs/concepts/acceptance.md#checks), print
+the acceptance report, and record the run (who, when, code version, pass or the first failure)."""
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
+import os
 import sys
+from datetime import datetime
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 from django.test.utils import setup_test_environment, teardown_test_environment
+from django.utils import timezone
 
 from conduit.sql import fast_paths
 from conduit.standins import testkit
+from reconcile.models import AcceptanceRun
 from reconcile.proof import acceptance, outputs
+from reconcile.services import acceptance_run_record
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's bare user)
+        return f"uid {os.getuid()}"
+
+
+def _first_failure(report: dict) -> str:
+    """The first check that failed or control that stayed green, in words; "" when none did."""
+    for row in report["acceptance"]["rows"]:
+        if not row["ok"]:
+            return row["row"]
+    for control in report["acceptance"]["instrument_integrity"]:
+        if control["ran"] and not control["ok"]:
+            return f"control {control['row']} with {control['fault']} stayed green"
+    return ""
+
+
+def _record(actor: str, started: datetime, failed_check: str) -> AcceptanceRun:
+    return acceptance_run_record(
+        ran_by=actor, started_at=started, finished_at=timezone.now(), failed_check=failed_check
+    )
 
 
 class Command(BaseCommand):
@@ -22,29 +52,55 @@ class Command(BaseCommand):
         "Run every acceptance check (docs/concepts/acceptance.md) and its positive controls on a throwaway database "
         "created on the configured server, then print the acceptance report (event contract, field "
         "maps, storage schema, state transitions, synthetic fixture, canary result, reconciliation "
-        "report, results and the human-held checklist). Exits 1 when a check fails or a control "
-        "stays green."
+        "report, results and the human-held checklist). Records the run in the configured "
+        "database (who ran it, when, the code version, pass or the first failure): a live reply "
+        "route can be enabled only while the latest run passed on the running code version. "
+        "Exits 1 when a check fails or a control stays green."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")
+        parser.add_argument(
+            "--actor",
+            default="",
+            help="who is running it, recorded with the run (default: the operating-system user)",
+        )
 
-    def handle(self, *args, as_json: bool, **options) -> None:
+    def handle(self, *args, as_json: bool, actor: str = "", **options) -> None:
+        actor = actor.strip() or _os_user()
+        started = timezone.now()
         setup_test_environment()
         old_name = connection.settings_dict["NAME"]
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
         # The planted faults make noise on purpose (tracebacks of deliberate 500s): the run's log
         # lines and stderr are held, and shown with -v 2 or when something failed.
+        crashed = None
         try:
             with testkit.console_held() as held, contextlib.redirect_stderr(held):
                 report = self._run()
+        except Exception as exc:  # recorded as a failed run below, then raised
+            crashed = exc
         finally:
             connection.creation.destroy_test_db(old_name, verbosity=0)
             teardown_test_environment()
+        # The throwaway database is gone: the connection is the deployment's again, and the run is
+        # recorded there (a record written before would have been destroyed with it).
+        if crashed is not None:
+            _record(actor, started, f"the run raised {type(crashed).__name__}")
+            raise crashed
         lines = held.getvalue()
-        ok = all(r["ok"] for r in report["acceptance"]["rows"]) and all(
-            c["ok"] for c in report["acceptance"]["instrument_integrity"] if c["ran"]
-        )
+        failed = _first_failure(report)
+        ok = not failed
+        run = _record(actor, started, failed)
+        report["recorded"] = {
+            "run": run.pk,
+            "passed": run.passed,
+            "failed_check": run.failed_check,
+            "code_version": run.code_version,
+            "ran_by": run.ran_by,
+            "started_at": run.started_at.isoformat(),
+            "finished_at": run.finished_at.isoformat(),
+        }
         if as_json:
             self.stdout.write(json.dumps(report, indent=2, default=str))
         else:
@@ -221,3 +277,9 @@ class Command(BaseCommand):
         w("\n9. Human-held checklist")
         for item in report["human_held_checklist"]:
             w(f"   [ ] {item}")
+        run = report["recorded"]
+        w(
+            f"\nRecorded as acceptance run {run['run']} in this deployment's database: "
+            f"{'PASS' if run['passed'] else 'FAIL (' + run['failed_check'] + ')'}, code version "
+            f"{run['code_version']}, by {run['ran_by']} at {run['finished_at']}"
+        )
