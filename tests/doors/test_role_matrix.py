@@ -193,7 +193,7 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
     from rest_framework.authtoken.models import Token, TokenProxy
 
     from ingress.models import IgnoredUpdate, SelfAuthoredItem
-    from reconcile.models import CanaryReport
+    from reconcile.models import AcceptanceRun, CanaryReport
     from replies.models import CanarySinkRecord, ReplyAction
     from replies.services import send_budget_set
 
@@ -226,6 +226,9 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
     )
     IgnoredUpdate.objects.create(source=source, name="comment.edited", count=1, last_seen_at=now)
     CanaryReport.objects.create(created_at=now, actor="tester", ok=True, summary={}, expectations=[])
+    AcceptanceRun.objects.create(
+        started_at=now, finished_at=now, ran_by="tester", code_version="0.1.0+matrix", passed=True
+    )
     subject = User.objects.create_user(
         "matrix_subject_test"
     )  # the auth pages' user, with a device and a token
