@@ -49,16 +49,22 @@ def report_later_decisions(report) -> list[dict[str, Any]]:
         .values_list("created_at", flat=True)
         .first()
     )
-    taken = Q(decided_at__lte=report.created_at) & (Q(decided_at__gt=previous) if previous else Q())
+
+    def since_previous(field: str) -> Q:
+        return Q(**{f"{field}__lte": report.created_at}) & (
+            Q(**{f"{field}__gt": previous}) if previous else Q()
+        )
+
     earlier = (
-        Finding.objects.filter(taken, report__source_id=report.source_id, report_id__lt=report.pk)
+        Finding.objects.filter(
+            since_previous("decided_at"), report__source_id=report.source_id, report_id__lt=report.pk
+        )
         .exclude(decision="")
         .order_by("decided_at", "id")
     )
     rows = [{**_finding_row(f), "report": f.report_id} for f in earlier]
-    reviewed = Q(reviewed_at__lte=report.created_at) & (Q(reviewed_at__gt=previous) if previous else Q())
     reviews = (
-        QuarantineReceipt.objects.filter(reviewed, source_id=report.source_id)
+        QuarantineReceipt.objects.filter(since_previous("reviewed_at"), source_id=report.source_id)
         .exclude(Exists(Finding.objects.filter(quarantine_receipt=OuterRef("receipt_id"))))
         .order_by("reviewed_at", "id")
     )

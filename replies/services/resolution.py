@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from conduit.providers.base import Ambiguous
+from conduit.statemachine import Outcome
 from replies.ledger import reply_action_transition
 from replies.models import DeliveryState as S
 from replies.models import ReplyAction, ReplyCopy
@@ -17,13 +18,16 @@ from replies.signals import person_resolved
 from replies.transports import LiveSendDisabled, transport_for
 
 
-def _resolved(*, action_id: int, how: str, actor: str, reason: str, result: Result) -> Result:
-    """Tell the apps built on replies that a person's resolution applied (`person_resolved`, in
-    the caller's transaction: reconciliation records it on the action's open findings)."""
+def _resolved(outcome: Outcome, *, action_id: int, how: str, actor: str, reason: str, done: str) -> Result:
+    """A person's resolution as its move ended: refused, or applied and told to the apps built on
+    replies (`person_resolved`, in the caller's transaction: reconciliation records it on the
+    action's open findings)."""
+    if not outcome.applied:
+        return _refused(outcome)
     person_resolved.send(
-        sender=ReplyAction, action_id=action_id, how=how, actor=actor, reason=reason, result=result.message
+        sender=ReplyAction, action_id=action_id, how=how, actor=actor, reason=reason, result=done
     )
-    return result
+    return Result(True, done)
 
 
 def reply_close(
@@ -70,14 +74,13 @@ def reply_close(
             expected=expected,
             extra={"next_attempt_at": None},
         )
-        if not outcome.applied:
-            return _refused(outcome)
         return _resolved(
+            outcome,
             action_id=action_id,
             how="close",
             actor=actor,
             reason=reason or f"closed without reply by a person ({reason_code})",
-            result=Result(True, "closed without reply"),
+            done="closed without reply",
         )
 
 
@@ -150,15 +153,15 @@ def stranded_retry_now(*, action_id: int, actor: str, reason: str = "") -> Resul
             expected=S.FAILED_BEFORE_SEND,
             extra={"next_attempt_at": None},
         )
-        if not outcome.applied:
-            return _refused(outcome)
-        _enqueue_on_commit(action_id)
+        if outcome.applied:
+            _enqueue_on_commit(action_id)
         return _resolved(
+            outcome,
             action_id=action_id,
             how="retry_now",
             actor=actor,
             reason=reason or "retry now asked by a person",
-            result=Result(True, "retry queued under the same reply key"),
+            done="retry queued under the same reply key",
         )
 
 
@@ -176,14 +179,13 @@ def unknown_confirm_sent(*, action_id: int, actor: str, provider_reply_id: str, 
             expected=S.SEND_STATUS_UNKNOWN,
             extra={"provider_reply_id": provider_reply_id[:200], "last_error_code": ""},
         )
-        if not outcome.applied:
-            return _refused(outcome)
         return _resolved(
+            outcome,
             action_id=action_id,
             how="confirm_sent",
             actor=actor,
             reason=reason or f"confirmed sent by a person who verified receipt {provider_reply_id[:200]}",
-            result=Result(True, "marked SENT with the receipt you gave"),
+            done="marked SENT with the receipt you gave",
         )
 
 
@@ -225,12 +227,11 @@ def unknown_authorize_retry(*, action_id: int, actor: str, reason: str = "") -> 
             message = "the lookup shows no send: retry authorized under the same reply key"
             if outcome.applied:
                 _enqueue_on_commit(action_id)
-        if not outcome.applied:
-            return _refused(outcome)
         return _resolved(
+            outcome,
             action_id=action_id,
             how="authorize_retry",
             actor=actor,
             reason=reason or "retry authorized by a person, the receipt looked up first",
-            result=Result(True, message),
+            done=message,
         )

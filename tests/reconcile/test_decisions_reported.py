@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 
 from ingress.models import QuarantineReceipt
 from ingress.services import quarantine_review
+from ingress.signals import quarantine_reviewed
 from reconcile import repairs, services
 from reconcile.models import Finding, ReconcileReport
 from reconcile.selectors import report_decisions, report_json_chunks, report_later_decisions
@@ -215,6 +216,23 @@ def test_a_quarantine_review_of_a_refused_replay_decides_its_finding(
     assert [f["quarantine_receipt"] for f in exported if f["kind"] == "MISSING_LOCAL"] == [
         str(receipt.receipt_id)
     ]
+
+
+def test_without_the_review_recording_the_check_names_the_missing_decision(replay_refused):
+    """Positive control: the receiver that records a quarantine review disconnected, the review
+    still applies but the refused replay's finding stays undecided, and the check says so."""
+    finding, receipt, _ = replay_refused
+    assert quarantine_reviewed.disconnect(dispatch_uid="reconcile.decision_record_review")
+    try:
+        assert quarantine_review(
+            receipt_id=receipt.pk, outcome="DISMISSED", actor="reviewer_test", note=""
+        ).applied
+        with pytest.raises(AssertionError, match="no decision recorded on finding"):
+            decision_reported(finding, "DISMISSED", "reviewer_test")
+    finally:
+        quarantine_reviewed.connect(
+            services.decision_record_review, dispatch_uid="reconcile.decision_record_review"
+        )
 
 
 def test_a_quarantine_review_of_a_webhook_body_is_in_the_next_report(source_side, deliver, scan):
