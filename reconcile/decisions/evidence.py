@@ -116,7 +116,8 @@ class HttpSemanticsModel:
         (conduit/providers/meta/errors.py), the one table the Meta transports acted on: its
         ambiguous tokens -> not_established (a 4xx from Meta is not always "not applied":
         20/1772107 was seen after the comment had been created), its not-applied tokens ->
-        not_applied, `already_replied` -> applied.
+        not_applied, `already_replied` -> applied; only for a reply received (a reason token
+        recorded with transport `sent` is not the receiver's: the no-response rule answers).
     http-semantics/timeout: the evidence is a timeout -> not_established
         ("such as a timeout")
     http-semantics/dropped: the connection was reset or closed -> not_established
@@ -150,7 +151,9 @@ class HttpSemanticsModel:
         status = attempt.get("http_status")
         conflicting = Answer("not_established", "http-semantics/conflicting-signals")
         tabled = evidence_answers().get(text.strip())
-        if tabled is not None:  # a transport's own error table knows this reason
+        # A transport's own error table knows this reason; with no reply received (transport `sent`)
+        # the reason is not the receiver's, and the no-response rule below answers.
+        if tabled is not None and attempt.get("transport") != "sent":
             return Answer(*tabled)
         if _TIMEOUT.search(text):
             return Answer("not_established", "http-semantics/timeout")
