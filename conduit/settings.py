@@ -95,6 +95,13 @@ CONDUIT_CREDENTIAL_PREFIXES = tuple(
     if prefix.strip()
 )
 
+# Keys that encrypt the access tokens Conduit stores (conduit/credentials.py), comma-separated
+# Fernet keys: the first encrypts, every one decrypts; `manage.py credentials_rotate` re-encrypts
+# under the first. Unset: no credential can be stored, and a deployment holding some refuses to start.
+CONDUIT_CREDENTIAL_KEYS = tuple(
+    key.strip() for key in env.str("CONDUIT_CREDENTIAL_KEYS", default="").split(",") if key.strip()
+)
+
 MIDDLEWARE = [
     # Outermost: counts every webhook request by source and status, refusals included.
     "conduit.metrics.WebhookMetricsMiddleware",

@@ -10,6 +10,9 @@ command="${1:-}"
 [ $# -gt 0 ] && shift
 case "$command" in
   web)
+    # gunicorn runs no system checks: refuse to start here on one that fails (stored
+    # credentials no configured key reads, a ranged setting out of range).
+    "$PY" manage.py check --fail-level ERROR
     exec "$PY" -m gunicorn --config deploy/gunicorn.conf.py conduit.wsgi:application "$@"
     ;;
   worker)

@@ -22,7 +22,7 @@ from ingress.models import (
     SelfAuthoredItem,
     Source,
 )
-from ingress.selectors import source_identity_holder
+from ingress.selectors import access_token_words, source_identity_holder
 
 
 class CommaList(forms.CharField):
@@ -118,10 +118,16 @@ class SourceAdmin(admin.ModelAdmin):
         "connection_authorized_at",
         "created_at",
         "updated_at",
+        "access_token",
         "declared_families",
         "inspection",
     )
     actions = ["reauthorized", "connection_authorize"]
+
+    @admin.display(description="Access token")
+    def access_token(self, obj: Source) -> str:
+        """The stored token's last four characters, scopes and expiry; never the token."""
+        return access_token_words(obj) if obj is not None and obj.pk else "-"
 
     @admin.display(description="Declared event families")
     def declared_families(self, obj: Source) -> str:

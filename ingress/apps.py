@@ -8,7 +8,12 @@ class IngressConfig(AppConfig):
     verbose_name = "Ingress"
 
     def ready(self) -> None:
+        from django.core import checks
         from django.db.backends.signals import connection_created
+
+        from ingress.checks import credentials_readable
+
+        checks.register(credentials_readable, "conduit")
 
         from conduit.prepared import recovering_cursors
 

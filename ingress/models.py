@@ -122,6 +122,38 @@ class Source(models.Model):
         return self.name
 
 
+class SourceCredential(models.Model):
+    """The access token a source acts with, encrypted (conduit/credentials.py), and what is known
+    of it. Read first, before the variable `token_env` names; the token itself is never shown:
+    `last_four`, the scopes and the expiry are."""
+
+    source = models.OneToOneField(Source, on_delete=models.CASCADE, related_name="credential")
+    sealed_token = models.TextField(editable=False)
+    last_four = models.CharField(max_length=4, editable=False)
+    scopes = models.JSONField(default=list, blank=True, editable=False)
+    issued_at = models.DateTimeField(editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    stored_by = models.CharField(max_length=150, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # Sealed, never plaintext: a Fernet token (version, time, IV, a block or more, MAC:
+            # 73 bytes or more) is at least 100 url-safe base64 characters and starts "gAAAAA".
+            models.CheckConstraint(
+                condition=Q(sealed_token__regex=r"^gAAAAA[A-Za-z0-9_=-]{94,}$"), name="credential_sealed"
+            ),
+            models.CheckConstraint(condition=~Q(stored_by=""), name="credential_stored_by"),
+            models.CheckConstraint(
+                condition=Q(expires_at__isnull=True) | Q(expires_at__gt=F("issued_at")),
+                name="credential_expires_after_issue",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}: …{self.last_four}"
+
+
 class EventState(models.TextChoices):
     RECEIVED = "RECEIVED"
     RECORD_READY = "RECORD_READY"

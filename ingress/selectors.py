@@ -2,31 +2,75 @@
 
 import copy
 import functools
+import logging
 
 from django.db import connection
 from django.db.models import QuerySet
 
+from conduit.credentials import CredentialUndecryptable, opened
 from conduit.logging import register_secret
 from conduit.loopback import credential_url_refusal
 from conduit.process_secrets import secret_read
 from conduit.providers.base import SourceConfig
 from conduit.providers.registry import get_adapter
 from conduit.sql import fast_paths, from_row, select_list
-from ingress.models import QuarantineReceipt, Source
+from ingress.models import QuarantineReceipt, Source, SourceCredential
+
+logger = logging.getLogger("conduit.ingress")
+
+
+def credential_token(source: Source) -> str | None:
+    """The stored token of `source`, decrypted, or None when it stores none.
+
+    CredentialUndecryptable when no configured key opens it: the caller stops, never falls
+    back to another token."""
+    sealed_token = (
+        SourceCredential.objects.filter(source_id=source.pk).values_list("sealed_token", flat=True).first()
+    )
+    if sealed_token is None:
+        return None
+    try:
+        token = opened(sealed_token)
+    except CredentialUndecryptable:
+        logger.error("source=%s: its stored credential decrypts under no configured key", source.name)
+        raise
+    register_secret(token)
+    return token
+
+
+def access_token_words(source: Source) -> str:
+    """Where the source's access token comes from, in words: the stored one's last four
+    characters, scopes and expiry, or the variable it names; never the token."""
+    credential = SourceCredential.objects.filter(source_id=source.pk).first()
+    if credential is None:
+        return f"not stored: read from the variable {source.token_env}" if source.token_env else "none"
+    expiry = (
+        f"expires {credential.expires_at:%Y-%m-%d %H:%M} UTC"
+        if credential.expires_at
+        else "no expiry recorded"
+    )
+    return (
+        f"stored encrypted: …{credential.last_four}; scopes {', '.join(credential.scopes) or '(not recorded)'}; "
+        f"{expiry}; stored by {credential.stored_by} at {credential.updated_at:%Y-%m-%d %H:%M} UTC"
+    )
 
 
 def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
     """The trusted configuration an adapter reads; `with_token` adds the access token a
-    reader presents (read from the variable the source names, registered as a secret)."""
+    reader presents: the one Conduit stores for the source (sealed at rest), else the one in the
+    variable the source names; registered as a secret either way.
+
+    A stored token no configured key decrypts raises CredentialUndecryptable: never a fallback
+    to the variable, never an empty token in its place."""
     token = ""
     hosts = get_adapter(source.adapter).credential_hosts
     # A read URL the token may not go to (a row written before the rule) reads no token at all.
-    if (
-        with_token
-        and source.token_env
-        and (hosts is None or not credential_url_refusal(source.source_url, hosts))
-    ):
-        token = secret_read(source.token_env) or ""
+    if with_token and (hosts is None or not credential_url_refusal(source.source_url, hosts)):
+        stored = credential_token(source)
+        if stored is not None:
+            token = stored
+        elif source.token_env:
+            token = secret_read(source.token_env) or ""
         if token:
             register_secret(token)
     return SourceConfig(

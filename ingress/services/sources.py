@@ -309,7 +309,7 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
 def source_reauthorized(*, source_id: int, actor: str) -> Source:
     """A person replaced a source's access token: clear `needs_reauth` so its waiting sends resume.
 
-    Refused (ValueError) while the token variable the source names is empty: clearing the flag
+    Refused (ValueError) while the source has no token (none stored, its variable empty): clearing the flag
     then would only send into the same refusal. The waiting actions keep their reply keys and
     states, so nothing is sent twice; the sender's schedule picks them up.
     """
@@ -317,8 +317,8 @@ def source_reauthorized(*, source_id: int, actor: str) -> Source:
         source = Source.objects.select_for_update().get(pk=source_id)
         if not source_config(source, with_token=True).access_token:
             raise ValueError(
-                f"source {source.name!r} has no access token in its variable "
-                f"{source.token_env or '(none named)'}: set the new token first"
+                f"source {source.name!r} has no access token (none stored, none in its variable "
+                f"{source.token_env or '(none named)'}): set the new token first"
             )
         Source.objects.filter(pk=source_id).update(needs_reauth=False)
         source.needs_reauth = False

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from conduit.credentials import CredentialUndecryptable
 from conduit.providers.base import PageFailure, SourcePage
 from conduit.providers.registry import get_adapter
 from conduit.statemachine import record_created
@@ -90,8 +91,12 @@ def _accepts(adapter, keyword: str) -> bool:
 def _page_read(source: Source, run: ReconcileRun, base_url: str | None) -> SourcePage:
     """The one external call: the next page of the run's window. Raises PageFailure."""
     adapter = get_adapter(source.adapter)
+    try:
+        config = source_config(source, with_token=True)
+    except CredentialUndecryptable as exc:
+        raise PageFailure("credentials", "credential_undecryptable", str(exc)) from None
     kwargs = dict(
-        config=source_config(source, with_token=True),
+        config=config,
         base_url=base_url or source.source_url,
         since=run.since,
         until=run.until,

@@ -20,6 +20,7 @@ def source_health(*, source_ids: Iterable[int] | None = None) -> list[dict[str, 
     from django.db.models import Count, Max, Min
 
     from ingress.models import QuarantineReceipt, QuarantineState, Source
+    from ingress.selectors import access_token_words
     from reconcile import clock
     from reconcile.models import Finding, ReconcileReport, RepairOutcome, ScanState
     from replies.models import DeliveryState
@@ -114,6 +115,8 @@ def source_health(*, source_ids: Iterable[int] | None = None) -> list[dict[str, 
                 # Meta sources: what the last read of subscribed_apps found wrong ("" when nothing).
                 "subscription_problem": source.subscription_problem,
                 "needs_reauth": source.needs_reauth,
+                # The stored token's last four, scopes and expiry, or the variable named; never the token.
+                "access_token": access_token_words(source),
                 # What the source names that the deployment refuses (a row from before the rule):
                 # a credential variable not declared for credentials, a URL off its platform's hosts.
                 "refused_settings": refused_settings(source),

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from conduit.credentials import CredentialUndecryptable
 from conduit.metrics import observe_send
 from conduit.providers.base import Ambiguous, NotSent
 from conduit.sql import update_rows
@@ -202,6 +203,8 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
         copy = approved_copy(source_id=source.pk, purpose=action.purpose, copy_version=action.copy_version)
     except LiveSendDisabled:
         return not_sent("live_send_disabled")
+    except CredentialUndecryptable:  # logged where it was found; never a send without the token
+        return not_sent("credential_undecryptable")
     except (KeyError, ValueError):  # an unknown transport name or an address it refuses
         return not_sent("transport_misconfigured")
     except ReplyCopy.DoesNotExist:

@@ -27,7 +27,9 @@ class Command(BaseCommand):
         "Print each source's health: checkpoint, active scan with its scan id and cursor, due time, last "
         "error (class, code, streak and Conduit's message), the review queue (replies waiting, the oldest's "
         "age), stranded and unknown sends, failed repairs, quarantine waiting, retry candidates and "
-        "unexpected receipts (a reply the provider shows that Conduit closed or never planned), each event "
+        "unexpected receipts (a reply the provider shows that Conduit closed or never planned), where its access "
+        "token comes from (stored encrypted: its last four characters, scopes and expiry; or the variable "
+        "named), each event "
         "family's declared recovery and loss limitation, whether recovery is limited, whose receipts "
         "reconciliation compares, and for "
         "Meta sources whether the app is still subscribed (read from Meta's subscribed_apps now), and each "
@@ -102,6 +104,7 @@ class Command(BaseCommand):
                     f"  unexpected receipts {row['unexpected_receipts']}"
                     f"{' (Reconciliation > Findings, queue: unexpected receipts)' if row['unexpected_receipts'] else ''}"
                 )
+                self.stdout.write(f"  access token      {row['access_token']}")
                 if row["source_system"].startswith("meta-"):
                     self.stdout.write(f"  subscription      {row['subscription_problem'] or 'ok'}")
                 for family in row["families"]:

@@ -1,0 +1,57 @@
+"""The system check on stored credentials: Conduit refuses to start when it holds credentials it
+cannot read (no key set, a key that is not one, or a credential no key decrypts), instead of
+failing at the first send. manage.py's commands (the worker's included) run it first; the web
+process runs `manage.py check` before gunicorn (deploy/entrypoint.sh)."""
+
+from __future__ import annotations
+
+from django.core import checks
+from django.db import DatabaseError
+
+from conduit.credentials import key_refusal
+
+KEYS_MISSING = "ingress.E001"
+KEY_INVALID = "ingress.E002"
+UNDECRYPTABLE = "ingress.E003"
+
+
+def credentials_readable(app_configs=None, **kwargs) -> list:
+    from django.conf import settings
+
+    from ingress.models import SourceCredential
+    from ingress.services.credentials import credentials_unreadable
+
+    keys = settings.CONDUIT_CREDENTIAL_KEYS
+    refusal = key_refusal(keys)
+    if refusal:
+        return [
+            checks.Error(
+                refusal, id=KEY_INVALID, hint="Give Fernet keys, comma-separated, the new one first."
+            )
+        ]
+    try:
+        stored = SourceCredential.objects.count()
+        if not stored:
+            return []
+        if not keys:
+            return [
+                checks.Error(
+                    f"{stored} stored credential(s) and CONDUIT_CREDENTIAL_KEYS is not set",
+                    id=KEYS_MISSING,
+                    hint="Set CONDUIT_CREDENTIAL_KEYS to the key(s) that sealed them "
+                    "(docs/configuration.md#credentials).",
+                )
+            ]
+        unreadable = credentials_unreadable()
+    except DatabaseError:  # no database yet, or before the credential table's migration
+        return []
+    if unreadable:
+        return [
+            checks.Error(
+                f"stored credential(s) of {', '.join(unreadable)} decrypt under no key in "
+                "CONDUIT_CREDENTIAL_KEYS",
+                id=UNDECRYPTABLE,
+                hint="Put back the key that sealed them (after the new one), or connect the accounts again.",
+            )
+        ]
+    return []
