@@ -22,6 +22,7 @@ WORK_LINKS = {
     "stranded_sends": ("replies.StrandedSendQueue", ""),
     "failed_scans": ("reconcile.ScanState", "?failing=yes"),
     "sources_attention": ("ingress.Source", "?attention=yes"),
+    "tokens_expiring": ("ingress.Source", "?attention=token"),
 }
 
 

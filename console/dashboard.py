@@ -38,6 +38,7 @@ def _oldest_by_id(rows: QuerySet, field: str) -> datetime | None:
 def work_counts() -> list[dict]:
     """Each queue's count and oldest item, without URLs or permissions (the admin adds those)."""
     from ingress.models import QuarantineReceipt, QuarantineState, Source
+    from ingress.services.credentials import credentials_expiring
     from reconcile.models import ScanState
     from reconcile.selectors import open_retry_candidates, open_unexpected_receipts
     from replies.models import DeliveryState, ReplyAction
@@ -52,6 +53,7 @@ def work_counts() -> list[dict]:
     failed = ScanState.objects.exclude(last_error_code="")
     credentials = failed.filter(last_error_class="credentials").count()
     attention = Source.objects.exclude(subscription_problem="")
+    expiring = credentials_expiring()
     return [
         {
             "key": "review_pending",
@@ -113,5 +115,13 @@ def work_counts() -> list[dict]:
             "meaning": "Meta no longer delivers this account's notifications (subscription problem).",
             "count": attention.count(),
             "oldest": _oldest(attention, "subscription_checked_at"),
+        },
+        {
+            "key": "tokens_expiring",
+            "label": "Access tokens expiring",
+            "meaning": "Accounts whose stored access token expires within 7 days, or did: the hourly "
+            "refresh could not renew it, so reconnect the account before its sends stop.",
+            "count": expiring.count(),
+            "oldest": _oldest(expiring, "expires_at"),
         },
     ]

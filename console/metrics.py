@@ -134,7 +134,7 @@ class LedgerCollector:
             "Consecutive failed page calls of the source's scan.",
             labels=["source"],
         )
-        reauth = 0
+        reauth: set[int] = set()
         states = ScanState.objects.values_list(
             "source",
             "last_completed_at",
@@ -152,12 +152,22 @@ class LedgerCollector:
             lag.add_metric([name], max(0.0, (now - (completed or created)).total_seconds()))
             interval.add_metric([name], every)
             streak.add_metric([name], failures)
-            reauth += error_class == "credentials"
+            if error_class == "credentials":
+                reauth.add(source_id)
         yield from (last_complete, lag, interval, streak)
+        reauth |= set(Source.objects.filter(needs_reauth=True).values_list("pk", flat=True))
         yield GaugeMetricFamily(
             "conduit_sources_needing_reauth",
-            "Sources whose last page failed on credentials: a person must re-authorise.",
-            value=reauth,
+            "Sources whose access token Meta refused (a page, a send or the token refresh): a person "
+            "must reconnect them.",
+            value=len(reauth),
+        )
+        from ingress.services.credentials import credentials_expiring
+
+        yield GaugeMetricFamily(
+            "conduit_access_tokens_expiring",
+            "Stored access tokens that expire within 7 days (or already did).",
+            value=credentials_expiring(now).count(),
         )
 
         yield GaugeMetricFamily(

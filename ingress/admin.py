@@ -82,15 +82,20 @@ SOURCE_INSPECTIONS: list[Callable[[Source], list[tuple[str, str]]]] = []
 
 
 class AttentionFilter(admin.SimpleListFilter):
-    """Sources a person must look at: Meta no longer delivers their notifications."""
+    """Sources a person must look at: Meta no longer delivers their notifications, or their stored
+    access token expires within 7 days."""
 
     title = "needs attention"
     parameter_name = "attention"
 
     def lookups(self, request, model_admin):
-        return [("yes", "subscription problem")]
+        return [("yes", "subscription problem"), ("token", "access token expiring")]
 
     def queryset(self, request, queryset):
+        from ingress.services.credentials import credentials_expiring
+
+        if self.value() == "token":
+            return queryset.filter(pk__in=credentials_expiring().values("source_id"))
         return queryset.exclude(subscription_problem="") if self.value() == "yes" else queryset
 
 

@@ -23,3 +23,10 @@ def subscriptions_check() -> int:
     from ingress.services.subscriptions import subscriptions_check as check
 
     return sum(1 for problem in check().values() if problem)
+
+
+def credentials_refresh() -> int:
+    """The hourly schedule: keep each stored access token alive; returns how many were refused."""
+    from ingress.services.credentials import credentials_refresh as refresh
+
+    return sum(1 for outcome in refresh().values() if outcome == "refused")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -123,3 +123,101 @@ def credentials_unreadable() -> list[str]:
         except CredentialUndecryptable:
             unreadable.append(name)
     return unreadable
+
+
+REFRESH_ACTOR = "system:token-refresh"
+EXPIRING_WITHIN = timedelta(days=7)  # the front page, the metric and its alert count these
+
+
+def credentials_expiring(now: datetime | None = None):
+    """Stored credentials that expire within 7 days (or already did), of sources still sending."""
+    now = now or timezone.now()
+    return SourceCredential.objects.filter(expires_at__lte=now + EXPIRING_WITHIN, source__canary=False)
+
+
+def credentials_refresh(*, now: datetime | None = None, timeout: float = 10.0) -> dict[str, str]:
+    """Keep every stored token alive (the adapter's `token_renew`): an Instagram Login token is
+    refreshed once 24 hours old, a Facebook one inspected for validity, expiry and scopes.
+    {source name: outcome}.
+
+    Meta refusing the token (or a stored expiry already past) marks the source `needs_reauth`:
+    its sends wait, `doctor` and the alert say so, and a person reconnects it. A new token is
+    stored only if the credential is still the one that was refreshed (a person may have stored
+    another meanwhile). Run hourly by the schedule; canary sources and sources already waiting
+    for a person are left out.
+    """
+    from conduit.providers.registry import get_adapter
+    from ingress.selectors import credential_token
+    from ingress.services.sources import source_reauth_require
+
+    now = now or timezone.now()
+    found: dict[str, str] = {}
+    rows = SourceCredential.objects.select_related("source").filter(
+        source__canary=False, source__needs_reauth=False
+    )
+    for credential in rows.order_by("source__name"):
+        source = credential.source
+        renew = getattr(get_adapter(source.adapter), "token_renew", None)
+        if renew is None:
+            continue
+        try:
+            token = credential_token(source)
+        except CredentialUndecryptable:
+            found[source.name] = "undecryptable"
+            continue
+        if credential.expires_at is not None and credential.expires_at <= now:
+            renewal_outcome, problem = "refused", "the stored access token has expired: reconnect the account"
+            renewal = None
+        else:
+            renewal = renew(
+                base_url=source.source_url,
+                access_token=token or "",
+                issued_at=credential.issued_at,
+                now=now,
+                timeout=timeout,
+            )
+            renewal_outcome, problem = renewal.outcome, renewal.problem
+        if renewal_outcome == "refused":
+            source_reauth_require(source_id=source.pk)
+            logger.warning("source=%s token refresh refused: %s", source.name, problem)
+        elif renewal_outcome == "failed":
+            logger.warning("source=%s token refresh failed, asked again next run: %s", source.name, problem)
+        elif renewal_outcome == "refreshed":
+            register_secret(renewal.access_token)
+            renewal_outcome = _refreshed_store(credential, renewal, now)
+        elif renewal_outcome == "checked":
+            _checked_store(credential, renewal)
+        found[source.name] = renewal_outcome
+    return found
+
+
+def _refreshed_store(credential: SourceCredential, renewal, now: datetime) -> str:
+    with transaction.atomic():
+        current = SourceCredential.objects.select_for_update().filter(pk=credential.pk).first()
+        if current is None or current.sealed_token != credential.sealed_token:
+            logger.info(
+                "source_id=%s token refreshed but replaced meanwhile: kept the newer", credential.source_id
+            )
+            return "replaced_meanwhile"
+        SourceCredential.objects.filter(pk=credential.pk).update(
+            sealed_token=sealed(renewal.access_token),
+            last_four=renewal.access_token[-4:],
+            issued_at=now,
+            expires_at=renewal.expires_at,
+            stored_by=REFRESH_ACTOR,
+            updated_at=now,
+        )
+    logger.info("source_id=%s token refreshed (…%s)", credential.source_id, renewal.access_token[-4:])
+    return "refreshed"
+
+
+def _checked_store(credential: SourceCredential, renewal) -> None:
+    changes = {}
+    if renewal.expires_at is not None and renewal.expires_at > credential.issued_at:
+        changes["expires_at"] = renewal.expires_at
+    if renewal.scopes is not None:
+        changes["scopes"] = sorted(set(renewal.scopes))
+    if changes:
+        SourceCredential.objects.filter(pk=credential.pk, sealed_token=credential.sealed_token).update(
+            **changes
+        )

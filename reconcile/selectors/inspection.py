@@ -112,13 +112,14 @@ def needs_a_person(row: dict[str, Any]) -> list[str]:
     reasons = []
     if row["needs_reauth"]:
         reasons.append(
-            "needs re-authorisation: Meta refused its access token (190), so its sends wait; "
-            "replace the token in its variable, then clear the flag (Ingress > Sources)"
+            "needs re-authorisation: Meta refused its access token, so its sends wait; "
+            "replace the token (manage.py credentials_store, or its variable), then clear the flag "
+            "(Ingress > Sources)"
         )
     if row["last_error_class"] == "credentials":
         reasons.append(
             f"its access token was refused ({row['last_error_code']}): a person must "
-            "re-authorise the source and set the new token in its variable"
+            "re-authorise the source and store the new token (or set it in its variable)"
         )
     elif row["last_error_code"]:
         streak = f", {row['failures']} failure(s) in a row" if row["failures"] > 1 else ""

@@ -23,6 +23,9 @@ route sets on one port, and keeps its state in SQLite so a restart loses nothing
     GET  /{conversation-id}?fields=messages[{id,created_time,from,to,message}]
          -> {"messages": {"data": [...], "paging"?}, "id"}, newest first; details only for the 20 newest
     GET  /{message-id}?fields=id,created_time,from,to,message   (an error past the 20 newest)
+    GET  /refresh_access_token?grant_type=ig_refresh_token   (Instagram host, no version)
+         -> {"access_token", "token_type": "bearer", "expires_in"}: a new token, 60 days from now
+    GET  /debug_token?input_token=   {"data": {"is_valid", "expires_at", ...}} (Facebook host)
     GET  /{page-id|ig-id}/subscribed_apps             {"data": [{"id", "name", "subscribed_fields"}]}
     POST /{ig-comment-id}/replies  message=           public reply -> {"id"}     (both hosts)
     POST /{comment-id}/comments    message=           public reply -> {"id"}     (Facebook)
@@ -57,6 +60,10 @@ The control API (never counted as Graph calls):
     POST /_sim/messages       {"account", "from_id", "to_id"?, "text", "from_name"?, "created_time"?,
                                "notify"} -> {"mid", "conversation_id"}
     POST /_sim/subscriptions  {"account", "app_id", "fields": [...]}   ([] = unsubscribed)
+    POST /_sim/tokens         {"token"?, "expires_in"? | "expires_at"?, "issued_at"?, "valid"?, "scopes"?}
+                              -> {"token", "expires_at"}: from the first, every Graph call's token
+                              must be registered and unexpired (else 190; 190/463 once expired)
+    POST /_sim/clock          {"advance_seconds"}: move the simulator's clock (token expiry, refresh)
     POST /_sim/faults         {"mode", "count", "code", "subcode", "status", "message", "user_title",
                                "user_msg", "latency_ms", "retry_minutes", "hang_seconds",
                                "path_contains", "method", "call_count"}

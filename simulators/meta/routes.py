@@ -242,6 +242,9 @@ class Router:
     def get(self, host: str, node: str, edge: str | None, query: dict, base_url: str, path: str) -> dict:
         if node == "debug_token" and edge is None and host != "instagram":
             # The Facebook host's token inspection (graph.instagram.com has none).
+            known = self.state.token_debug(query.get("input_token", [""])[0])
+            if known is not None:
+                return {"data": {**known, "type": "USER", "app_id": self.state.app_id or ""}}
             return {
                 "data": {
                     "is_valid": self.state.token_valid,

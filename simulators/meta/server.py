@@ -25,6 +25,8 @@ def _graph_path(path: str) -> tuple[str, list[str]] | None:
     host = "facebook"
     if segments and segments[0] == "instagram":
         host, segments = "instagram", segments[1:]
+        if segments == ["refresh_access_token"]:  # documented without a version
+            return host, segments
     if not segments or not VERSION.match(segments[0]) or len(segments) not in (2, 3):
         return None
     return host, segments[1:]
@@ -154,6 +156,10 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     return self._json(
                         200, {"expires_at": state.token_expires_at, "is_valid": state.token_valid}
                     )
+                if (method, name) == ("POST", "tokens"):
+                    return self._json(200, state.token_register(data))
+                if (method, name) == ("POST", "clock"):
+                    return self._json(200, state.clock_advance(float(data["advance_seconds"])))
                 if (method, name) == ("POST", "faults"):
                     return self._json(200, state.fault_add(data))
                 if (method, name) == ("DELETE", "faults"):
@@ -219,6 +225,10 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     raise GraphError(104)
                 host, segments = parsed
                 node, edge = segments[0], (segments[1] if len(segments) > 1 else None)
+                if node == "refresh_access_token" and host == "instagram" and method == "GET":
+                    return self._json(200, state.token_refresh(token, query))
+                if node != "debug_token":  # debug_token inspects a token; it is not refused for one
+                    state.token_check(token)
                 if method == "GET":
                     answer = router.get(host, node, edge, query, self._base_url(), split.path)
                 else:

@@ -7,8 +7,9 @@ from simulators.meta.faults import FaultLog
 from simulators.meta.notifications import Notifications
 from simulators.meta.reads import Reads
 from simulators.meta.store import Store
+from simulators.meta.tokens import Tokens
 from simulators.meta.writes import Writes
 
 
-class SimulatorState(Content, Reads, Writes, Notifications, FaultLog, Store):
+class SimulatorState(Content, Reads, Writes, Notifications, FaultLog, Tokens, Store):
     """Everything the simulator knows, in one SQLite database behind one lock."""

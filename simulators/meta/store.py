@@ -80,6 +80,7 @@ class Store:
         # What GET /debug_token reports for every token: unix expiry (0: never, as a Page token) and
         # validity. In memory only: tests set it per run through POST /_sim/token.
         self.token_expires_at, self.token_valid = 0, True
+        self._tokens_init()  # per-token checking, off until a test registers one (tokens.py)
         self.db = sqlite3.connect(state_path or ":memory:", check_same_thread=False, isolation_level=None)
         if state_path:
             self.db.execute("PRAGMA journal_mode=WAL")

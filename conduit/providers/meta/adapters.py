@@ -23,7 +23,7 @@ from conduit.providers.base import (
     Rejection,
     SharedCallback,
 )
-from conduit.providers.meta import graph, subscriptions, webhook
+from conduit.providers.meta import graph, subscriptions, tokens, webhook
 from conduit.providers.meta.graph import GRAPH_HOSTS
 from conduit.providers.meta.platform_readers import MetaInstagramReader, MetaPageReader
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
@@ -105,6 +105,14 @@ class _MetaAccount:
             base_url=base_url, access_token=access_token, now=now, timeout=timeout
         )
         return "; ".join(p for p in (problem, expiry) if p)
+
+    def token_renew(
+        self, *, base_url: str, access_token: str, issued_at: datetime, now: datetime, timeout: float
+    ) -> tokens.TokenRenewal:
+        """Keep a stored token alive: refresh an Instagram Login one, inspect a Facebook one."""
+        return tokens.token_renew(
+            base_url=base_url, access_token=access_token, issued_at=issued_at, now=now, timeout=timeout
+        )
 
     def comment_created_at(
         self, *, base_url: str, comment_ref: str, access_token: str, timeout: float

@@ -11,9 +11,9 @@ assumed. A token's expiry is read where the token type allows
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
 
 from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_get
+from conduit.providers.meta.tokens import instagram_host
 
 # doctor warns this long before a token's expiry (Instagram Login tokens last 60 days).
 EXPIRY_WARNING_DAYS = 7
@@ -69,11 +69,6 @@ def subscription_problem(
     return ""
 
 
-def _instagram_host(base_url: str) -> bool:
-    parts = urlsplit(base_url)
-    return parts.hostname == "graph.instagram.com" or parts.path.strip("/").split("/")[:1] == ["instagram"]
-
-
 def token_expiry_problem(*, base_url: str, access_token: str, now: datetime, timeout: float) -> str:
     """What is wrong with the token's lifetime, in Conduit's words, or "" (also when it cannot be read).
 
@@ -81,7 +76,7 @@ def token_expiry_problem(*, base_url: str, access_token: str, now: datetime, tim
     (a Page token). On the Instagram host there is no such read: those tokens last 60 days and
     must be refreshed (`GET /refresh_access_token`), which the README says.
     """
-    if not access_token or _instagram_host(base_url):
+    if not access_token or instagram_host(base_url):
         return ""
     try:
         data = graph_get(

@@ -50,7 +50,7 @@ LISTS = {
 
 
 def test_every_recorded_list_answer_is_named_here():
-    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | {
+    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | set(TOKENS) | {
         "instagram/answer_comment__with_replies",
         "instagram/answer_conversation__messages",
         "instagram/answer_conversation__messages_documented",
@@ -168,6 +168,43 @@ def test_a_recorded_send_answer_is_a_receipt_with_its_id(name):
         "http://127.0.0.1:9/instagram/v25.0", token="t", account_ref="17841000000000999", object="instagram"
     )
     assert transport._receipt_id(answer) == answer[key]
+
+
+# Token answers: what keeping a stored token alive reads from each.
+TOKENS = {"instagram/answer_refresh_access_token__refreshed"}
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
+def test_a_recorded_refresh_answer_is_a_new_token_and_its_lifetime(name, monkeypatch):
+    from datetime import datetime, timedelta, timezone
+
+    from conduit.providers.meta import tokens
+    from conduit.providers.meta.graph import GraphResponse
+
+    answer = recorded(name)
+    asked = {}
+
+    def graph_get(**call):
+        asked.update(call)
+        return GraphResponse(answer, len(json.dumps(answer)), None)
+
+    monkeypatch.setattr(tokens, "graph_get", graph_get)
+    now = datetime(2026, 1, 10, tzinfo=timezone.utc)
+    renewal = tokens.token_renew(
+        base_url="https://graph.instagram.com/v26.0",
+        access_token="IGQ_test_old",
+        issued_at=now - timedelta(days=2),
+        now=now,
+        timeout=5,
+    )
+    assert (renewal.outcome, renewal.access_token) == ("refreshed", answer["access_token"])
+    assert renewal.expires_at == now + timedelta(seconds=answer["expires_in"])
+    # Asked as Meta documents it: the host's root, no version, grant_type ig_refresh_token.
+    assert (asked["base_url"], asked["path"], asked["params"]) == (
+        "https://graph.instagram.com",
+        "refresh_access_token",
+        {"grant_type": "ig_refresh_token"},
+    )
 
 
 # Error envelopes: what the table makes of each (outcome, reason).

@@ -407,6 +407,25 @@ def planted(code: int, **fault):
     return ask
 
 
+def ig_token_refreshed(sim, rec):
+    token = control(sim, "tokens", expires_in=30 * DAY, issued_at=time.time() - 2 * DAY)["token"]
+    status, answer, _ = call(
+        f"{sim.root}/instagram/refresh_access_token", params={"grant_type": "ig_refresh_token"}, token=token
+    )
+    assert status == 200, answer
+    return answer
+
+
+def expired_token(sim, rec):
+    """Token checking on: a token past its expiry, as Meta answers it (not a planted fault)."""
+    accounts(sim)
+    token = control(sim, "tokens", expires_in=60)["token"]
+    control(sim, "clock", advance_seconds=120)
+    status, answer, _ = call(f"{sim.url}/{PAGE}/feed", token=token)
+    assert status == 400
+    return answer
+
+
 def without_a_token(sim, rec):
     accounts(sim)
     status, answer, _ = call(f"{sim.url}/{PAGE}/feed", token=None)
@@ -447,6 +466,7 @@ SCENARIOS = {
         ig_private_reply_too_late, drop=frozenset({"$.error.fbtrace_id"})
     ),
     "meta_instagram/answer_error__code2500_ig_host": Scenario(ig_unknown_edge),
+    "meta_instagram/answer_refresh_access_token__refreshed": Scenario(ig_token_refreshed),
     # The simulator serves id, created_time, message and updated_time of a post; the rest of the
     # recording's fields (attachments, picture, ...) are not compared.
     "meta_page/answer_feed__time_paged": Scenario(
@@ -475,6 +495,18 @@ SCENARIOS = {
     "meta_page/answer_error__code200_permission": Scenario(planted(200)),
 }
 ANSWERS = sorted(f"{p.parent.parent.name}/{p.stem}" for p in FIXTURES.glob("meta_*/recorded/answer_*.json"))
+
+
+def test_an_expired_token_is_refused_in_the_recorded_shape_and_wording(sim):
+    """The recorded 190/463 is asked of the simulator's own token clock, not a planted fault."""
+    name = "meta_page/answer_error__code190_expired"
+    answer = expired_token(sim, recorded(name))
+    assert compare(recorded(name), answer) == []
+    assert re.fullmatch(
+        r"Error validating access token: Session has expired on \w+day, \d\d-\w{3}-\d\d \d\d:\d\d:\d\d PST\. "
+        r"The current time is \w+day, \d\d-\w{3}-\d\d \d\d:\d\d:\d\d PST\.",
+        answer["error"]["message"],
+    ), answer["error"]["message"]
 
 
 def test_every_recorded_answer_has_its_scenario():
