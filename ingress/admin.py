@@ -191,8 +191,9 @@ class SourceAdmin(admin.ModelAdmin):
             if not source.needs_reauth:
                 return "Does not need re-authorisation: nothing changes."
             return (
-                f"Its waiting sends go out with the token now in {source.token_env or '(no variable named)'}; "
-                "set the new token there first."
+                "Its waiting sends go out with the token now stored for it (or in "
+                f"{source.token_env or '(no variable named)'}); store the new token first. "
+                "A Graph call with it is made first: sending resumes only if it succeeds."
             )
 
         return confirmed_action(

@@ -309,17 +309,28 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
 def source_reauthorized(*, source_id: int, actor: str) -> Source:
     """A person replaced a source's access token: clear `needs_reauth` so its waiting sends resume.
 
-    Refused (ValueError) while the source has no token (none stored, its variable empty): clearing the flag
-    then would only send into the same refusal. The waiting actions keep their reply keys and
-    states, so nothing is sent twice; the sender's schedule picks them up.
+    Refused (ValueError) while the source has no token (none stored, its variable empty), or when
+    a Graph call with the new token fails (the adapter's `token_verify`, made before the flag is
+    cleared, with Conduit's words for why): clearing the flag then would only send into the same
+    refusal. The waiting actions keep their reply keys and states, so nothing is sent twice; the
+    sender's schedule picks them up.
     """
+    source = Source.objects.get(pk=source_id)
+    token = source_config(source, with_token=True).access_token
+    if not token:
+        raise ValueError(
+            f"source {source.name!r} has no access token (none stored, none in its variable "
+            f"{source.token_env or '(none named)'}): set the new token first"
+        )
+    verify = getattr(get_adapter(source.adapter), "token_verify", None)
+    if verify is not None:
+        problem = verify(
+            base_url=source.source_url, account=source.account_ref, access_token=token, timeout=10.0
+        )
+        if problem:
+            raise ValueError(f"source {source.name!r} stays waiting: {problem}")
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        if not source_config(source, with_token=True).access_token:
-            raise ValueError(
-                f"source {source.name!r} has no access token (none stored, none in its variable "
-                f"{source.token_env or '(none named)'}): set the new token first"
-            )
         Source.objects.filter(pk=source_id).update(needs_reauth=False)
         source.needs_reauth = False
     logger.info("source=%s re-authorised by actor=%s", source.name, actor)

@@ -114,6 +114,12 @@ class _MetaAccount:
             base_url=base_url, access_token=access_token, issued_at=issued_at, now=now, timeout=timeout
         )
 
+    def token_verify(self, *, base_url: str, account: str, access_token: str, timeout: float) -> str:
+        """ "" when a Graph call with the token reads the account, else what went wrong."""
+        return tokens.token_verify(
+            base_url=base_url, account=account, access_token=access_token, timeout=timeout
+        )
+
     def comment_created_at(
         self, *, base_url: str, comment_ref: str, access_token: str, timeout: float
     ) -> datetime:

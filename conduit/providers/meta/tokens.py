@@ -65,6 +65,24 @@ def _failure(exc: GraphCallFailed, what: str) -> TokenRenewal:
     return TokenRenewal("failed", problem=f"{what} failed ({exc.kind})")
 
 
+def token_verify(*, base_url: str, account: str, access_token: str, timeout: float) -> str:
+    """ "" when a Graph call with `access_token` reads the account (`GET /{account}?fields=id`);
+    else what went wrong, in Conduit's words (a reconnect clears needs_reauth only on "")."""
+    try:
+        answer = graph_get(
+            base_url=base_url,
+            path=account,
+            params={"fields": "id"},
+            access_token=access_token,
+            timeout=timeout,
+        ).document
+    except GraphCallFailed as exc:
+        return _failure(exc, "reading the account with the new token").problem
+    if str(answer.get("id", "")) != account:
+        return "reading the account with the new token answered another account"
+    return ""
+
+
 def token_renew(
     *, base_url: str, access_token: str, issued_at: datetime, now: datetime, timeout: float
 ) -> TokenRenewal:

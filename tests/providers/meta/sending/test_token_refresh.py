@@ -130,6 +130,13 @@ def test_a_refused_token_stops_sends_alerts_and_reconnecting_resumes_each_waitin
     assert _gauge("conduit_sources_needing_reauth") == 1
     assert credentials_refresh() == {}  # a source waiting for a person is not asked again
 
+    # A token Meta refuses does not clear the flag: the reconnect makes a Graph call with it first.
+    credential_store(source_id=instagram.pk, token="IGQnotIssuedByMeta000000000", actor="owner_test")
+    with pytest.raises(ValueError, match=r"stays waiting: Meta refused the access token \(190\)"):
+        source_reauthorized(source_id=instagram.pk, actor="owner_test")
+    instagram.refresh_from_db()
+    assert instagram.needs_reauth and reply_send_next() is None
+
     # Reconnect: the new token stored, then the flag cleared; each waiting send goes out once.
     credential_store(source_id=instagram.pk, token=_token(graph, expires_in=60 * DAY), actor="owner_test")
     source_reauthorized(source_id=instagram.pk, actor="owner_test")
