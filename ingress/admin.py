@@ -127,7 +127,7 @@ class SourceAdmin(admin.ModelAdmin):
         "declared_families",
         "inspection",
     )
-    actions = ["reauthorized", "connection_authorize"]
+    actions = ["reauthorized", "connection_authorize", "subscription_verify"]
 
     @admin.display(description="Access token")
     def access_token(self, obj: Source) -> str:
@@ -239,6 +239,39 @@ class SourceAdmin(admin.ModelAdmin):
             queryset,
             title="Authorize account connection",
             action="connection_authorize",
+            apply=apply,
+            describe=describe,
+        )
+
+    @admin.action(permissions=["authorize_connection"], description="Subscribe the app and verify")
+    def subscription_verify(self, request: HttpRequest, queryset: QuerySet):
+        """Owners only: ask the platform to deliver the source's fields to the app, then read the
+        subscription back; a failure is shown with its reason, never reported as subscribed."""
+        from ingress.services.subscriptions import source_subscribe
+
+        def apply(source: Source, note: str) -> tuple[bool, str]:
+            try:
+                problem = source_subscribe(source_id=source.pk)
+            except ValueError as exc:
+                return False, str(exc)
+            return (
+                (False, f"not subscribed: {problem}")
+                if problem
+                else (True, "subscribed, read back and verified")
+            )
+
+        def describe(source: Source) -> str:
+            return (
+                f"Asks Meta to deliver {', '.join(source.event_types) or 'nothing'} for {source.account_ref} "
+                "to the app (POST subscribed_apps), then reads the subscription back."
+            )
+
+        return confirmed_action(
+            self,
+            request,
+            queryset,
+            title="Subscribe the app and verify",
+            action="subscription_verify",
             apply=apply,
             describe=describe,
         )

@@ -26,6 +26,7 @@ route sets on one port, and keeps its state in SQLite so a restart loses nothing
     GET  /refresh_access_token?grant_type=ig_refresh_token   (Instagram host, no version)
          -> {"access_token", "token_type": "bearer", "expires_in"}: a new token, 60 days from now
     GET  /debug_token?input_token=   {"data": {"is_valid", "expires_at", ...}} (Facebook host)
+    POST /{page-id|ig-id}/subscribed_apps  subscribed_fields=a,b   the token's app subscribes -> {"success": true}
     GET  /{page-id|ig-id}/subscribed_apps             {"data": [{"id", "name", "subscribed_fields"}]}
     POST /{ig-comment-id}/replies  message=           public reply -> {"id"}     (both hosts)
     POST /{comment-id}/comments    message=           public reply -> {"id"}     (Facebook)

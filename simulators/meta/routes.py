@@ -381,4 +381,12 @@ class Router:
             )
         if kind == "account" and edge == "messages":
             return self.state.private_reply(node=node, host=host, body=params)
+        if kind == "account" and edge == "subscribed_apps":
+            # The app the token belongs to subscribes to the named fields (graph-api/reference/
+            # page/subscribed_apps, "Creating"): {"success": true}.
+            fields = [f for f in str(params.get("subscribed_fields") or "").split(",") if f]
+            if not fields or not self.state.app_id:
+                raise GraphError(100, message="(#100) Invalid parameter")
+            self.state.subscription_set(account=node, app_id=self.state.app_id, fields=fields)
+            return {"success": True}
         raise GraphError(100, message=f"(#100) Unsupported post request ({edge})")

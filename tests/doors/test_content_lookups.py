@@ -29,7 +29,11 @@ CSRF = re.compile(rb'name="csrfmiddlewaretoken" value="[^"]+"')
 NOT_BUYER_CONTENT = {
     ("ingress", "quarantinereceipt", "review_note"): "written by the staff member who reviewed it",
     ("replies", "replycopy", "text"): "the business's approved copy, which reviewers must read",
-    ("ingress", "sourcecredential", "sealed_token"): "an access token sealed at rest, never shown or searched",
+    (
+        "ingress",
+        "sourcecredential",
+        "sealed_token",
+    ): "an access token sealed at rest, never shown or searched",
 }
 
 

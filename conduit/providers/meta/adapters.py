@@ -114,6 +114,19 @@ class _MetaAccount:
             base_url=base_url, access_token=access_token, issued_at=issued_at, now=now, timeout=timeout
         )
 
+    def subscribe(
+        self, *, account: str, event_types: frozenset[str], base_url: str, access_token: str, timeout: float
+    ) -> str:
+        """Subscribe the app to the account's fields (POST subscribed_apps): "" or why not."""
+        return subscriptions.subscribe(
+            object_=self.object,
+            account=account,
+            event_types=event_types,
+            base_url=base_url,
+            access_token=access_token,
+            timeout=timeout,
+        )
+
     def token_verify(self, *, base_url: str, account: str, access_token: str, timeout: float) -> str:
         """ "" when a Graph call with the token reads the account, else what went wrong."""
         return tokens.token_verify(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_get
+from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_get, graph_request
 from conduit.providers.meta.tokens import instagram_host
 
 # doctor warns this long before a token's expiry (Instagram Login tokens last 60 days).
@@ -30,6 +30,47 @@ NEEDED_FIELDS = {
         "message.created": "messages",
     },
 }
+
+# Asked for with a needed field though no event type needs them: a Page's own messages come back
+# as message echoes only on this field (Instagram's come on `messages`), and they tell Conduit's
+# sends from the buyer's messages.
+ASKED_WITH = {"page": {"messages": ("message_echoes",)}}
+
+
+def subscribe(
+    *,
+    object_: str,
+    account: str,
+    event_types: frozenset[str],
+    base_url: str,
+    access_token: str,
+    timeout: float,
+) -> str:
+    """Subscribe the token's app to the fields the event types need
+    (`POST /{account}/subscribed_apps?subscribed_fields=...`): "" when Meta answers success, else
+    why not in Conduit's words. The caller reads the subscription back: success is not proof."""
+    needed = {NEEDED_FIELDS.get(object_, {}).get(t) for t in event_types} - {None}
+    fields = sorted(needed | {extra for f in needed for extra in ASKED_WITH.get(object_, {}).get(f, ())})
+    if not fields:
+        return "the source's event types need no webhook field"
+    if not access_token:
+        return "no access token is stored or set for the source"
+    try:
+        document = graph_request(
+            method="POST",
+            base_url=base_url,
+            path=f"{account}/subscribed_apps",
+            params={"subscribed_fields": ",".join(fields)},
+            access_token=access_token,
+            timeout=timeout,
+        ).document
+    except GraphError as exc:
+        return f"Meta refused the subscription (code {exc.code}, {exc.meaning})"
+    except GraphCallFailed as exc:
+        return f"the subscription could not be asked ({exc.kind})"
+    if document.get("success") not in (True, "true"):
+        return "Meta did not answer success to the subscription"
+    return ""
 
 
 def subscription_problem(

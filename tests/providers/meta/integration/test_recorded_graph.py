@@ -50,7 +50,7 @@ LISTS = {
 
 
 def test_every_recorded_list_answer_is_named_here():
-    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | set(TOKENS) | {
+    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | set(TOKENS) | set(SUBSCRIBES) | {
         "instagram/answer_comment__with_replies",
         "instagram/answer_conversation__messages",
         "instagram/answer_conversation__messages_documented",
@@ -172,6 +172,30 @@ def test_a_recorded_send_answer_is_a_receipt_with_its_id(name):
 
 # Token answers: what keeping a stored token alive reads from each.
 TOKENS = {"instagram/answer_refresh_access_token__refreshed"}
+SUBSCRIBES = {"page/answer_subscribed_apps__subscribe_documented"}
+
+
+@pytest.mark.parametrize("name", sorted(SUBSCRIBES))
+def test_a_recorded_subscribe_answer_is_success(name, monkeypatch):
+    from conduit.providers.meta import subscriptions
+    from conduit.providers.meta.graph import GraphResponse
+
+    answer = recorded(name)
+    monkeypatch.setattr(subscriptions, "graph_request", lambda **call: GraphResponse(answer, 20, None))
+    asked = dict(
+        object_="page",
+        account="100000000000001",
+        event_types=frozenset({"comment.created"}),
+        base_url="https://graph.facebook.com/v26.0",
+        access_token="EAA_test",
+        timeout=5,
+    )
+    assert subscriptions.subscribe(**asked) == ""
+    # Control: an answer without success is not taken for one.
+    monkeypatch.setattr(
+        subscriptions, "graph_request", lambda **call: GraphResponse({"success": False}, 20, None)
+    )
+    assert subscriptions.subscribe(**asked) == "Meta did not answer success to the subscription"
 
 
 @pytest.mark.parametrize("name", sorted(TOKENS))

@@ -416,6 +416,22 @@ def ig_token_refreshed(sim, rec):
     return answer
 
 
+def page_subscribed(sim, rec):
+    """The token's app subscribes: a simulator that knows its app (Meta infers it from the token)."""
+    with_app = serve(port=0, app_id=APP_ID, app_secret=APP_SECRET)
+    try:
+        accounts(with_app)
+        status, answer, _ = call(
+            f"{with_app.url}/{PAGE}/subscribed_apps",
+            method="POST",
+            params={"subscribed_fields": "feed,messages"},
+        )
+    finally:
+        with_app.close()
+    assert status == 200, answer
+    return answer
+
+
 def expired_token(sim, rec):
     """Token checking on: a token past its expiry, as Meta answers it (not a planted fault)."""
     accounts(sim)
@@ -486,6 +502,7 @@ SCENARIOS = {
     "meta_page/answer_message__details_messenger": Scenario(
         page_message_details, keep={"$": {"id", "created_time", "from", "to"}}
     ),
+    "meta_page/answer_subscribed_apps__subscribe_documented": Scenario(page_subscribed),
     "meta_page/answer_error__code100_object": Scenario(planted(100)),
     "meta_page/answer_error__code104_missing_token": Scenario(without_a_token),
     "meta_page/answer_error__code190_expired": Scenario(planted(190, subcode=463)),
