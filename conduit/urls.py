@@ -8,6 +8,7 @@ from conduit.api import api_not_found
 from console.api.events import EventList
 from console.api.quarantine import QuarantineList
 from console.api.schema import OpenAPIView
+from ingress.user_callbacks import DeletionStatusView, UserCallbackView
 from ingress.views import SharedCallbackView, WebhookView
 from reconcile.api import DecisionView
 
@@ -17,6 +18,22 @@ meta_callback = SharedCallbackView.as_view(
 )
 
 urlpatterns = [
+    # The Meta app's user callbacks (App settings: deauthorize and data deletion request URLs).
+    path(
+        "webhooks/meta/<str:app_id>/deauthorize/",
+        UserCallbackView.as_view(platform="meta", kind="deauthorize"),
+        name="webhook-meta-deauthorize",
+    ),
+    path(
+        "webhooks/meta/<str:app_id>/deletion/",
+        UserCallbackView.as_view(platform="meta", kind="deletion"),
+        name="webhook-meta-deletion",
+    ),
+    path(
+        "webhooks/meta/<str:app_id>/deletion/<str:code>/",
+        DeletionStatusView.as_view(platform="meta"),
+        name="webhook-meta-deletion-status",
+    ),
     path("webhooks/meta/<str:app_id>/", meta_callback, name="webhook-meta"),
     re_path(r"^webhooks/meta/(?P<app_id>[^/]+)$", meta_callback, name="webhook-meta-no-slash"),
     path("webhooks/<str:source_name>/", WebhookView.as_view(), name="webhook"),

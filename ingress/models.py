@@ -107,7 +107,10 @@ class Source(models.Model):
 
     class Meta:
         ordering = ["name"]
-        permissions = [("authorize_connection", "Can authorise a source's account connection")]
+        permissions = [
+            ("authorize_connection", "Can authorise a source's account connection"),
+            ("disconnect_account", "Can disconnect a source's account"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["source_system", "account_ref"], name="source_identity_unique"),
             # Authorised by someone at some time, or not authorised at all.
@@ -134,6 +137,9 @@ class SourceCredential(models.Model):
     issued_at = models.DateTimeField(editable=False)
     expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     stored_by = models.CharField(max_length=150, editable=False)
+    # The platform's id of the person whose grant the token is (their signed "app removed" and
+    # "delete my data" requests name it), when known; blank otherwise.
+    grantor_ref = models.CharField(max_length=32, blank=True, editable=False, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -430,3 +436,7 @@ class IgnoredUpdate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} x{self.count}"
+
+
+# Registered with the app's models (a module of its own: this one is at its size).
+from ingress.deletion_requests import DeletionRequest  # noqa: E402, F401

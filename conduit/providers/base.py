@@ -319,6 +319,14 @@ class SharedCallback:
         """The name an ignored update is counted under, escaped and bounded."""
         raise NotImplementedError(".counter_name() must be overridden.")
 
+    def user_request(self, value: str, secret: str) -> tuple[str, datetime]:
+        """(user id, signing time) of a signed "app removed"/"delete my data" request; ProofError if not the app's."""
+        raise NotImplementedError(".user_request() must be overridden.")
+
+    def unsubscribe(self, *, account: str, base_url: str, access_token: str, timeout: float) -> str:
+        """Ask the platform to stop delivering the account to the app: "" once it agreed, else its refusal."""
+        raise NotImplementedError(".unsubscribe() must be overridden.")
+
 
 class SourceAdapter:
     """Base for one provider: subclasses implement proof, parsing and one event's mapping.

@@ -5,6 +5,7 @@ One module per concept; the names callers use are re-exported here."""
 from __future__ import annotations
 
 from ingress.services.body import DELIVERY_CONFLICT, EVENT_COLUMNS
+from ingress.services.disconnect import source_disconnect
 from ingress.services.events import (
     MARK_CHUNK,
     event_transition,
@@ -63,6 +64,7 @@ __all__ = [
     "quarantine_review",
     "quarantine_transition",
     "retention_purge",
+    "source_disconnect",
     "source_door_refusals",
     "source_connection_authorize",
     "source_connection_clear",

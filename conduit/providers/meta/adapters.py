@@ -23,7 +23,7 @@ from conduit.providers.base import (
     Rejection,
     SharedCallback,
 )
-from conduit.providers.meta import graph, subscriptions, tokens, webhook
+from conduit.providers.meta import graph, signed_request, subscriptions, tokens, webhook
 from conduit.providers.meta.graph import GRAPH_HOSTS
 from conduit.providers.meta.platform_readers import MetaInstagramReader, MetaPageReader
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
@@ -59,6 +59,31 @@ class MetaAppCallback(SharedCallback):
 
     def counter_name(self, *parts: str) -> str:
         return webhook.counter_name(*parts)  # looked up at each call: the fuzzer's control plants one
+
+    def user_request(self, value: str, secret: str) -> tuple[str, datetime]:
+        """The deauthorize and data deletion callbacks' `signed_request` (conduit/providers/meta/signed_request.py)."""
+        request = signed_request.signed_user_request(value, secret=secret)
+        return request.user_id, request.issued_at
+
+    def unsubscribe(self, *, account: str, base_url: str, access_token: str, timeout: float) -> str:
+        """`DELETE /{page-id or ig-id}/subscribed_apps` with the account's token (Meta answers
+        `{"success": true}`; graph-api/reference/page/subscribed_apps, "Deleting")."""
+        try:
+            document = graph.graph_request(
+                method="DELETE",
+                base_url=base_url.rstrip("/"),
+                path=f"{account}/subscribed_apps",
+                params={},
+                access_token=access_token,
+                timeout=timeout,
+            ).document
+        except graph.GraphError as exc:
+            return f"Meta refused the unsubscribe (code {exc.code}, {exc.meaning})"
+        except graph.GraphCallFailed as exc:
+            return f"the unsubscribe got no answer from Meta ({exc.kind}): it may or may not have applied"
+        if document.get("success") is not True:
+            return "Meta did not confirm the unsubscribe (no success: true)"
+        return ""
 
 
 META_APP_CALLBACK = MetaAppCallback()

@@ -9,6 +9,7 @@ from django.utils.dateparse import parse_datetime
 from conduit.credentials import CredentialKeyInvalid, CredentialKeysMissing
 from ingress.models import Source
 from ingress.services.credentials import credential_store
+from ingress.services.disconnect import credential_grantor_set
 
 
 class Command(BaseCommand):
@@ -27,8 +28,18 @@ class Command(BaseCommand):
             "--expires-at", default="", help="when the token expires, ISO 8601 with a UTC offset"
         )
         parser.add_argument("--actor", default="operator:cli", help="who stored it, kept with the credential")
+        parser.add_argument(
+            "--grantor-id",
+            default="",
+            help="the platform's id of the person who granted the token (Meta: the app-scoped user id "
+            "its deauthorize and data deletion callbacks name), so their requests find this source",
+        )
 
-    def handle(self, *args, source: str, scopes: str, expires_at: str, actor: str, **options) -> None:
+    def handle(
+        self, *args, source: str, scopes: str, expires_at: str, actor: str, grantor_id: str, **options
+    ) -> None:
+        if grantor_id and not (grantor_id.isascii() and grantor_id.isdigit() and len(grantor_id) <= 32):
+            raise CommandError(f"--grantor-id {grantor_id!r} is not 1 to 32 digits")
         registered = Source.objects.filter(name=source).first()
         if registered is None:
             raise CommandError(f"no source named {source!r}; register it with register_source")
@@ -51,6 +62,7 @@ class Command(BaseCommand):
             )
         except (CredentialKeysMissing, CredentialKeyInvalid, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        credential_grantor_set(source_id=registered.pk, grantor_ref=grantor_id)
         self.stdout.write(
             f"source {source}: access token …{credential.last_four} stored encrypted"
             f"{f', expires {credential.expires_at.isoformat()}' if credential.expires_at else ''}"
