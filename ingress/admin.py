@@ -127,7 +127,7 @@ class SourceAdmin(admin.ModelAdmin):
         "declared_families",
         "inspection",
     )
-    actions = ["reauthorized", "connection_authorize", "subscription_verify"]
+    actions = ["reauthorized", "connection_authorize", "subscription_verify", "account_disconnect"]
 
     @admin.display(description="Access token")
     def access_token(self, obj: Source) -> str:
@@ -272,6 +272,38 @@ class SourceAdmin(admin.ModelAdmin):
             queryset,
             title="Subscribe the app and verify",
             action="subscription_verify",
+            apply=apply,
+            describe=describe,
+        )
+
+    def has_disconnect_account_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ingress.disconnect_account")
+
+    @admin.action(permissions=["disconnect_account"], description="Disconnect account")
+    def account_disconnect(self, request: HttpRequest, queryset: QuerySet):
+        """Owners only: the app is unsubscribed from the account with its token, then the token is
+        wiped and its sends stop; the source and its history stay. The platform's refusal is shown
+        and nothing changes."""
+
+        def apply(source: Source, note: str) -> tuple[bool, str]:
+            try:
+                return services.source_disconnect(source_id=source.pk, actor=request.user.get_username())
+            except ValueError as exc:
+                return False, str(exc)
+
+        def describe(source: Source) -> str:
+            return (
+                f"The app is unsubscribed from {source.adapter} account {source.account_ref} (so its "
+                "webhooks stop), then its stored token is deleted and its sends stop. Events, replies "
+                "and history stay. Connecting it again needs a new token and an owner's authorisation."
+            )
+
+        return confirmed_action(
+            self,
+            request,
+            queryset,
+            title="Disconnect account",
+            action="account_disconnect",
             apply=apply,
             describe=describe,
         )

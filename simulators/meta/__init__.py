@@ -28,6 +28,7 @@ route sets on one port, and keeps its state in SQLite so a restart loses nothing
     GET  /debug_token?input_token=   {"data": {"is_valid", "expires_at", ...}} (Facebook host)
     POST /{page-id|ig-id}/subscribed_apps  subscribed_fields=a,b   the token's app subscribes -> {"success": true}
     GET  /{page-id|ig-id}/subscribed_apps             {"data": [{"id", "name", "subscribed_fields"}]}
+    DELETE /{page-id|ig-id}/subscribed_apps           the app unsubscribed -> {"success": true}
     POST /{ig-comment-id}/replies  message=           public reply -> {"id"}     (both hosts)
     POST /{comment-id}/comments    message=           public reply -> {"id"}     (Facebook)
     POST /{page-id}/messages  {"recipient": {"comment_id"}, "message": {"text", "metadata"?}}

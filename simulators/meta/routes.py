@@ -390,3 +390,17 @@ class Router:
             self.state.subscription_set(account=node, app_id=self.state.app_id, fields=fields)
             return {"success": True}
         raise GraphError(100, message=f"(#100) Unsupported post request ({edge})")
+
+    def delete(self, host: str, node: str, edge: str | None) -> dict:
+        """`DELETE /{page-id or ig-id}/subscribed_apps`: the app unsubscribed from the account, so
+        notifications stop; `{"success": true}` as Meta answers (graph-api/reference/page/subscribed_apps)."""
+        found = self.state.find(node)
+        if found is None:
+            raise not_found(node)
+        kind, row = found
+        if host == "instagram" and row["object"] != "instagram":
+            raise not_found(node)
+        if kind == "account" and edge == "subscribed_apps":
+            self.state.subscription_set(account=node, app_id=self.state.app_id or "", fields=[])
+            return {"success": True}
+        raise GraphError(100, message="(#100) Unsupported delete request")

@@ -231,6 +231,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     state.token_check(token)
                 if method == "GET":
                     answer = router.get(host, node, edge, query, self._base_url(), split.path)
+                elif method == "DELETE":
+                    answer = router.delete(host, node, edge)
                 else:
                     params = {k: v[0] for k, v in query.items()}
                     content_type = self.headers.get("Content-Type", "")
@@ -284,10 +286,7 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             self._dispatch("POST")
 
         def do_DELETE(self) -> None:
-            path = urlsplit(self.path).path
-            if path.startswith("/_sim/"):
-                return self._control("DELETE", path.removeprefix("/_sim/").strip("/"), b"")
-            self._json(400, GraphError(100, message="(#100) Unsupported delete request").envelope())
+            self._dispatch("DELETE")
 
     return Handler
 
