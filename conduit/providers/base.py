@@ -323,8 +323,8 @@ class SharedCallback:
         """(user id, signing time) of a signed "app removed"/"delete my data" request; ProofError if not the app's."""
         raise NotImplementedError(".user_request() must be overridden.")
 
-    def unsubscribe(self, *, account: str, base_url: str, access_token: str, timeout: float) -> str:
-        """Ask the platform to stop delivering the account to the app: "" once it agreed, else its refusal."""
+    def unsubscribe(self, *, account: str, base_url: str, token: str, timeout: float) -> tuple[str, bool]:
+        """Stop the account's deliveries to the app: ("" or the refusal, whether the token was refused)."""
         raise NotImplementedError(".unsubscribe() must be overridden.")
 
 

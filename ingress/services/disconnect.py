@@ -187,33 +187,44 @@ def credential_grantor_set(*, source_id: int, grantor_ref: str) -> None:
 def source_disconnect(*, source_id: int, actor: str, timeout: float = 10.0) -> tuple[bool, str]:
     """An owner disconnects a source's account: the platform is asked to stop delivering it to the
     app (with the source's token), then its token is wiped and its sends stop; its history stays.
+    (ok, what happened).
 
-    When the platform refuses or cannot be asked, nothing changes and its refusal is the answer
-    (ok False): the account stays subscribed and connected until it succeeds.
+    When the platform refuses or cannot be asked while the token works, nothing changes and its
+    refusal is the answer (ok False): the account stays subscribed and connected until it succeeds.
+    When there is no usable token (none, undecryptable, or the platform refused the token itself)
+    the app cannot be unsubscribed by anyone here, so the source is disconnected all the same and
+    the answer (ok False, to be seen) says the subscription is left for the account's own settings.
     """
     if not actor.strip():
         raise ValueError("an account is disconnected by a person: name them")
     source = Source.objects.get(pk=source_id)
     adapter = get_adapter(source.adapter)
+    left = ""
     if adapter.shared_callback is not None:
         try:
             token = credential_token(source) or secret_read(source.token_env)
         except CredentialUndecryptable:
-            return False, "its stored token cannot be decrypted with the configured keys: nothing changed"
-        if not token:
-            return False, "it has no access token to unsubscribe the app with: nothing changed"
-        register_secret(token)
-        problem = adapter.shared_callback.unsubscribe(
-            account=source.account_ref, base_url=source.source_url, access_token=token, timeout=timeout
-        )
-        if problem:
-            logger.warning("source=%s unsubscribe failed: %s", source.name, problem)
-            return False, f"{problem}; nothing changed"
+            token, left = "", "its stored token cannot be decrypted with the configured keys"
+        if token:
+            register_secret(token)
+            problem, token_refused = adapter.shared_callback.unsubscribe(
+                account=source.account_ref, base_url=source.source_url, token=token, timeout=timeout
+            )
+            if problem and not token_refused:
+                logger.warning("source=%s unsubscribe failed: %s", source.name, problem)
+                return False, f"{problem}; nothing changed"
+            left = problem
+        else:
+            left = left or "it has no access token"
     with transaction.atomic():
-        locked = Source.objects.select_for_update().get(pk=source_id)
-        _disconnect(locked, actor=actor, signed_at=None)
+        _disconnect(Source.objects.select_for_update().get(pk=source_id), actor=actor, signed_at=None)
+    logger.info("source=%s disconnected by actor=%s unsubscribed=%s", source.name, actor, not left)
     kept = ""
     if source.token_env and secret_read(source.token_env):
         kept = f"; its token variable {source.token_env} still holds a token: unset it"
-    logger.info("source=%s disconnected by actor=%s", source.name, actor)
+    if left:
+        return False, (
+            f"{left}, so the app could not be unsubscribed: disconnected here (stored token deleted, sends "
+            f"stopped){kept}; remove the app in the account's own settings to stop its webhooks"
+        )
     return True, f"disconnected: the app is unsubscribed, the stored token wiped and sends stopped{kept}"

@@ -65,25 +65,30 @@ class MetaAppCallback(SharedCallback):
         request = signed_request.signed_user_request(value, secret=secret)
         return request.user_id, request.issued_at
 
-    def unsubscribe(self, *, account: str, base_url: str, access_token: str, timeout: float) -> str:
+    def unsubscribe(self, *, account: str, base_url: str, token: str, timeout: float) -> tuple[str, bool]:
         """`DELETE /{page-id or ig-id}/subscribed_apps` with the account's token (Meta answers
-        `{"success": true}`; graph-api/reference/page/subscribed_apps, "Deleting")."""
+        `{"success": true}`; graph-api/reference/page/subscribed_apps, "Deleting"). The token is
+        refused when Meta answers 190 or 104 (graph_failures' token_invalid)."""
         try:
             document = graph.graph_request(
                 method="DELETE",
                 base_url=base_url.rstrip("/"),
                 path=f"{account}/subscribed_apps",
                 params={},
-                access_token=access_token,
+                access_token=token,
                 timeout=timeout,
             ).document
         except graph.GraphError as exc:
-            return f"Meta refused the unsubscribe (code {exc.code}, {exc.meaning})"
+            refused = f"Meta refused the unsubscribe (code {exc.code}, {exc.meaning})"
+            return refused, exc.meaning == graph.TOKEN_INVALID
         except graph.GraphCallFailed as exc:
-            return f"the unsubscribe got no answer from Meta ({exc.kind}): it may or may not have applied"
+            return (
+                f"the unsubscribe got no answer from Meta ({exc.kind}): it may or may not have applied",
+                False,
+            )
         if document.get("success") is not True:
-            return "Meta did not confirm the unsubscribe (no success: true)"
-        return ""
+            return "Meta did not confirm the unsubscribe (no success: true)", False
+        return "", False
 
 
 META_APP_CALLBACK = MetaAppCallback()

@@ -100,11 +100,8 @@ def test_disconnecting_unsubscribes_wipes_the_token_keeps_history_and_the_approv
 @pytest.mark.parametrize(
     "fault, says",
     [
-        (
-            {"mode": "error", "code": 190, "subcode": 460, "status": 400},
-            "Meta refused the unsubscribe (code 190",
-        ),
         ({"mode": "error", "code": 200, "status": 403}, "Meta refused the unsubscribe (code 200"),
+        ({"mode": "error", "code": 2, "status": 500}, "Meta refused the unsubscribe (code 2"),
         ({"mode": "drop"}, "may or may not have applied"),
     ],
 )
@@ -117,6 +114,26 @@ def test_a_failed_unsubscribe_is_the_answer_and_changes_nothing(graph, connected
     assert [a["id"] for a in subscribed_apps(graph)] == [APP_ID]
 
 
+def test_a_token_meta_refuses_cannot_unsubscribe_so_the_source_is_disconnected_and_that_is_said(
+    graph, connected
+):
+    sim(graph, "/_sim/faults", {"mode": "error", "code": 190, "subcode": 460, "status": 400, "count": 1})
+    ok, message = source_disconnect(source_id=connected.pk, actor="owner_test")
+    assert not ok and "Meta refused the unsubscribe (code 190, token_invalid)" in message
+    assert "could not be unsubscribed: disconnected here" in message
+    source = Source.objects.get(pk=connected.pk)
+    assert source.needs_reauth and not SourceCredential.objects.filter(source=source).exists()
+    assert reply_send_next() is None and applied(graph)["public"] == {}
+
+
+def test_without_a_token_the_source_is_disconnected_and_meta_is_not_asked(graph, connected):
+    SourceCredential.objects.filter(source=connected).delete()
+    ok, message = source_disconnect(source_id=connected.pk, actor="owner_test")
+    assert not ok and "it has no access token, so the app could not be unsubscribed" in message
+    assert Source.objects.get(pk=connected.pk).needs_reauth
+    assert not [c for c in sim(graph, "/_sim/calls", method="GET")["log"] if c["method"] == "DELETE"]
+
+
 def test_the_owners_admin_action_asks_first_then_shows_metas_refusal(graph, connected, client):
     sign_in(client, make_user("owner"), verified=False)
     form = {"action": "account_disconnect", "_selected_action": [connected.pk]}
@@ -124,10 +141,10 @@ def test_the_owners_admin_action_asks_first_then_shows_metas_refusal(graph, conn
     assert page.status_code == 200 and b"Disconnect account" in page.content
     assert SourceCredential.objects.filter(source=connected).exists()  # asking changed nothing
 
-    sim(graph, "/_sim/faults", {"mode": "error", "code": 190, "status": 400, "count": 1, "method": "DELETE"})
+    sim(graph, "/_sim/faults", {"mode": "error", "code": 200, "status": 403, "count": 1, "method": "DELETE"})
     refused = client.post(CHANGELIST, {**form, "confirm": "yes"}, follow=True)
     shown = " ".join(str(m) for m in refused.context["messages"])
-    assert "Meta refused the unsubscribe (code 190" in shown
+    assert "Meta refused the unsubscribe (code 200" in shown and "nothing changed" in shown
     assert SourceCredential.objects.filter(source=connected).exists()
 
     done = client.post(CHANGELIST, {**form, "confirm": "yes"}, follow=True)
