@@ -12,6 +12,7 @@ from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
 from conduit.providers.registry import ADAPTERS, get_adapter
 from ingress import services
 from ingress.models import (
+    DeletionRequest,
     Delivery,
     EventTransition,
     IgnoredUpdate,
@@ -392,6 +393,22 @@ class IgnoredUpdateAdmin(LedgerAdmin):
 
     list_display = ("name", "source", "count", "last_seen_at")
     list_filter = ("source",)
+
+
+@admin.register(DeletionRequest)
+class DeletionRequestAdmin(LedgerAdmin):
+    """The data deletion requests a platform relayed: codes, times and counts (no person's id)."""
+
+    list_display = (
+        "confirmation_code",
+        "app_id",
+        "status",
+        "events_blanked",
+        "sources_disconnected",
+        "received_at",
+    )
+    list_filter = ("app_id", "status")
+    search_fields = ("=confirmation_code",)
 
 
 class QuarantineTransitionInline(LedgerInline):

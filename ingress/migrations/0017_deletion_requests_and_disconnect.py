@@ -5,6 +5,8 @@ from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
 
 PERMISSION = ("ingress", "disconnect_account")
+# Owners also read the deletion requests (Ingress > Deletion requests).
+OWNER_PERMISSIONS = (PERMISSION, ("ingress", "view_deletionrequest"))
 
 
 def grant_to_owners(apps, schema_editor):
@@ -15,19 +17,17 @@ def grant_to_owners(apps, schema_editor):
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     owners, _ = Group.objects.get_or_create(name="owners")
-    owners.permissions.add(
-        Permission.objects.get(content_type__app_label=PERMISSION[0], codename=PERMISSION[1])
-    )
+    for app_label, codename in OWNER_PERMISSIONS:
+        owners.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
 
 
 def revoke(apps, schema_editor):
     Permission = apps.get_model("auth", "Permission")
-    permission = Permission.objects.filter(
-        content_type__app_label=PERMISSION[0], codename=PERMISSION[1]
-    ).first()
-    if permission is not None:
-        permission.group_set.clear()
-        permission.user_set.clear()
+    for app_label, codename in OWNER_PERMISSIONS:
+        permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+        if permission is not None:
+            permission.group_set.clear()
+            permission.user_set.clear()
 
 
 class Migration(migrations.Migration):

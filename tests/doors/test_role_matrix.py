@@ -192,6 +192,7 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
     from django_q.models import OrmQ, Task
     from rest_framework.authtoken.models import Token, TokenProxy
 
+    from ingress.deletion_requests import DeletionRequest
     from ingress.models import IgnoredUpdate, SelfAuthoredItem
     from reconcile.models import AcceptanceRun, CanaryReport
     from replies.models import CanarySinkRecord, ReplyAction
@@ -254,6 +255,16 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
             success=success,
         )
     OrmQ.objects.create(key="conduit", payload="matrix", lock=now)
+    DeletionRequest.objects.create(
+        confirmation_code="matrix-code-0000000001",
+        request_digest="a" * 64,
+        user_digest="b" * 64,
+        app_id="900000000000001",
+        issued_at=now,
+        received_at=now,
+        status="COMPLETED",
+        completed_at=now,
+    )
 
     request = RequestFactory().get("/admin/")
     request.user = User(is_superuser=True, is_staff=True, is_active=True)
