@@ -282,3 +282,40 @@ def test_an_unknown_app_or_a_form_without_one_signed_request_is_refused(world, c
     assert callback(kind, None, form={}).status_code == 400
     assert callback(kind, None, form={"signed_request": ["a.b", "c.d"]}).status_code == 400
     assert _state() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copies_of_one_deletion_request_at_once_leave_one_row_and_one_code(live_server, world):
+    """Meta may retry while the first is still running: the app's sources are locked first, so each
+    copy after the first meets its row."""
+    import http.client
+    import threading
+    from urllib.parse import urlsplit
+
+    body = urlencode({"signed_request": signed()})
+    parts = urlsplit(live_server.url)
+    barrier, answers, lock = threading.Barrier(8), [], threading.Lock()
+
+    def post() -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        barrier.wait()
+        conn.request(
+            "POST",
+            f"/webhooks/meta/{APP_ID}/deletion/",
+            body=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        response = conn.getresponse()
+        with lock:
+            answers.append((response.status, json.loads(response.read())))
+        conn.close()
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert [status for status, _ in answers] == [200] * 8
+    assert len({answer["confirmation_code"] for _, answer in answers}) == 1
+    row = DeletionRequest.objects.get()
+    assert row.events_blanked == 1 and answers[0][1]["confirmation_code"] == row.confirmation_code
