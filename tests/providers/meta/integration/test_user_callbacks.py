@@ -225,6 +225,26 @@ def test_a_request_signed_with_the_apps_second_secret_is_accepted(world, callbac
     assert callback("deauthorize", signed(GRANTOR, secret=NEXT_SECRET)).json() == {"disconnected": 1}
 
 
+def test_the_store_command_records_the_grantor_so_their_request_finds_the_source(
+    meta_sources, keys, callback, monkeypatch
+):
+    import io
+    import sys
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    page = meta_sources["page"]
+    with pytest.raises(CommandError, match="not 1 to 32 digits"):
+        call_command("credentials_store", "--source", page.name, "--grantor-id", "me")
+    assert not SourceCredential.objects.exists()  # refused before anything was stored
+    monkeypatch.setattr(sys, "stdin", io.StringIO("page-token-test-only-0003\n"))
+    call_command("credentials_store", "--source", page.name, "--grantor-id", GRANTOR)
+    assert SourceCredential.objects.get(source=page).grantor_ref == GRANTOR
+    SourceCredential.objects.filter(source=page).update(issued_at=SIGNED_AT - timedelta(days=1))
+    assert callback("deauthorize", signed(GRANTOR)).json() == {"disconnected": 1}
+
+
 # --- refusals ------------------------------------------------------------------------------------
 
 
