@@ -227,4 +227,6 @@ def source_disconnect(*, source_id: int, actor: str, timeout: float = 10.0) -> t
             f"{left}, so the app could not be unsubscribed: disconnected here (stored token deleted, sends "
             f"stopped){kept}; remove the app in the account's own settings to stop its webhooks"
         )
-    return True, f"disconnected: the app is unsubscribed, the stored token wiped and sends stopped{kept}"
+    # A token left in a variable is for a person to remove: said as a refusal is, so it is seen.
+    done = f"disconnected: the app is unsubscribed, the stored token wiped and sends stopped{kept}"
+    return not kept, done

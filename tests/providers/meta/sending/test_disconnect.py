@@ -157,3 +157,10 @@ def test_an_operator_is_not_offered_the_disconnect(connected, client):
     response = client.post(CHANGELIST, {"action": "account_disconnect", "_selected_action": [connected.pk]})
     assert response.status_code == 403
     assert SourceCredential.objects.filter(source=connected).exists()
+
+
+def test_a_token_left_in_its_variable_is_named_for_a_person_to_unset(graph, connected, monkeypatch):
+    monkeypatch.setenv(TOKEN_ENV, "graph-token-test-only")
+    ok, message = source_disconnect(source_id=connected.pk, actor="owner_test")
+    assert not ok and f"its token variable {TOKEN_ENV} still holds a token: unset it" in message
+    assert subscribed_apps(graph) == [] and Source.objects.get(pk=connected.pk).needs_reauth
