@@ -77,6 +77,9 @@ class BoundaryFilter(logging.Filter):
         for key, value in os.environ.items():
             if SECRET_NAMES.search(key):
                 register_secret(value)
+                # A list of secrets (CONDUIT_CREDENTIAL_KEYS: comma-separated keys): each one alone too.
+                for part in value.split(","):
+                    register_secret(part.strip())
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

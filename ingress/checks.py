@@ -1,6 +1,6 @@
-"""The system check on stored credentials: Conduit refuses to start when it holds credentials it
-cannot read (no key set, a key that is not one, or a credential no key decrypts), instead of
-failing at the first send. manage.py's commands (the worker's included) run it first; the web
+"""The system check on stored credentials: Conduit refuses to start when it holds credentials and
+no key is set, or a key is not one, instead of failing at the first send; a credential no key
+decrypts is warned of at start, naming its sources (their sends fail before send until then). manage.py's commands (the worker's included) run it first; the web
 process runs `manage.py check` before gunicorn (deploy/entrypoint.sh)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from conduit.credentials import key_refusal
 
 KEYS_MISSING = "ingress.E001"
 KEY_INVALID = "ingress.E002"
-UNDECRYPTABLE = "ingress.E003"
+UNDECRYPTABLE = "ingress.W001"
 
 
 def credentials_readable(app_configs=None, **kwargs) -> list:
@@ -46,12 +46,15 @@ def credentials_readable(app_configs=None, **kwargs) -> list:
     except DatabaseError:  # no database yet, or before the credential table's migration
         return []
     if unreadable:
+        # A warning, not a refusal: webhooks of every source keep being taken in; that source's
+        # sends fail before send (credential_undecryptable, retried) until its token is readable.
         return [
-            checks.Error(
+            checks.Warning(
                 f"stored credential(s) of {', '.join(unreadable)} decrypt under no key in "
                 "CONDUIT_CREDENTIAL_KEYS",
                 id=UNDECRYPTABLE,
-                hint="Put back the key that sealed them (after the new one), or connect the accounts again.",
+                hint="Put back the key that sealed them (after the new one), or store their tokens again "
+                "(manage.py credentials_store).",
             )
         ]
     return []

@@ -147,7 +147,7 @@ class SourceCredential(models.Model):
             # Sealed, never plaintext: a Fernet token (version, time, IV, a block or more, MAC:
             # 73 bytes or more) is at least 100 url-safe base64 characters and starts "gAAAAA".
             models.CheckConstraint(
-                condition=Q(sealed_token__regex=r"^gAAAAA[A-Za-z0-9_=-]{94,}$"), name="credential_sealed"
+                condition=Q(sealed_token__regex=r"^gAAAAA[-A-Za-z0-9_=]{94,}$"), name="credential_sealed"
             ),
             models.CheckConstraint(condition=~Q(stored_by=""), name="credential_stored_by"),
             models.CheckConstraint(

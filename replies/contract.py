@@ -66,10 +66,6 @@ INCURABLE_FAILURES: dict[str, str] = {
         "the reply route is missing, names an unknown transport or an address the transport "
         "refuses; only a change to the route cures it"
     ),
-    "credential_undecryptable": (
-        "the source's stored access token decrypts under no key in CONDUIT_CREDENTIAL_KEYS; put "
-        "back the key that sealed it, or connect the account again, then retry"
-    ),
     "approved_copy_missing": (
         "the copy version the reply was approved with no longer exists; nothing can be sent without it"
     ),

@@ -120,8 +120,8 @@ def transport_for(route: ReplyRoute) -> Transport:
         kept[key] = transport
         return transport
     if getattr(cls, "source_bound", False):
-        # A platform transport acts as the source's account, with its token (from the variable
-        # the source names, never stored), and only towards its platform's hosts.
+        # A platform transport acts as the source's account, with its token (the one stored
+        # sealed for the source, else the variable it names), and only towards its platform's hosts.
         from ingress.selectors import source_config
 
         source = route.source

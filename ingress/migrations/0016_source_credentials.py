@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
             options={
                 "constraints": [
                     models.CheckConstraint(
-                        condition=models.Q(("sealed_token__regex", "^gAAAAA[A-Za-z0-9_=-]{94,}$")),
+                        condition=models.Q(("sealed_token__regex", "^gAAAAA[-A-Za-z0-9_=]{94,}$")),
                         name="credential_sealed",
                     ),
                     models.CheckConstraint(

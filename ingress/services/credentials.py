@@ -30,7 +30,11 @@ def credential_store(
 ) -> SourceCredential:
     """Store (or replace) the access token source `source_id` acts with, sealed under the first
     key. Refused (ValueError) for an empty or over-long token or without a person's (or a
-    schedule's) name; a value that is not a token is never stored in its place."""
+    schedule's) name; a value that is not a token is never stored in its place.
+
+    A token other than the one stored changes what the source acts as the account with, so the
+    account's connection authorisation is cleared (an owner authorises it again), as a change of
+    `token_env` clears it; storing the same token again keeps it."""
     token = token.strip()
     if not token or len(token) > MAX_TOKEN_CHARS or any(c.isspace() for c in token):
         raise ValueError(f"an access token is 1 to {MAX_TOKEN_CHARS} characters without spaces")
@@ -42,6 +46,11 @@ def credential_store(
         raise ValueError(f"the token's expiry {expires_at.isoformat()} is not after its issue")
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
+        before = SourceCredential.objects.filter(source=source).first()
+        if before is None or _token_of(before) != token:
+            Source.objects.filter(pk=source_id).update(
+                connection_authorized_by="", connection_authorized_at=None
+            )
         credential, _ = SourceCredential.objects.update_or_create(
             source=source,
             defaults={
@@ -135,89 +144,132 @@ def credentials_expiring(now: datetime | None = None):
     return SourceCredential.objects.filter(expires_at__lte=now + EXPIRING_WITHIN, source__canary=False)
 
 
-def credentials_refresh(*, now: datetime | None = None, timeout: float = 10.0) -> dict[str, str]:
+# The refresh runs inside a django-q2 task killed at its timeout: it starts no Graph call past this.
+REFRESH_BUDGET_SECONDS = 40.0
+
+
+def credentials_refresh(
+    *, now: datetime | None = None, timeout: float = 10.0, budget: float = REFRESH_BUDGET_SECONDS
+) -> dict[str, str]:
     """Keep every stored token alive (the adapter's `token_renew`): an Instagram Login token is
     refreshed once 24 hours old, a Facebook one inspected for validity, expiry and scopes.
     {source name: outcome}.
 
     Meta refusing the token (or a stored expiry already past) marks the source `needs_reauth`:
-    its sends wait, `doctor` and the alert say so, and a person reconnects it. A new token is
-    stored only if the credential is still the one that was refreshed (a person may have stored
-    another meanwhile). Run hourly by the schedule; canary sources and sources already waiting
-    for a person are left out.
+    its sends wait, `doctor` and the alert say so, and a person reconnects it. What the refresh
+    finds is applied only while the credential still holds the token it asked about (a person
+    may have stored another meanwhile; a rotation re-seals the same token and changes nothing).
+    The oldest-issued tokens go first, each source on its own (one failing never stops the
+    others), and no call starts after `budget` seconds: the rest go at the next hourly run.
+    Canary sources and sources already waiting for a person are left out.
     """
+    import time
+
     from conduit.providers.registry import get_adapter
     from ingress.selectors import credential_token
-    from ingress.services.sources import source_reauth_require
 
     now = now or timezone.now()
+    started = time.monotonic()
     found: dict[str, str] = {}
     rows = SourceCredential.objects.select_related("source").filter(
         source__canary=False, source__needs_reauth=False
     )
-    for credential in rows.order_by("source__name"):
+    for credential in rows.order_by("issued_at", "pk"):
         source = credential.source
         renew = getattr(get_adapter(source.adapter), "token_renew", None)
         if renew is None:
             continue
+        if time.monotonic() - started > budget:
+            logger.warning(
+                "token refresh stopped at its budget: source=%s and later wait an hour", source.name
+            )
+            break
         try:
-            token = credential_token(source)
+            token = credential_token(source) or ""
+            found[source.name] = _refresh_one(credential, token, renew, now=now, timeout=timeout)
         except CredentialUndecryptable:
             found[source.name] = "undecryptable"
-            continue
-        if credential.expires_at is not None and credential.expires_at <= now:
-            renewal_outcome, problem = "refused", "the stored access token has expired: reconnect the account"
-            renewal = None
-        else:
-            renewal = renew(
-                base_url=source.source_url,
-                access_token=token or "",
-                issued_at=credential.issued_at,
-                now=now,
-                timeout=timeout,
-            )
-            renewal_outcome, problem = renewal.outcome, renewal.problem
-        if renewal_outcome == "refused":
-            source_reauth_require(source_id=source.pk)
-            logger.warning("source=%s token refresh refused: %s", source.name, problem)
-        elif renewal_outcome == "failed":
-            logger.warning("source=%s token refresh failed, asked again next run: %s", source.name, problem)
-        elif renewal_outcome == "refreshed":
-            register_secret(renewal.access_token)
-            renewal_outcome = _refreshed_store(credential, renewal, now)
-        elif renewal_outcome == "checked":
-            _checked_store(credential, renewal)
-        found[source.name] = renewal_outcome
+        except Exception:  # one source's surprise never stops the others' refresh
+            logger.exception("source=%s token refresh raised", source.name)
+            found[source.name] = "failed"
     return found
 
 
-def _refreshed_store(credential: SourceCredential, renewal, now: datetime) -> str:
+def _refresh_one(credential: SourceCredential, token: str, renew, *, now: datetime, timeout: float) -> str:
+    source = credential.source
+    if credential.expires_at is not None and credential.expires_at <= now:
+        outcome, problem, renewal = (
+            "refused",
+            "the stored access token has expired: reconnect the account",
+            None,
+        )
+    else:
+        renewal = renew(
+            base_url=source.source_url,
+            access_token=token,
+            issued_at=credential.issued_at,
+            now=now,
+            timeout=timeout,
+            app_token=_app_token(source),
+        )
+        outcome, problem = renewal.outcome, renewal.problem
+    if outcome == "failed":
+        logger.warning("source=%s token refresh failed, asked again next run: %s", source.name, problem)
+        return outcome
+    if outcome == "kept":
+        return outcome
+    if renewal is not None and renewal.access_token:
+        register_secret(renewal.access_token)
     with transaction.atomic():
         current = SourceCredential.objects.select_for_update().filter(pk=credential.pk).first()
-        if current is None or current.sealed_token != credential.sealed_token:
+        if current is None or _token_of(current) != token:
             logger.info(
-                "source_id=%s token refreshed but replaced meanwhile: kept the newer", credential.source_id
+                "source=%s token refresh found a token replaced meanwhile: kept the newer", source.name
             )
             return "replaced_meanwhile"
-        SourceCredential.objects.filter(pk=credential.pk).update(
-            sealed_token=sealed(renewal.access_token),
-            last_four=renewal.access_token[-4:],
-            issued_at=now,
-            expires_at=renewal.expires_at,
-            stored_by=REFRESH_ACTOR,
-            updated_at=now,
-        )
-    logger.info("source_id=%s token refreshed (…%s)", credential.source_id, renewal.access_token[-4:])
-    return "refreshed"
+        if outcome == "refused":
+            Source.objects.filter(pk=source.pk).update(needs_reauth=True)
+            logger.warning("source=%s token refresh refused: %s", source.name, problem)
+        elif outcome == "refreshed":
+            SourceCredential.objects.filter(pk=credential.pk).update(
+                sealed_token=sealed(renewal.access_token),
+                last_four=renewal.access_token[-4:],
+                issued_at=now,
+                expires_at=renewal.expires_at,
+                stored_by=REFRESH_ACTOR,
+                updated_at=now,
+            )
+            logger.info("source=%s token refreshed (…%s)", source.name, renewal.access_token[-4:])
+        elif outcome == "checked":
+            changes = {}
+            if renewal.never_expires:
+                changes["expires_at"] = None
+            elif renewal.expires_at is not None and renewal.expires_at > current.issued_at:
+                changes["expires_at"] = renewal.expires_at
+            if renewal.scopes is not None:
+                changes["scopes"] = sorted(set(renewal.scopes))
+            if changes:
+                SourceCredential.objects.filter(pk=credential.pk).update(**changes)
+    return outcome
 
 
-def _checked_store(credential: SourceCredential, renewal) -> None:
-    changes = {}
-    if renewal.expires_at is not None and renewal.expires_at > credential.issued_at:
-        changes["expires_at"] = renewal.expires_at
-    if renewal.scopes is not None:
-        changes["scopes"] = sorted(set(renewal.scopes))
-    if changes:
-        SourceCredential.objects.filter(pk=credential.pk, sealed_token=credential.sealed_token).update(
-            **changes
-        )
+def _token_of(credential: SourceCredential) -> str | None:
+    """The token a credential row holds (None when no configured key opens it)."""
+    try:
+        return opened(credential.sealed_token)
+    except CredentialUndecryptable:
+        return None
+
+
+def _app_token(source: Source) -> str:
+    """The app access token (`app-id|app-secret`) a token inspection presents, or "" (then the
+    token inspects itself). Registered with the log boundary: it carries the app secret."""
+    from conduit.process_secrets import secret_read
+
+    secret = secret_read(source.secret_env) if source.app_id and source.secret_env else ""
+    if not secret:
+        return ""
+    register_secret(secret)
+    app_token = f"{source.app_id}|{secret}"
+    register_secret(app_token)
+    return app_token

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from conduit.credentials import CredentialUndecryptable
 from conduit.logging import register_secret
 from conduit.loopback import credential_url_refusal
 from conduit.process_secrets import credential_name_refusal, secret_read
@@ -316,7 +317,10 @@ def source_reauthorized(*, source_id: int, actor: str) -> Source:
     sender's schedule picks them up.
     """
     source = Source.objects.get(pk=source_id)
-    token = source_config(source, with_token=True).access_token
+    try:
+        token = source_config(source, with_token=True).access_token
+    except CredentialUndecryptable as exc:
+        raise ValueError(f"source {source.name!r}: {exc}") from None
     if not token:
         raise ValueError(
             f"source {source.name!r} has no access token (none stored, none in its variable "

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from conduit.credentials import CredentialUndecryptable
 from conduit.providers.registry import callback_adapters, get_adapter
 from ingress.models import Source
 from ingress.selectors import source_config
@@ -18,8 +19,11 @@ def _read_back(source: Source, *, now: datetime, timeout: float, problem: str = 
     """Read the source's subscription and token expiry back (unless `problem` is already known),
     record what is wrong on the source and log it; returns it ("" when nothing is)."""
     adapter = get_adapter(source.adapter)
-    if not problem:
+    try:
         config = source_config(source, with_token=True)
+    except CredentialUndecryptable:
+        config, problem = None, "the stored access token decrypts under no configured key"
+    if not problem:
         problem = adapter.subscription_problem(
             account=source.account_ref,
             app_id=source.app_id,
@@ -64,7 +68,10 @@ def source_subscribe(*, source_id: int, timeout: float = 10.0, now: datetime | N
     subscribe = getattr(get_adapter(source.adapter), "subscribe", None)
     if subscribe is None or source.adapter not in callback_adapters():
         raise ValueError(f"source {source.name!r}: its platform has no app subscription to ask for")
-    config = source_config(source, with_token=True)
+    try:
+        config = source_config(source, with_token=True)
+    except CredentialUndecryptable as exc:
+        raise ValueError(f"source {source.name!r}: {exc}") from None
     refused = subscribe(
         account=source.account_ref,
         event_types=config.event_types,

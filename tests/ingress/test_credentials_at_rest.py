@@ -233,3 +233,61 @@ def test_the_web_process_refuses_to_start_while_its_credentials_cannot_be_read(s
     # Control: with the key that sealed it, the same command starts gunicorn.
     started, out = _web(keys=OLD)
     assert started, out
+
+
+def test_storing_another_token_clears_the_connection_authorisation_and_the_same_one_keeps_it(
+    sandbox_source, keys
+):
+    from ingress.services import source_connection_authorize
+
+    credential_store(source_id=sandbox_source.pk, token=TOKEN, actor="owner_test")
+    source_connection_authorize(source_id=sandbox_source.pk, actor="owner_test")
+    credential_store(source_id=sandbox_source.pk, token=TOKEN, actor="owner_test")  # the same again
+    sandbox_source.refresh_from_db()
+    assert sandbox_source.connection_authorized_by == "owner_test"
+    credential_store(source_id=sandbox_source.pk, token=TOKEN + "x", actor="owner_test")
+    sandbox_source.refresh_from_db()
+    assert (sandbox_source.connection_authorized_by, sandbox_source.connection_authorized_at) == ("", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_no_key_opens_can_be_replaced_and_removed_from_the_command_line(
+    sandbox_source, keys, monkeypatch, capsys
+):
+    credential_store(source_id=sandbox_source.pk, token=TOKEN, actor="owner_test")
+    keys(NEW)  # the sealing key is lost: the start check warns, it does not stop these commands
+    (warning,) = credentials_readable()
+    assert warning.id == UNDECRYPTABLE and warning.level < 40  # a warning, not an error
+    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{base}/{connection.settings_dict['NAME']}",
+        "CONDUIT_ENV_FILE": "/nonexistent/.demo.env",
+        "CONDUIT_CREDENTIAL_KEYS": NEW,
+    }
+
+    def manage(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+        )
+
+    # Control: a command that runs the start checks sees the unreadable token.
+    checked = manage("check", "--fail-level", "WARNING")
+    assert checked.returncode != 0 and f"({UNDECRYPTABLE})" in checked.stderr + checked.stdout
+    stored = manage("credentials_store", "--source", sandbox_source.name, stdin="EAAreplacementToken0000y7\n")
+    assert stored.returncode == 0, stored.stderr
+    assert source_config(sandbox_source, with_token=True).access_token == "EAAreplacementToken0000y7"
+
+    sandbox_source.token_env = "CONDUIT_SOURCE_SANDBOX_TOKEN"
+    sandbox_source.save()
+    monkeypatch.setenv("CONDUIT_SOURCE_SANDBOX_TOKEN", "the-variables-token-000")
+    call_command("credentials_remove", "--source", sandbox_source.name)
+    assert "it now reads the variable CONDUIT_SOURCE_SANDBOX_TOKEN" in capsys.readouterr().out
+    assert source_config(sandbox_source, with_token=True).access_token == "the-variables-token-000"
+    with pytest.raises(CommandError, match="has no stored access token"):
+        call_command("credentials_remove", "--source", sandbox_source.name)

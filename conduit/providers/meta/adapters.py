@@ -137,11 +137,23 @@ class _MetaAccount:
         return "; ".join(p for p in (problem, expiry) if p)
 
     def token_renew(
-        self, *, base_url: str, access_token: str, issued_at: datetime, now: datetime, timeout: float
+        self,
+        *,
+        base_url: str,
+        access_token: str,
+        issued_at: datetime,
+        now: datetime,
+        timeout: float,
+        app_token: str = "",
     ) -> tokens.TokenRenewal:
         """Keep a stored token alive: refresh an Instagram Login one, inspect a Facebook one."""
         return tokens.token_renew(
-            base_url=base_url, access_token=access_token, issued_at=issued_at, now=now, timeout=timeout
+            base_url=base_url,
+            access_token=access_token,
+            issued_at=issued_at,
+            now=now,
+            timeout=timeout,
+            app_token=app_token,
         )
 
     def subscribe(

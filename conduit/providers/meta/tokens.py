@@ -13,7 +13,7 @@ else (no answer, a throttle, a malformed answer) is `failed`: asked again at the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,8 +35,9 @@ class TokenRenewal:
     """
 
     outcome: str
-    access_token: str = ""
-    expires_at: datetime | None = None
+    access_token: str = field(default="", repr=False)
+    expires_at: datetime | None = None  # None: not known, unless never_expires
+    never_expires: bool = False  # Meta reports an expiry of 0 (a Page token)
     scopes: tuple[str, ...] | None = None
     problem: str = ""
 
@@ -84,9 +85,19 @@ def token_verify(*, base_url: str, account: str, access_token: str, timeout: flo
 
 
 def token_renew(
-    *, base_url: str, access_token: str, issued_at: datetime, now: datetime, timeout: float
+    *,
+    base_url: str,
+    access_token: str,
+    issued_at: datetime,
+    now: datetime,
+    timeout: float,
+    app_token: str = "",
 ) -> TokenRenewal:
-    """Refresh an Instagram Login token once it is 24 hours old; inspect a Facebook one."""
+    """Refresh an Instagram Login token once it is 24 hours old; inspect a Facebook one.
+
+    debug_token is asked with the app access token (`app_token`, "app-id|app-secret") where the
+    caller has one, as Meta's reference asks ("the app access token or a valid user access token
+    from a developer of the app"); else the token inspects itself."""
     if instagram_host(base_url):
         if now - issued_at < REFRESH_AFTER:
             return TokenRenewal("kept")
@@ -111,7 +122,7 @@ def token_renew(
             base_url=base_url,
             path="debug_token",
             params={"input_token": access_token},
-            access_token=access_token,
+            access_token=app_token or access_token,
             timeout=timeout,
         ).document.get("data")
     except GraphCallFailed as exc:
@@ -124,10 +135,12 @@ def token_renew(
         )
     expires = data.get("expires_at")
     scopes = data.get("scopes")
+    whole = isinstance(expires, int) and not isinstance(expires, bool)
     return TokenRenewal(
         "checked",
         expires_at=datetime.fromtimestamp(expires, tz=timezone.utc)
-        if isinstance(expires, int) and not isinstance(expires, bool) and expires > 0
+        if whole and 0 < expires < 2**33
         else None,
+        never_expires=whole and expires == 0,
         scopes=tuple(s for s in scopes if isinstance(s, str)) if isinstance(scopes, list) else None,
     )

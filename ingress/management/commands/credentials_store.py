@@ -13,6 +13,8 @@ from ingress.services.disconnect import credential_grantor_set
 
 
 class Command(BaseCommand):
+    # It is how a token no key opens any longer is replaced: the start check warns of that one.
+    requires_system_checks = []
     help = (
         "Store (or replace) a source's access token, encrypted under CONDUIT_CREDENTIAL_KEYS. The token "
         "is read from standard input (prompted for without echo on a terminal), never from the "

@@ -71,6 +71,17 @@ def test_the_stored_token_is_what_goes_out_and_no_output_carries_it(
     sent = _comment(graph, deliver, stored, "17900000000000201")
     assert reply_send(action_id=sent.pk) == "SENT"
     assert applied(graph)["public"] == {"17900000000000201": 1}
+    # The hourly refresh (a day on): Meta's new token is stored, and searched for below too.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ingress.selectors import credential_token
+    from ingress.services.credentials import credentials_refresh
+
+    assert credentials_refresh(now=timezone.now() + timedelta(hours=25)) == {stored.name: "refreshed"}
+    refreshed = credential_token(stored)
+    assert refreshed and refreshed != PLANTED
     # Meta refusing it (190) runs the error path: its logs, the source's needs_reauth.
     refused = _comment(graph, deliver, stored, "17900000000000202")
     sim(graph, "/_sim/faults", {"mode": "error", "code": 190, "subcode": 460, "status": 400, "count": 1})
@@ -86,12 +97,15 @@ def test_the_stored_token_is_what_goes_out_and_no_output_carries_it(
     call_command("credentials_rotate", "--dry-run")
     out = capsys.readouterr()
     outputs["commands"] = out.out + out.err
-    assert "access token      stored encrypted: …091z; scopes instagram_business_basic" in out.out
+    assert (
+        f"access token      stored encrypted: …{refreshed[-4:]}; scopes instagram_business_basic" in out.out
+    )
 
     report = ReconcileReport.objects.filter(source=stored).latest("id")
     for name, url in {
         "source page": f"/admin/ingress/source/{stored.pk}/change/",
         "source list": "/admin/ingress/source/",
+        "source history": f"/admin/ingress/source/{stored.pk}/history/",
         "report page": f"/admin/reconcile/reconcilereport/{report.pk}/change/",
         "report export": f"/admin/reconcile/reconcilereport/{report.pk}/export/",
         "actions": "/admin/replies/replyaction/",
@@ -101,7 +115,7 @@ def test_the_stored_token_is_what_goes_out_and_no_output_carries_it(
         assert response.status_code == 200, (name, response.status_code)
         body = b"".join(response.streaming_content) if response.streaming else response.content
         outputs[name] = body.decode()
-    assert "…091z" in outputs["source page"]  # what the admin shows instead: its last four
+    assert f"…{refreshed[-4:]}" in outputs["source page"]  # what the admin shows instead: its last four
     for name, url in {"events": "/api/events/", "schema": "/api/schema/"}.items():
         response = api.get(url)
         assert response.status_code == 200, name
@@ -118,8 +132,9 @@ def test_the_stored_token_is_what_goes_out_and_no_output_carries_it(
     # The log boundary withholds a record carrying a registered token: none was even attempted.
     assert WITHHELD not in outputs["logs"]
     for name, text in outputs.items():
-        assert PLANTED not in text, f"the planted token appears in {name}"
-        assert PLANTED[3:-4] not in text, f"most of the planted token appears in {name}"
+        for token in (PLANTED, refreshed):
+            assert token not in text, f"a stored token appears in {name}"
+            assert token[3:-4] not in text, f"most of a stored token appears in {name}"
 
 
 def test_positive_control_a_record_carrying_the_stored_token_is_seen_withheld(stored, caplog):
@@ -132,13 +147,25 @@ def test_positive_control_a_record_carrying_the_stored_token_is_seen_withheld(st
     assert boundary_scrub(f"token {PLANTED}") == "[withheld by the data boundary: credential]"
 
 
-def test_a_token_no_key_opens_stops_the_send_before_any_call(stored, graph, deliver, settings):
+def test_a_token_no_key_opens_stops_the_send_before_any_call_and_it_goes_once_the_key_is_back(
+    stored, graph, deliver, settings
+):
+    from django.utils import timezone
+
+    from replies.models import ReplyAction
+    from replies.sender import reply_send_next
+
     action = _comment(graph, deliver, stored, "17900000000000203")
     settings.CONDUIT_CREDENTIAL_KEYS = (Fernet.generate_key().decode(),)  # the sealing key is gone
     calls = sim(graph, "/_sim/calls", method="GET")["calls"]
     assert reply_send(action_id=action.pk) == "FAILED_BEFORE_SEND"
     action.refresh_from_db()
     assert action.last_error_code == "credential_undecryptable"
-    assert action.next_attempt_at is None  # not retried into the same refusal
-    assert sim(graph, "/_sim/calls", method="GET")["calls"] == calls
+    assert sim(graph, "/_sim/calls", method="GET")["calls"] == calls  # no call without the token
     assert applied(graph)["public"] == {}
+    assert action.next_attempt_at is not None  # retried under its backoff, never sent without it
+
+    settings.CONDUIT_CREDENTIAL_KEYS = (KEY,)  # the key is back
+    ReplyAction.objects.filter(pk=action.pk).update(next_attempt_at=timezone.now())
+    assert reply_send_next() == (action.pk, "SENT")
+    assert applied(graph)["public"] == {"17900000000000203": 1}
