@@ -179,3 +179,26 @@ def meta_source(graph, *, kind: str, purposes: dict[str, str], name: str | None 
         reply_route_declare(source_id=source.pk, purpose=purpose, transport_name=transport, target_url=url)
         reply_copy_create(source_id=source.pk, purpose=purpose, channel=purpose, text=COPY, actor="test")
     return source
+
+
+def approved_comment(graph, deliver, source, comment: str, media: str):
+    """A buyer's Instagram comment on `media`, delivered as Meta notifies it, its planned public
+    reply approved by a reviewer: the ReplyAction, ready to send."""
+    from replies.models import ReplyAction
+    from replies.services import reply_approve
+
+    sim(
+        graph,
+        "/_sim/comments",
+        {
+            "account": source.account_ref,
+            "media_id": media,
+            "id": comment,
+            "text": "price?",
+            "from_id": PERSON,
+        },
+    )
+    deliver(ig_comment_body(comment, media))
+    action = ReplyAction.objects.get(event__message_ref=comment)
+    assert reply_approve(action_id=action.pk, actor="reviewer_test").ok
+    return action

@@ -17,11 +17,9 @@ from conduit.logging import boundary_scrub
 from conduit.observability import before_send
 from ingress.models import SourceCredential
 from reconcile.models import ReconcileReport
-from replies.models import ReplyAction
 from replies.sender import reply_send
-from replies.services import reply_approve
 from tests.providers.meta.integration.conftest import TOKEN_ENV
-from tests.providers.meta.sending.conftest import applied, ig_comment_body, meta_source, sim
+from tests.providers.meta.sending.conftest import applied, approved_comment, meta_source, sim
 
 # A token of Meta's shape (EAA...): planted, searched for in every output below.
 PLANTED = "EAAplantedTokenForLeakTest000000000000000000000000091z"
@@ -42,22 +40,8 @@ def stored(graph, db, settings, monkeypatch, capsys):
     return source
 
 
-def _comment(graph, deliver, source, comment: str) -> ReplyAction:
-    sim(
-        graph,
-        "/_sim/comments",
-        {
-            "account": source.account_ref,
-            "media_id": MEDIA,
-            "id": comment,
-            "text": "price?",
-            "from_id": "17841400000000901",
-        },
-    )
-    deliver(ig_comment_body(comment, MEDIA))
-    action = ReplyAction.objects.get(event__message_ref=comment)
-    assert reply_approve(action_id=action.pk, actor="reviewer_test").ok
-    return action
+def _comment(graph, deliver, source, comment: str):
+    return approved_comment(graph, deliver, source, comment, MEDIA)
 
 
 def test_the_stored_token_is_what_goes_out_and_no_output_carries_it(

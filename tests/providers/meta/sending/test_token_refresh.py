@@ -18,9 +18,8 @@ from ingress.services import source_reauthorized
 from ingress.services.credentials import credential_store, credentials_expiring, credentials_refresh
 from replies.models import ReplyAction
 from replies.sender import reply_send, reply_send_next
-from replies.services import reply_approve
 from tests.providers.meta.integration.conftest import TOKEN_ENV
-from tests.providers.meta.sending.conftest import applied, ig_comment_body, meta_source, sim
+from tests.providers.meta.sending.conftest import applied, approved_comment, meta_source, sim
 
 DAY = 24 * 3600
 MEDIA = "17800000000000029"
@@ -52,22 +51,8 @@ def instagram(graph, db, keys, monkeypatch):
     return source
 
 
-def _approved(graph, deliver, source, comment: str) -> ReplyAction:
-    sim(
-        graph,
-        "/_sim/comments",
-        {
-            "account": source.account_ref,
-            "media_id": MEDIA,
-            "id": comment,
-            "text": "price?",
-            "from_id": "17841400000000901",
-        },
-    )
-    deliver(ig_comment_body(comment, MEDIA))
-    action = ReplyAction.objects.get(event__message_ref=comment)
-    assert reply_approve(action_id=action.pk, actor="reviewer_test").ok
-    return action
+def _approved(graph, deliver, source, comment: str):
+    return approved_comment(graph, deliver, source, comment, MEDIA)
 
 
 def _gauge(name: str) -> float:
