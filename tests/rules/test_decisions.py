@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conduit.providers.registry import evidence_answers
 from reconcile.decisions import evidence
 from reconcile.decisions.engine import decide
 from reconcile.decisions.evidence import QUESTION, Answer, HttpSemanticsModel, load
@@ -572,6 +573,38 @@ def test_http_semantics_rules_in_order(case, attempt, expected):
     """The model's rules, as docs/concepts/replay-decisions.md#http-semantics lists them "in order",
     each answer from the table of docs/concepts/replay-decisions.md#evidence."""
     assert MODEL.answer(QUESTION, attempt) == expected
+
+
+def test_a_reason_token_of_a_transports_error_table_takes_that_tables_answer():
+    """docs/concepts/replay-decisions.md#http-semantics, meta-error-table: a stored reason token of a
+    transport's error table is answered as that table says, before the text and status rules, for a
+    reply received (with or without a status, the token padded by whitespace or not)."""
+    tables = evidence_answers()
+    assert {answer for answer, _ in tables.values()} == {"applied", "not_applied", "not_established"}
+    for token, (answer, rule) in tables.items():
+        expected = Answer(answer, rule)
+        assert rule == "http-semantics/meta-error-table", token
+        assert MODEL.answer(QUESTION, reply(400, token)) == expected, token
+        assert MODEL.answer(QUESTION, reply(None, f" {token}\n")) == expected, token
+    # The table wins over the generic 4xx rule: a 4xx seen after the object was created.
+    assert MODEL.answer(QUESTION, reply(400, "graph_refused_after_apply")).answer == "not_established"
+    assert MODEL.answer(QUESTION, reply(400, "graph refused after apply")) == Answer(
+        "not_applied", "http-semantics/rejected"
+    )  # the control: the same words, not the token
+
+
+def test_a_reason_token_recorded_with_no_reply_received_is_not_the_receivers():
+    """With transport `sent` no reply was received, so a reason token in the evidence is the
+    transport's own and says nothing the receiver said: the timeout or no-response rule answers,
+    never the table (whose `already_replied` would be a wrong `applied`)."""
+    for token in evidence_answers():
+        rule = "http-semantics/timeout" if "timeout" in token else "http-semantics/no-response"
+        assert MODEL.answer(QUESTION, reply(None, token, transport="sent")) == Answer(
+            "not_established", rule
+        ), token
+        assert MODEL.answer(QUESTION, reply(400, token, transport="sent")) == Answer(
+            "not_established", rule
+        ), token
 
 
 def test_the_model_answers_only_destination_outcome_at_version_1():

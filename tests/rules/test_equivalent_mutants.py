@@ -49,3 +49,19 @@ def test_control_a_changed_function_or_a_missing_pin_is_reported(tmp_path, monke
     (changed, missing) = stale(text)
     assert changed.startswith("pinned_rule_test.x_rule__mutmut_1: pinned_rule_test.rule changed since")
     assert before in changed and digest("pinned_rule_test.rule") in changed
+
+
+def test_the_default_evidence_text_is_read_by_no_pattern_and_no_error_table():
+    """The premise of the `"XXXX"` default-evidence argument (EQUIVALENT_MUTANTS.md): the model
+    reads the text through its module's patterns and the transports' error tables only, and
+    neither reads `"XXXX"` (or `""`) as anything."""
+    import re
+
+    from conduit.providers.registry import evidence_answers
+    from reconcile.decisions import evidence
+
+    patterns = [v for v in vars(evidence).values() if isinstance(v, re.Pattern)]
+    assert len(patterns) == 10
+    for text in ("XXXX", ""):
+        assert [p.pattern for p in patterns if p.search(text)] == []
+        assert text not in evidence_answers()
