@@ -87,4 +87,13 @@ def stale(text: str | None = None) -> list[str]:
                     f"{mutant}: {code} changed since the argument was made "
                     f"(pinned {pinned[code]}, now {now}): re-check it with mutmut show"
                 )
+        # An argument may also rest on other code (the function a flag is passed to): its pin
+        # holds the argument to that code as well.
+        codes = {code_of(m) for m in entry.mutants}
+        for code, pin in entry.pins:
+            if code not in codes and digest(code) != pin:
+                problems.append(
+                    f"{', '.join(entry.mutants)}: the argument rests on {code}, changed since it was "
+                    f"made (pinned {pin}, now {digest(code)}): re-check it"
+                )
     return problems

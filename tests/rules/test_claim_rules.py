@@ -7,10 +7,11 @@ from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from replies.models import ReplyAction, ReplyRoute, ReplyTransition, SendAttempt
+from ingress.models import InboundEvent, Source
+from replies.models import ReplyAction, ReplyRoute, ReplyTransition, SendAttempt, SendBudget
 from replies.sender import reply_send, reply_send_next
-from replies.sender.claim import _claim, _lock_next
-from tests.rules.conftest import lock_held_elsewhere
+from replies.sender.claim import _claim, _lock_next, due_action_ids
+from tests.rules.conftest import AT, lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
 CLAIM_EVIDENCE = "claimed; request about to be written"
@@ -198,3 +199,77 @@ def test_the_locking_read_does_not_block_rows_that_reference_the_action(make_act
         lambda: list(ReplyAction.objects.select_for_update().filter(pk=action.pk)), action.pk
     )
     assert control is not None and "lock timeout" in str(control)
+
+
+def test_without_skip_locked_the_locking_read_takes_no_row_lock_and_still_finds_the_action(
+    make_action, monkeypatch
+):
+    """`_lock_next` locks with FOR NO KEY UPDATE SKIP LOCKED "where the database has it"; a database
+    without SKIP LOCKED (SQLite, the demo's default) gets the plain read, which it can run, and the
+    read still returns the first due action."""
+    action = make_action("APPROVED")
+    monkeypatch.setattr(connection.features, "has_select_for_update_skip_locked", False)
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        held = _lock_next(timezone.now())
+    assert held is not None and held.pk == action.pk
+    (read,) = [q["sql"] for q in queries.captured_queries if "reply_actions" in q["sql"]]
+    assert " FOR " not in read.upper()
+
+
+def _action_on(source, n: int, purpose: str, state: str = "APPROVED") -> ReplyAction:
+    """An action of `source` (its own event), numbered apart from make_action's."""
+    event = InboundEvent.objects.create(
+        event_key=f"evt_test_due_{n}",
+        source=source,
+        source_system="sandbox_social",
+        source_account_ref=source.account_ref,
+        source_event_id=f"evt_test_due_{n}",
+        event_type="comment.created",
+        conversation_ref="post_test",
+        message_ref=f"c_due_{n}",
+        sender_ref="user_test",
+        occurred_at=AT,
+        occurred_at_original="2026-01-02T03:04:05Z",
+        payload_hash="0" * 64,
+        contract_version="1",
+        canary=False,
+        trigger_rule_version=1,
+        trigger_match=True,
+        event_state="RECORD_READY",
+        first_received_at=AT,
+        last_received_at=AT,
+    )
+    return ReplyAction.objects.create(
+        reply_key=f"{9000 + n:064d}", event=event, purpose=purpose, delivery_state=state, created_at=AT
+    )
+
+
+def _source_like(source, name: str, account_ref: str, **fields):
+    copy = Source.objects.get(pk=source.pk)
+    copy.pk, copy.name, copy.account_ref = None, name, account_ref
+    for field, value in fields.items():
+        setattr(copy, field, value)
+    copy.save()
+    return copy
+
+
+def test_due_actions_leave_out_only_their_own_sources_reauth_and_their_own_purposes_pause(sandbox_source):
+    """`send_due` queues what is due (docs/replies.md#sender): a claimable state, its own source's
+    token not waiting for re-authorisation (docs/platforms/meta.md: `needs_reauth`), its own
+    account not paused for its purpose (`paused_until` still ahead, docs/platforms/meta.md: "A
+    throttling answer pauses the whole account"). A pause of another account, of another purpose, or one that has passed holds nothing
+    back; a source needing re-authorisation holds back only its own actions."""
+    now = timezone.now()
+    stopped = _source_like(sandbox_source, "due-stopped", "acct_test_02", needs_reauth=True)
+    paused = _source_like(sandbox_source, "due-paused", "acct_test_03")
+    SendBudget.objects.create(source=paused, purpose="public_ack", paused_until=now + timedelta(minutes=5))
+    SendBudget.objects.create(
+        source=sandbox_source, purpose="private_delivery", paused_until=now - timedelta(minutes=5)
+    )
+    ok_ack = _action_on(sandbox_source, 1, "public_ack")
+    ok_after_pause = _action_on(sandbox_source, 2, "private_delivery")
+    _action_on(stopped, 3, "public_ack")
+    _action_on(paused, 4, "public_ack")
+    other_purpose = _action_on(paused, 5, "private_delivery")
+    _action_on(sandbox_source, 6, "public_ack", state="REVIEW_PENDING")
+    assert due_action_ids(now=now) == [ok_ack.pk, ok_after_pause.pk, other_purpose.pk]

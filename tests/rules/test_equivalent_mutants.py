@@ -47,6 +47,13 @@ def test_control_a_changed_function_or_a_missing_pin_is_reported(tmp_path, monke
     sys.modules.pop("pinned_rule_test", None)
     importlib.invalidate_caches()
     (changed, missing) = stale(text)
+    # An argument that rests on this function, about another's mutant, is named too.
+    resting = f"- `canonical.x_f__mutmut_1`: passed to rule. `code pinned_rule_test.rule@{before}`\n"
+    assert stale(resting) == [
+        "canonical.x_f__mutmut_1: its entry pins no `code canonical.f@…`",
+        f"canonical.x_f__mutmut_1: the argument rests on pinned_rule_test.rule, changed since it was "
+        f"made (pinned {before}, now {digest('pinned_rule_test.rule')}): re-check it",
+    ]
     assert changed.startswith("pinned_rule_test.x_rule__mutmut_1: pinned_rule_test.rule changed since")
     assert before in changed and digest("pinned_rule_test.rule") in changed
 
