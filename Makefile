@@ -1,10 +1,10 @@
 # make demo: run Conduit on the embedded default (SQLite, django-q2's ORM broker).
-# make test: the whole suite on a throwaway PostgreSQL cluster started here.
+# make test: the whole suite on a throwaway PostgreSQL cluster started here, then mutation-fast.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test fuzz bench bench-send bench-reconcile bench-admin soak mutation venv clean
+.PHONY: demo test fuzz bench bench-send bench-reconcile bench-admin soak mutation mutation-fast venv clean
 
 venv: $(VENV)/.installed
 
@@ -22,12 +22,15 @@ demo: venv
 
 # The tests never read a developer's .demo.env (CONDUIT_ENV_FILE names none): what they run on is
 # what they set. scripts/test-tools installs the programs the suite drives, or names what is missing.
+# After the suite, the fast mutation subset (mutation-fast): a rule test that stops killing the
+# key or table mutants fails make test, not only make mutation.
 test: venv
 	scripts/test-tools
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	CONDUIT_ENV_FILE=/dev/null SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
 		scripts/with-postgres $(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory mutation-fast
 
 # make fuzz: Schemathesis against the served /api/schema/ (a token user, sample rows, DEBUG off);
 # FUZZ_ARGS go to schemathesis, e.g. FUZZ_ARGS="--max-examples 500".
@@ -57,6 +60,13 @@ mutation: venv
 	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install --quiet -e ".[mutation]"
 	SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
 		scripts/with-postgres nice -n 10 $(PY) scripts/mutation $(MUTATION_ARGS)
+
+# The subset make test ends with (scripts/mutation --fast, about 3 minutes): the keys group whole
+# and the tables group's table mutants; under MUTATION_TARGET it fails.
+mutation-fast: venv
+	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install --quiet -e ".[mutation]"
+	CONDUIT_ENV_FILE=/dev/null SECRET_KEY=test-only-not-secret PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off" \
+		scripts/with-postgres nice -n 10 $(PY) scripts/mutation --fast
 
 clean:
 	rm -rf $(VENV) conduit.sqlite3 .demo.env .pytest_cache
