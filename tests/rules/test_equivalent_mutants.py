@@ -72,3 +72,15 @@ def test_the_default_evidence_text_is_read_by_no_pattern_and_no_error_table():
     for text in ("XXXX", ""):
         assert [p.pattern for p in patterns if p.search(text)] == []
         assert text not in evidence_answers()
+
+
+def test_the_senders_backoff_base_is_the_helpers_default():
+    """The premise of the `base=` argument (EQUIVALENT_MUTANTS.md): the sender's base and the default
+    base of conduit.backoff.backoff_delay are the same number of seconds."""
+    import inspect
+
+    from conduit import backoff
+    from replies.contract import BACKOFF_BASE_SECONDS
+
+    default = inspect.signature(backoff.backoff_delay).parameters["base"].default
+    assert BACKOFF_BASE_SECONDS == default == backoff.BASE_SECONDS == 5

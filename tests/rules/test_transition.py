@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 import pytest
 from django.db import connection
 
-from conduit.statemachine import record_created, transition
+from conduit.statemachine import record_created, transition, transition_many
 from replies.contract import REPLY_TABLE
 from replies.models import DeliveryState, ReplyAction, ReplyTransition
 from tests.rules.conftest import lock_held_elsewhere
@@ -313,6 +313,97 @@ def test_a_move_in_flight_does_not_block_rows_that_reference_the_ledger_row(make
     def hold_by_a_refused_move():
         # Refused (SENT -> APPROVED is undeclared): only the locking read holds the row.
         assert not move(action, "APPROVED").applied
+
+    with lock_held_elsewhere(hold_by_a_refused_move):
+        ReplyTransition.objects.create(
+            action_id=action.pk,
+            ledger="reply",
+            prior_state="SENT",
+            next_state="SENT",
+            at=AT,
+            actor="other",
+            reason_code="concurrent_note",
+        )
+
+
+def move_many(actions, to, **kw):
+    return transition_many(
+        table=REPLY_TABLE,
+        model=ReplyAction,
+        history=ReplyTransition,
+        owner_field="action",
+        pks=[a.pk for a in actions],
+        to=to,
+        actor="tester",
+        reason_code="test_move",
+        state_field="delivery_state",
+        at=AT,
+        **kw,
+    )
+
+
+def test_many_rows_move_from_the_prior_each_holds_and_each_is_recorded(make_action):
+    """statemachine.transition_many: each row moves to `to` from the prior it holds; a row already
+    in `to` is not a move (no history); a row whose prior the table does not declare stays as it
+    is and its refusal is recorded; one history row per row either way, in primary-key order.
+    It returns how many moved, and `extra` goes to the rows that moved only."""
+    sent = make_action("SENT", last_error_code="kept")
+    unknown = make_action("SEND_STATUS_UNKNOWN", last_error_code="before")
+    pending = make_action("REVIEW_PENDING", last_error_code="before")
+    sending = make_action("SENDING", last_error_code="before")
+    untouched = make_action("SENDING", last_error_code="before")
+    # An update writes the row's new version after the others: read without an order, it would
+    # come back last, and its history row with it.
+    ReplyAction.objects.filter(pk=unknown.pk).update(last_error_code="before")
+    moved = move_many([sending, pending, sent, unknown], "SENT", extra={"last_error_code": ""})
+    assert moved == 2
+    rows = dict(ReplyAction.objects.values_list("pk", "delivery_state"))
+    assert [rows[a.pk] for a in (sent, unknown, pending, sending, untouched)] == [
+        "SENT",
+        "SENT",
+        "REVIEW_PENDING",
+        "SENT",
+        "SENDING",
+    ]
+    errors = dict(ReplyAction.objects.values_list("pk", "last_error_code"))
+    assert [errors[a.pk] for a in (sent, unknown, pending, sending, untouched)] == [
+        "kept",
+        "",
+        "before",
+        "",
+        "before",
+    ]
+    assert list(
+        ReplyTransition.objects.order_by("id").values_list(
+            "action_id", "ledger", "prior_state", "next_state", "actor", "reason_code", "refused", "at"
+        )
+    ) == [
+        (unknown.pk, "reply", "SEND_STATUS_UNKNOWN", "SENT", "tester", "test_move", False, AT),
+        (pending.pk, "reply", "REVIEW_PENDING", "SENT", "tester", "test_move", True, AT),
+        (sending.pk, "reply", "SENDING", "SENT", "tester", "test_move", False, AT),
+    ]
+
+
+def test_many_rows_without_extra_move_alone_and_none_is_no_move(make_action):
+    """Without `extra` only the state moves; no rows, no move and no history."""
+    action = make_action("SENDING", last_error_code="before")
+    assert move_many([], "SENT") == 0
+    assert ReplyTransition.objects.count() == 0
+    assert move_many([action], "SENT") == 1
+    assert ReplyAction.objects.values_list("delivery_state", "last_error_code").get(pk=action.pk) == (
+        "SENT",
+        "before",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_rows_in_flight_do_not_block_rows_that_reference_them(make_action):
+    """transition_many locks with FOR NO KEY UPDATE, as `transition` does: while it holds the rows,
+    another transaction may still insert rows that reference them."""
+    action = make_action("SENT")
+
+    def hold_by_a_refused_move():
+        assert move_many([action], "APPROVED") == 0  # refused: only the locking read holds the row
 
     with lock_held_elsewhere(hold_by_a_refused_move):
         ReplyTransition.objects.create(
