@@ -117,6 +117,42 @@ def _other_report(ctx: Ctx) -> ReconcileReport:
     return _run_and_report(ctx.source, state="PUBLISHED")[1]
 
 
+@dataclass
+class Path:
+    name: str
+    one_row: list[int]  # the actions that went through the one-row path, in order
+
+    def took(self, *, batch: list, one_row: list) -> list[int]:
+        """The actions the one-row path should have taken: on the batch path only those it left."""
+        return [a.pk for a in (batch if self.name == "batch" else one_row)]
+
+
+@pytest.fixture(params=["one_row", "batch", "batch_failed"])
+def path(request, monkeypatch) -> Path:
+    """Every way a reply-ledger repair applies: one savepoint a row through
+    `reply_action_transition`; on PostgreSQL a chunk of BATCH_MIN_ROWS or more in one
+    compare-and-set statement (lowered to 1 here, so that a test's few rows take it); and a chunk
+    whose statement failed, taken back and gone row by row. The same outcome every way;
+    `one_row` names the rows the one-row path took."""
+    monkeypatch.setattr(repairs, "BATCH_MIN_ROWS", 10**6 if request.param == "one_row" else 1)
+    if request.param == "batch_failed":
+        real_batch = repairs._actions_move_set
+
+        def failing(*args, **kwargs):
+            real_batch(*args, **kwargs)  # the statements run, then fail: the savepoint takes them back
+            raise DatabaseError("planted")
+
+        monkeypatch.setattr(repairs, "_actions_move_set", failing)
+    taken, real = [], repairs._action_repair_one
+
+    def one_row(finding_id, action_id, *args, **kwargs):
+        taken.append(action_id)
+        return real(finding_id, action_id, *args, **kwargs)
+
+    monkeypatch.setattr(repairs, "_action_repair_one", one_row)
+    return Path(request.param, taken)
+
+
 def outcome_of(finding: Finding) -> tuple[str, str]:
     finding.refresh_from_db()
     return finding.repair_outcome, finding.repair_code
@@ -126,7 +162,7 @@ def outcome_of(finding: Finding) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("prior", ["SENDING", "SEND_STATUS_UNKNOWN"])
-def test_a_staged_receipt_is_attached_and_the_action_marked_sent(ctx, make_action, prior):
+def test_a_staged_receipt_is_attached_and_the_action_marked_sent(ctx, make_action, prior, path):
     """docs/concepts/reconciliation.md#repairs: "Provider receipt exists for SENDING or
     SEND_STATUS_UNKNOWN | Attach the receipt
     and mark SENT". The receipt is this run's staged one; the error the unknown send carried is
@@ -150,9 +186,10 @@ def test_a_staged_receipt_is_attached_and_the_action_marked_sent(ctx, make_actio
             "prior_state", "next_state", "actor", "reason_code", "refused"
         )
     ) == [(prior, "SENT", "system:reconcile", "receipt_found_at_reconcile", False)]
+    assert path.one_row == path.took(batch=[], one_row=[action])
 
 
-def test_the_receipt_attached_is_this_runs_never_another_runs(ctx, make_action):
+def test_the_receipt_attached_is_this_runs_never_another_runs(ctx, make_action, path):
     """docs/concepts/reconciliation.md#steps: "Compare provider reply receipts with the reply-action
     ledger" (this
     generation's): a receipt staged by another run under the same key is not this run's evidence.
@@ -166,13 +203,21 @@ def test_the_receipt_attached_is_this_runs_never_another_runs(ctx, make_action):
         provider_reply_id="msg_test_other",
         event_key=action.event_id,
     )
+    mine = make_action("SENDING")
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key=mine.reply_key, provider_reply_id="msg_test_mine", event_key=mine.event_id
+    )
     ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
+    ctx.finding("RECEIPT_ATTACHED", action=mine, repair="receipt_attached_marked_sent")
     ctx.attach()
     action.refresh_from_db()
+    mine.refresh_from_db()
     assert (action.delivery_state, action.provider_reply_id) == ("SENT", "")
+    assert (mine.delivery_state, mine.provider_reply_id) == ("SENT", "msg_test_mine")
+    assert path.one_row == path.took(batch=[], one_row=[action, mine])
 
 
-def test_a_receipt_repair_is_a_compare_and_set_on_the_state_the_report_saw(ctx, make_action):
+def test_a_receipt_repair_is_a_compare_and_set_on_the_state_the_report_saw(ctx, make_action, path):
     """docs/concepts/reconciliation.md#repairs: "A receipt repair is a compare-and-set on the state the report saw; if the sender
     moved the action meanwhile, the finding says `refused`." The report saw SENDING; the sweeper
     has since parked it SEND_STATUS_UNKNOWN (a move SENDING's repair would also allow): refused,
@@ -187,6 +232,31 @@ def test_a_receipt_repair_is_a_compare_and_set_on_the_state_the_report_saw(ctx, 
     action.refresh_from_db()
     assert (action.delivery_state, action.provider_reply_id) == ("SEND_STATUS_UNKNOWN", "")
     assert outcome_of(finding) == ("refused", "state_moved")
+    # The batch leaves a row that moved on to the one-row path, which records the refusal.
+    assert path.one_row == path.took(batch=[action], one_row=[action])
+
+
+def test_a_move_the_table_does_not_declare_is_refused_and_the_rest_of_the_chunk_still_moves(
+    ctx, make_action, path
+):
+    """docs/concepts/ledgers.md#refused-transitions: an undeclared move is refused and recorded. A
+    receipt planned for an action the report saw APPROVED (APPROVED -> SENT is not declared)
+    is refused, its refusal in the history; the declared move beside it in the same chunk is
+    applied, on the batch path in its one statement."""
+    approved, sending = make_action("APPROVED"), make_action("SENDING")
+    refused = ctx.finding("RECEIPT_ATTACHED", action=approved, repair="receipt_attached_marked_sent")
+    applied = ctx.finding("RECEIPT_ATTACHED", action=sending, repair="receipt_attached_marked_sent")
+    ctx.attach()
+    assert [ReplyAction.objects.get(pk=a.pk).delivery_state for a in (approved, sending)] == [
+        "APPROVED",
+        "SENT",
+    ]
+    assert outcome_of(refused)[0] == "refused"
+    assert outcome_of(applied) == ("applied", "")
+    assert list(
+        ReplyTransition.objects.filter(action=approved).values_list("prior_state", "next_state", "refused")
+    ) == [("APPROVED", "SENT", True)]
+    assert path.one_row == path.took(batch=[approved], one_row=[approved, sending])
 
 
 def test_a_finding_whose_action_is_gone_is_refused_as_action_gone(ctx, make_action):
@@ -201,7 +271,7 @@ def test_a_finding_whose_action_is_gone_is_refused_as_action_gone(ctx, make_acti
 # -- "Local action says SENT and provider receipt is missing: Mark SEND_STATUS_UNKNOWN. Preserve and stop"
 
 
-def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(ctx, make_action):
+def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(ctx, make_action, path):
     """docs/concepts/reconciliation.md#repairs: "Local action says SENT and provider receipt is missing | Mark
     SEND_STATUS_UNKNOWN. Preserve the action and stop." The provider id it had is kept."""
     action = make_action("SENT", provider_reply_id="msg_test_9")
@@ -214,9 +284,15 @@ def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(c
         "msg_test_9",
     )
     assert outcome_of(finding) == ("applied", "")
+    assert list(
+        ReplyTransition.objects.filter(action=action).values_list(
+            "prior_state", "next_state", "actor", "reason_code", "refused"
+        )
+    ) == [("SENT", "SEND_STATUS_UNKNOWN", "system:reconcile", "receipt_missing_at_reconcile", False)]
+    assert path.one_row == path.took(batch=[], one_row=[action])
 
 
-def test_a_repair_acts_only_on_its_own_reports_planned_findings_of_its_kind(ctx, make_action):
+def test_a_repair_acts_only_on_its_own_reports_planned_findings_of_its_kind(ctx, make_action, path):
     """Every repair acts only on findings still `planned` (so a resumed run applies each once),
     of its own report and kind: another report's planned finding on the same action waits for
     that report."""
@@ -271,6 +347,35 @@ def test_a_repair_that_raises_fails_with_a_stable_code_and_the_others_still_appl
     assert ReplyAction.objects.get(pk=broken.pk).delivery_state == "SENT"
     assert ReplyAction.objects.get(pk=fine.pk).delivery_state == "SEND_STATUS_UNKNOWN"
     assert caplog.messages == [f"reconcile repair action={broken.pk} failed type={type(exc).__name__}"]
+    assert "secret" not in caplog.text
+
+
+def test_a_chunk_whose_statement_fails_goes_row_by_row_and_logs_the_errors_type(
+    ctx, make_action, monkeypatch, caplog
+):
+    """A failure of the chunk's one statement takes its savepoint back (its moves, history rows and
+    outcomes) and every row of the chunk goes through the one-row path: the repairs still apply,
+    once each. The log line names the source, the run and the error's type, never its text."""
+    monkeypatch.setattr(repairs, "BATCH_MIN_ROWS", 1)
+    actions = [make_action("SENT"), make_action("SENT")]
+    findings = [
+        ctx.finding("RECEIPT_MISSING", action=a, repair="marked_send_status_unknown") for a in actions
+    ]
+    real = repairs._actions_move_set
+
+    def failing(*args, **kwargs):
+        real(*args, **kwargs)  # the statements run, then fail: the savepoint must take them back
+        raise DatabaseError("boom: secret text")
+
+    monkeypatch.setattr(repairs, "_actions_move_set", failing)
+    with caplog.at_level(logging.WARNING, logger="conduit.reconcile"):
+        ctx.mark_unknown()
+    assert [outcome_of(f) for f in findings] == [("applied", "")] * 2
+    assert [ReplyAction.objects.get(pk=a.pk).delivery_state for a in actions] == ["SEND_STATUS_UNKNOWN"] * 2
+    assert ReplyTransition.objects.filter(action__in=actions).count() == 2
+    assert caplog.messages == [
+        f"reconcile repair batch source={ctx.source.name} run={ctx.run.pk} failed type=DatabaseError; row by row"
+    ]
     assert "secret" not in caplog.text
 
 
@@ -773,7 +878,7 @@ def test_without_a_window_every_local_event_is_compared_and_an_empty_comparison_
     assert report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))["external_calls"] == 2
 
 
-def test_repairs_apply_runs_every_planned_repair_once_in_table_order(ctx, make_action):
+def test_repairs_apply_runs_every_planned_repair_once_in_table_order(ctx, make_action, path):
     """docs/concepts/reconciliation.md#repairs, in the table's order: replay, evidence, then the reply ledger; each
     step takes only its own kind of finding and only those still planned (a finding that failed
     in an earlier attempt keeps its outcome). The replayed event is then matched by the evidence
@@ -828,6 +933,7 @@ def test_repairs_apply_runs_every_planned_repair_once_in_table_order(ctx, make_a
     }
     assert ReplyAction.objects.get(pk=sending.pk).provider_reply_id == "msg_test_1"
     assert ReplyAction.objects.get(pk=sent.pk).last_error_code == "receipt_missing_at_reconcile"
+    assert path.one_row == path.took(batch=[], one_row=[sending, sent])
 
 
 def test_a_replay_that_meets_a_conflicting_event_is_quarantined_as_a_body_of_no_bytes(ctx):
