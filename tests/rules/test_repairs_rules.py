@@ -722,10 +722,7 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
         "page_calls": 3,
         "external_calls": 0,
     }
-    # An UNKNOWN_RECEIPT finding cannot be written yet (test_an_unknown_receipt_becomes_its_finding):
-    # its receipt is counted above, then left out of the findings here.
-    StagedReceipt.objects.filter(run=run, reply_key="f" * 64).delete()
-    findings_write(ctx.report, run, comparison)
+    findings_write(ctx.report, run, comparison, counts)
     rows = set(
         Finding.objects.filter(report=ctx.report).values_list(
             "kind",
@@ -797,6 +794,7 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
         on("RETRY_CANDIDATE", candidate_too, "SEND_STATUS_UNKNOWN", "none", ""),
         on("UNEXPECTED_RECEIPT", unexpected, "REVIEW_PENDING", "none", ""),
         ("INVALID_SOURCE_ITEM", "", "", None, "", "none", "", "page 2 item 4: missing_field"),
+        ("UNKNOWN_RECEIPT", matched.event_key, "f" * 64, None, "", "none", "", d["UNKNOWN_RECEIPT"]),
     }
     # confirmed and suppressed actions need nothing
     assert not {confirmed.pk, confirmed_too.pk, suppressed.pk} & {r[3] for r in rows}
@@ -995,3 +993,119 @@ def test_each_event_step_leaves_the_other_kinds_planned_findings_alone(ctx, make
     assert [outcome_of(f) for f in others] == [("planned", "")] * 2
     evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
     assert [outcome_of(f) for f in others] == [("planned", ""), ("applied", "")]
+
+
+@pytest.mark.parametrize(
+    "transports, compared",
+    [(None, ["private_delivery", "public_ack"]), ({"sandbox"}, ["public_ack"]), ({"nowhere"}, [])],
+    ids=["every_purpose", "one_purpose", "no_purpose"],
+)
+def test_only_purposes_whose_receipts_the_read_shows_are_compared(ctx, monkeypatch, transports, compared):
+    """docs/concepts/reconciliation.md#steps: "no receipt" is a finding only for actions routed to a
+    transport whose receipts the source's read shows whenever they exist (the reader's
+    `receipt_transports`; None: every transport). The others, sent or parked, are counted as
+    receipts not compared and get no finding; a receipt the read does show is compared whatever
+    the route."""
+    from conduit.providers.registry import get_adapter
+    from reconcile.publication import findings_write, generation_compare, report_counts
+    from reconcile.publication.compare import compared_purposes
+    from replies.models import ReplyRoute
+    from tests.reconcile.conftest import item
+
+    adapter = type(get_adapter(ctx.source.adapter))
+    monkeypatch.setattr(adapter, "receipt_transports", None if transports is None else frozenset(transports))
+    ReplyRoute.objects.filter(source=ctx.source, purpose="private_delivery").update(
+        transport_name="elsewhere"
+    )
+    ReplyRoute.objects.create(source=_other_source(ctx), purpose="private_delivery", transport_name="sandbox")
+    sent, parked, attached = _accept(ctx, item(1), item(2), item(3))
+    _stage(ctx, item(1), item(2), item(3))
+    actions = {(a.event_id, a.purpose): a for a in ReplyAction.objects.all()}
+    for purpose in ("public_ack", "private_delivery"):
+        ReplyAction.objects.filter(pk=actions[(sent.event_key, purpose)].pk).update(delivery_state="SENT")
+        ReplyAction.objects.filter(pk=actions[(parked.event_key, purpose)].pk).update(
+            delivery_state="SEND_STATUS_UNKNOWN"
+        )
+        action = actions[(attached.event_key, purpose)]
+        ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SENDING")
+        StagedReceipt.objects.create(
+            run=ctx.run,
+            reply_key=action.reply_key,
+            provider_reply_id=f"msg_{purpose}",
+            event_key=action.event_id,
+        )
+    assert compared_purposes(ctx.source) == (None if transports is None else compared)
+    comparison = generation_compare(ctx.source, ctx.run)
+    counts = report_counts(ctx.source, ctx.run, comparison)
+    n = len(compared)
+    assert {k: counts[k] for k in ("sent_without_receipt", "retry_candidates", "receipts_not_compared")} == {
+        "sent_without_receipt": n,
+        "retry_candidates": n,
+        "receipts_not_compared": 2 * (2 - n),
+    }
+    assert counts["receipts_attached"] == 2
+    findings_write(ctx.report, ctx.run, comparison, counts)
+    found = set(Finding.objects.filter(report=ctx.report).values_list("kind", "action__purpose"))
+    assert found == {
+        ("RECEIPT_ATTACHED", "public_ack"),
+        ("RECEIPT_ATTACHED", "private_delivery"),
+        *{("RECEIPT_MISSING", p) for p in compared},
+        *{("RETRY_CANDIDATE", p) for p in compared},
+    }
+
+
+def _other_source(ctx):
+    from ingress.services import source_register
+
+    other, _ = source_register(
+        name="other_test",
+        adapter="sandbox-social",
+        account_ref="acct_test_02",
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        trigger_keywords=["CHECKLIST"],
+        secret_env=ctx.source.secret_env,
+    )
+    return other
+
+
+def test_a_finding_a_person_closes_is_recorded_once_while_open_and_counted_again(ctx):
+    """reconcile/publication/findings.py: a finding a person closes (a retry candidate, an
+    unexpected or unknown receipt) is not written again while one is open for its reply; the scan
+    counts it as found again. Once decided, a retry candidate found again is a new finding; a
+    receipt stays acknowledged while its action stays in the state the person saw."""
+    from reconcile.publication import findings_write, generation_compare
+    from tests.reconcile.conftest import item
+
+    (event,) = _accept(ctx, item(1))
+    _stage(ctx, item(1))
+    actions = {a.purpose: a for a in ReplyAction.objects.filter(event_id=event.event_key)}
+    candidate, unexpected = actions["public_ack"], actions["private_delivery"]
+    ReplyAction.objects.filter(pk=candidate.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
+    ReplyAction.objects.filter(pk=unexpected.pk).update(delivery_state="REVIEW_PENDING")
+    for key, msg in ((unexpected.reply_key, "msg_test_u"), ("f" * 64, "msg_test_k")):
+        StagedReceipt.objects.create(
+            run=ctx.run, reply_key=key, provider_reply_id=msg, event_key=event.event_key
+        )
+    kinds = ("RETRY_CANDIDATE", "UNEXPECTED_RECEIPT", "UNKNOWN_RECEIPT")
+
+    def scan() -> tuple[dict, list]:
+        report = _other_report(ctx)
+        carried = findings_write(report, ctx.run, generation_compare(ctx.source, ctx.run))
+        written = sorted(Finding.objects.filter(report=report, kind__in=kinds).values_list("kind", flat=True))
+        return {k: carried[k] for k in kinds}, written
+
+    assert scan() == ({k: 0 for k in kinds}, sorted(kinds))
+    assert scan() == ({k: 1 for k in kinds}, [])  # all three still open
+    Finding.objects.filter(kind__in=kinds).update(
+        decision="CLOSED", decided_at=timezone.now(), decided_by="tester", decision_reason="checked"
+    )
+    assert scan() == (
+        {"RETRY_CANDIDATE": 0, "UNEXPECTED_RECEIPT": 1, "UNKNOWN_RECEIPT": 1},
+        ["RETRY_CANDIDATE"],
+    )
+    ReplyAction.objects.filter(pk=unexpected.pk).update(delivery_state="APPROVED")
+    assert scan() == (
+        {"RETRY_CANDIDATE": 1, "UNEXPECTED_RECEIPT": 0, "UNKNOWN_RECEIPT": 1},
+        ["UNEXPECTED_RECEIPT"],
+    )
