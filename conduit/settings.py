@@ -335,6 +335,18 @@ if CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS >= CONDUIT_RECONCILE_LEASE_SECONDS:
     raise ImproperlyConfigured(
         "CONDUIT_RECONCILE_PAGE_TIMEOUT_SECONDS must be shorter than CONDUIT_RECONCILE_LEASE_SECONDS"
     )
+# Connecting accounts from the back office (docs/platforms/connect.md): the platform apps the
+# Connect buttons log in through. Their secrets are variables declared for credentials, named by
+# the login (CONDUIT_SOURCE_META_APP_SECRET, CONDUIT_SOURCE_INSTAGRAM_APP_SECRET); these are not secret.
+CONDUIT_META_APP_ID = env.str("CONDUIT_META_APP_ID", default="")
+# Business Login for Instagram's "Instagram app ID" (the app dashboard, Instagram > API setup
+# with Instagram login); the Meta app's id unless set.
+CONDUIT_INSTAGRAM_APP_ID = env.str("CONDUIT_INSTAGRAM_APP_ID", default="") or CONDUIT_META_APP_ID
+# Facebook Login for Business: the configuration (token type, assets, permissions) it asks for.
+CONDUIT_META_LOGIN_CONFIG_ID = env.str("CONDUIT_META_LOGIN_CONFIG_ID", default="")
+# A loopback URL of the Graph simulator standing in for every login host (the demo, the tests);
+# anything but http:// on this host is refused at start (conduit/checks.py).
+CONDUIT_CONNECT_SIMULATOR_URL = env.str("CONDUIT_CONNECT_SIMULATOR_URL", default="")
 # The ranges of these settings (interval, poll limit, page size, per-scan limits) are one table,
 # conduit/checks.py's SETTING_RANGES; its system check refuses a value outside them at start.
 

@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
 from conduit.providers.registry import ADAPTERS, get_adapter
 from ingress import services
+from ingress.admin_connect import SourceConnectViews
 from ingress.admin_connection import SourceConnectionActions
 from ingress.models import (
     DeletionRequest,
@@ -102,7 +103,7 @@ class AttentionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Source)
-class SourceAdmin(SourceConnectionActions, admin.ModelAdmin):
+class SourceAdmin(SourceConnectViews, SourceConnectionActions, admin.ModelAdmin):
     form = SourceForm
     list_display = (
         "name",

@@ -11,9 +11,10 @@ class IngressConfig(AppConfig):
         from django.core import checks
         from django.db.backends.signals import connection_created
 
-        from ingress.checks import credentials_readable
+        from ingress.checks import connect_simulator_loopback, credentials_readable
 
         checks.register(credentials_readable, "conduit")
+        checks.register(connect_simulator_loopback, "conduit")
 
         from conduit.prepared import recovering_cursors
 

@@ -58,3 +58,26 @@ def credentials_readable(app_configs=None, **kwargs) -> list:
             )
         ]
     return []
+
+
+CONNECT_SIMULATOR_REFUSED = "ingress.E003"
+
+
+def connect_simulator_loopback(app_configs=None, **kwargs) -> list:
+    """The login flows send app secrets and codes where CONDUIT_CONNECT_SIMULATOR_URL points:
+    only a simulator on this host may stand in for the platforms' hosts."""
+    from django.conf import settings
+
+    from conduit.loopback import loopback_address
+
+    url = settings.CONDUIT_CONNECT_SIMULATOR_URL
+    if url and loopback_address(url) is None:
+        return [
+            checks.Error(
+                f"CONDUIT_CONNECT_SIMULATOR_URL {url!r} is not http:// on this host",
+                id=CONNECT_SIMULATOR_REFUSED,
+                hint="Unset it to connect accounts through the platforms themselves; give "
+                "http://127.0.0.1:PORT for the Graph simulator.",
+            )
+        ]
+    return []

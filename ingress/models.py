@@ -110,6 +110,7 @@ class Source(models.Model):
         permissions = [
             ("authorize_connection", "Can authorise a source's account connection"),
             ("disconnect_account", "Can disconnect a source's account"),
+            ("connect_account", "Can connect an account through its platform's login"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["source_system", "account_ref"], name="source_identity_unique"),

@@ -15,3 +15,8 @@ self_authored_seen = Signal()
 # transaction, so what a receiver records commits or rolls back with it: receipt_id (str),
 # source_id, outcome (DISMISSED | CORRECTED), actor, note, at.
 quarantine_reviewed = Signal()
+
+# An owner connected an account through its login flow (a new source, or an existing one
+# reconnected). Sent inside the connect's transaction, so what a receiver declares (replies: the
+# adapter's default routes) commits with the source: source_id, created.
+source_connected = Signal()

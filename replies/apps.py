@@ -10,14 +10,22 @@ def _self_authored_seen(sender, *, source_id: int, items: list[dict], **kwargs) 
     self_authored_resolve(source_id=source_id, items=items)
 
 
+def _source_connected(sender, *, source_id: int, **kwargs) -> None:
+    # An owner connected an account: its purposes get the adapter's default routes.
+    from replies.services.routes import reply_routes_default
+
+    reply_routes_default(source_id=source_id)
+
+
 class RepliesConfig(AppConfig):
     name = "replies"
     verbose_name = "Replies"
 
     def ready(self) -> None:
-        from ingress.signals import self_authored_seen
+        from ingress.signals import self_authored_seen, source_connected
 
         self_authored_seen.connect(_self_authored_seen, dispatch_uid="replies.self_authored_seen")
+        source_connected.connect(_source_connected, dispatch_uid="replies.source_connected")
 
         from ingress.hooks import reply_planner_register
         from replies.services.planning import INGEST_PLANNER

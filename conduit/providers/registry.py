@@ -10,7 +10,9 @@ from functools import cache
 
 from conduit.loopback import loopback_address
 from conduit.providers.base import SharedCallback, SourceAdapter, Transport
+from conduit.providers.login import AccountLogin
 from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapter
+from conduit.providers.meta.login import LOGINS as META_LOGINS
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
 from conduit.providers.sandbox.transport import SandboxTransport
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
@@ -21,6 +23,9 @@ ADAPTERS: dict[str, type[SourceAdapter]] = {
 TRANSPORTS: dict[str, type[Transport]] = {
     cls.name: cls for cls in (SandboxTransport, MetaCommentReplyTransport, MetaPrivateReplyTransport)
 }
+
+# The login flows an owner connects accounts through (the admin's Connect buttons), by URL name.
+LOGINS: dict[str, type[AccountLogin]] = {cls.name: cls for cls in META_LOGINS}
 
 
 # Where a reply goes when its source routes it nowhere else and its adapter declares no default.
@@ -72,6 +77,19 @@ def get_adapter(name: str) -> SourceAdapter:
         return ADAPTERS[name]()
     except KeyError:
         raise _unknown("adapter", name, ADAPTERS) from None
+
+
+def get_login(name: str) -> AccountLogin:
+    """The login flow registered under `name` (KeyError naming the known ones otherwise)."""
+    try:
+        return LOGINS[name]()
+    except KeyError:
+        raise _unknown("login", name, LOGINS) from None
+
+
+def adapter_login(adapter: str) -> AccountLogin | None:
+    """The login flow whose assets become sources of `adapter` (a reconnect's), if any."""
+    return next((cls() for cls in LOGINS.values() if cls.adapter == adapter), None)
 
 
 def reads_off_host(adapter: str, source_url: str) -> bool:

@@ -16,7 +16,7 @@ from conduit.loopback import credential_url_refusal
 from conduit.process_secrets import credential_name_refusal, secret_read
 from conduit.providers.base import SecretUnavailable
 from conduit.providers.registry import ADAPTERS, get_adapter
-from ingress.models import ENV_NAME, Source
+from ingress.models import ENV_NAME, Source, SourceCredential
 from ingress.selectors import source_config, source_identity_holder
 
 logger = logging.getLogger("conduit.ingress")
@@ -92,7 +92,10 @@ def _dedupe(values: list[str]) -> list[str]:
     return list(dict.fromkeys(v.strip() for v in values if v.strip()))
 
 
-def _validated(source: Source) -> Source:
+def _validated(source: Source, *, credential_follows: bool = False) -> Source:
+    """The source as it will be stored, or ValidationError by field. A shared-callback source
+    names its token's variable unless its token is stored (`credential_follows`: a connect
+    stores it in the same transaction)."""
     from django.core.exceptions import ValidationError
 
     try:
@@ -122,7 +125,9 @@ def _validated(source: Source) -> Source:
             ("verify_token_env", "--verify-token-env"),
             ("token_env", "--token-env"),
         ):
-            if not getattr(source, name):
+            if not getattr(source, name) and not (
+                name == "token_env" and _token_stored(source, credential_follows)
+            ):
                 errors[name] = f"a {adapter.shared_callback.label} source needs {flag}"
     elif source.app_id or source.verify_token_env:
         errors["app_id"] = "only Meta sources have a Meta app id and verify token"
@@ -133,6 +138,12 @@ def _validated(source: Source) -> Source:
         raise ValidationError(errors)
     source.full_clean(validate_unique=False, validate_constraints=False)
     return source
+
+
+def _token_stored(source: Source, follows: bool) -> bool:
+    return follows or (
+        source.pk is not None and SourceCredential.objects.filter(source_id=source.pk).exists()
+    )
 
 
 def _app_conflict(source: Source) -> str:
@@ -168,6 +179,7 @@ def source_register(
     secret_env_next: str = "",
     verify_token_env: str = "",
     token_env: str = "",
+    credential_follows: bool = False,
 ) -> tuple[Source, bool]:
     """Create a source, confirm an identical one, or rename one. Returns (source, created).
 
@@ -199,7 +211,8 @@ def source_register(
             secret_env_next=secret_env_next,
             verify_token_env=verify_token_env,
             token_env=token_env,
-        )
+        ),
+        credential_follows=credential_follows,
     )
     with transaction.atomic():
         existing = Source.objects.select_for_update().filter(name=name).first()

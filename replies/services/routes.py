@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from conduit.providers.registry import TRANSPORTS
+from conduit.providers.registry import TRANSPORTS, get_adapter
 from ingress.models import Source
 from replies.models import ReplyRoute
 from replies.transports import live_enable_refusals, route_url_refusal
@@ -70,6 +70,25 @@ def reply_route_declare(
             "route in the admin if that is intended. " + "; ".join(differences)
         )
     return existing, False
+
+
+def reply_routes_default(*, source_id: int) -> list[str]:
+    """Give each declared purpose of the source that has no route yet its adapter's default
+    (through the source's own URL), as registration does; a route a person set stays as it is.
+    Returns the purposes routed now."""
+    source = Source.objects.get(pk=source_id)
+    defaults = get_adapter(source.adapter).default_routes
+    routed = []
+    for purpose in source.purposes:
+        if purpose in defaults and not ReplyRoute.objects.filter(source=source, purpose=purpose).exists():
+            reply_route_declare(
+                source_id=source_id,
+                purpose=purpose,
+                transport_name=defaults[purpose],
+                target_url=source.source_url,
+            )
+            routed.append(purpose)
+    return routed
 
 
 def reply_route_update(*, route_id: int, changes: dict) -> ReplyRoute:

@@ -244,7 +244,7 @@ class Router:
             # The Facebook host's token inspection (graph.instagram.com has none).
             known = self.state.token_debug(query.get("input_token", [""])[0])
             if known is not None:
-                return {"data": {**known, "type": "USER", "app_id": self.state.app_id or ""}}
+                return {"data": {"type": "USER", **known, "app_id": self.state.app_id or ""}}
             return {
                 "data": {
                     "is_valid": self.state.token_valid,

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from simulators.meta.errors import GraphError
 from simulators.meta.faults import Fault
+from simulators.meta.login import LoginRefusal
 from simulators.meta.routes import Router
 from simulators.meta.state import SimulatorState
 from simulators.meta.store import is_loopback_host
@@ -25,7 +26,7 @@ def _graph_path(path: str) -> tuple[str, list[str]] | None:
     host = "facebook"
     if segments and segments[0] == "instagram":
         host, segments = "instagram", segments[1:]
-        if segments == ["refresh_access_token"]:  # documented without a version
+        if segments in (["refresh_access_token"], ["access_token"]):  # documented without a version
             return host, segments
     if not segments or not VERSION.match(segments[0]) or len(segments) not in (2, 3):
         return None
@@ -158,6 +159,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     )
                 if (method, name) == ("POST", "tokens"):
                     return self._json(200, state.token_register(data))
+                if (method, name) == ("POST", "login"):
+                    return self._json(200, state.login_set(data))
                 if (method, name) == ("POST", "clock"):
                     return self._json(200, state.clock_advance(float(data["advance_seconds"])))
                 if (method, name) == ("POST", "faults"):
@@ -214,6 +217,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             if fault and fault.mode == "error":
                 return self._error(fault.error(), split.path, fault)
             try:
+                if self._login(method, split.path, query, raw):
+                    return
                 token = (
                     query.get("access_token", [""])[0]
                     or self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
@@ -229,6 +234,13 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     return self._json(200, state.token_refresh(token, query))
                 if node != "debug_token":  # debug_token inspects a token; it is not refused for one
                     state.token_check(token)
+                if host == "instagram" and segments == ["access_token"] and method == "GET":
+                    return self._json(200, state.instagram_long_lived(token, query))
+                if node == "me" and method == "GET" and edge in (None, "accounts"):
+                    return self._json(
+                        200,
+                        state.me(host, token) if edge is None else state.me_accounts(token, self._base_url()),
+                    )
                 if method == "GET":
                     answer = router.get(host, node, edge, query, self._base_url(), split.path)
                 elif method == "DELETE":
@@ -262,6 +274,55 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                     200, answer, {"X-Business-Use-Case-Usage": _business_usage(state, split.path, fault)}
                 )
             self._json(200, answer)
+
+        def _html(self, status: int, body: str) -> None:
+            payload = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _login(self, method: str, path: str, query: dict, raw: bytes) -> bool:
+            """The login flows' pages and exchanges (simulators/meta/login.py); False for any
+            other path. Consent is a page a browser shows; Allow answers Meta's redirect."""
+            segments = [p for p in path.strip("/").split("/") if p]
+            kind = (
+                "instagram"
+                if segments == ["oauth", "authorize"]
+                else "facebook"
+                if len(segments) == 3 and VERSION.match(segments[0]) and segments[1:] == ["dialog", "oauth"]
+                else ""
+            )
+            form = {k: v[0] for k, v in parse_qs(raw.decode(errors="replace")).items()} if raw else {}
+            if kind and method == "GET":
+                self._html(*state.consent_page(kind, query))
+                return True
+            if kind and method == "POST":
+                try:
+                    where = state.consent_allow(kind, form)
+                except ValueError as exc:
+                    self._html(400, f"<!doctype html><title>Error</title><p>{exc}</p>")
+                    return True
+                self.send_response(302)
+                self.send_header("Location", where)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
+            if segments == ["instagram", "oauth", "access_token"] and method == "POST":
+                try:
+                    self._json(200, state.instagram_code_exchange(form))
+                except LoginRefusal as exc:
+                    self._json(exc.status, exc.answer)
+                return True
+            if (
+                len(segments) == 3
+                and VERSION.match(segments[0])
+                and segments[1:] == ["oauth", "access_token"]
+            ):
+                self._json(200, state.facebook_access_token(query))
+                return True
+            return False
 
         def _error(self, error: GraphError, path: str, fault: Fault | None) -> None:
             headers = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from simulators.meta.content import Content
 from simulators.meta.faults import FaultLog
+from simulators.meta.login import Logins
 from simulators.meta.notifications import Notifications
 from simulators.meta.reads import Reads
 from simulators.meta.store import Store
@@ -11,5 +12,5 @@ from simulators.meta.tokens import Tokens
 from simulators.meta.writes import Writes
 
 
-class SimulatorState(Content, Reads, Writes, Notifications, FaultLog, Tokens, Store):
+class SimulatorState(Content, Reads, Writes, Notifications, FaultLog, Logins, Tokens, Store):
     """Everything the simulator knows, in one SQLite database behind one lock."""

@@ -81,6 +81,7 @@ class Store:
         # validity. In memory only: tests set it per run through POST /_sim/token.
         self.token_expires_at, self.token_valid = 0, True
         self._tokens_init()  # per-token checking, off until a test registers one (tokens.py)
+        self._logins_init()  # login flows' codes and the account each grants (login.py)
         self.db = sqlite3.connect(state_path or ":memory:", check_same_thread=False, isolation_level=None)
         if state_path:
             self.db.execute("PRAGMA journal_mode=WAL")

@@ -31,6 +31,9 @@ class Tokens:
 
     def _tokens_init(self) -> None:
         self.tokens: dict[str, dict] = {}
+        # Every token is checked once a test registers one; tokens a login flow issues are known
+        # (to /me, /me/accounts, debug_token) without switching checking on.
+        self.token_checking = False
         self.clock_offset = 0.0
         self.refreshes = 0
 
@@ -47,6 +50,7 @@ class Tokens:
             else issued + float(data.get("expires_in", 3600))
         )
         with self.lock:
+            self.token_checking = True
             self.tokens[token] = {
                 "issued_at": issued,
                 "expires_at": expires,
@@ -63,7 +67,7 @@ class Tokens:
     def token_check(self, token: str) -> None:
         """Refuse the call as Meta does when token checking is on and `token` is not usable."""
         with self.lock:
-            if not self.tokens:
+            if not self.token_checking:
                 return
             known = self.tokens.get(token)
         if known is None or not known["valid"]:
@@ -85,12 +89,11 @@ class Tokens:
         fresh = f"IGQ{secrets.token_urlsafe(48)}"
         now = self.now()
         with self.lock:
-            scopes = self.tokens.get(token, {}).get("scopes", [])
             self.tokens[fresh] = {
+                **self.tokens.get(token, {"scopes": []}),
                 "issued_at": now,
                 "expires_at": now + REFRESHED_SECONDS,
                 "valid": True,
-                "scopes": scopes,
             }
             self.refreshes += 1
         return {"access_token": fresh, "token_type": "bearer", "expires_in": REFRESHED_SECONDS}
@@ -101,9 +104,31 @@ class Tokens:
             known = self.tokens.get(token)
         if known is None:
             return None
+        never = known["expires_at"] == float("inf")  # a Page token: no clock expiry
         return {
             "is_valid": known["valid"] and self.now() < known["expires_at"],
-            "expires_at": int(known["expires_at"]),
+            "expires_at": 0 if never else int(known["expires_at"]),
             "issued_at": int(known["issued_at"]),
             "scopes": known["scopes"],
+            **({"type": known["type"]} if "type" in known else {}),
         }
+
+    def token_issue(self, *, lasts: float, scopes: list[str], **owner) -> str:
+        """A token a login flow hands out (`lasts` seconds; inf: never expires), known by its
+        owner: `account` (an Instagram user's), `pages` (a Facebook user's) or `page` (a Page's)."""
+        token = f"{'IGQ' if 'account' in owner else 'EAA'}{secrets.token_urlsafe(48)}"
+        now = self.now()
+        with self.lock:
+            self.tokens[token] = {
+                "issued_at": now,
+                "expires_at": now + lasts,
+                "valid": True,
+                "scopes": list(scopes),
+                "type": "PAGE" if "page" in owner else "USER",
+                **owner,
+            }
+        return token
+
+    def token_owner(self, token: str) -> dict:
+        with self.lock:
+            return dict(self.tokens.get(token) or {})

@@ -118,12 +118,13 @@ def graph_request(
     base_url: str,
     path: str,
     params: Mapping[str, str],
-    access_token: str,
+    access_token: str | None,
     timeout: float,
     max_bytes: int = DEFAULT_MAX_BYTES,
     keep_alive: bool = False,
 ) -> GraphResponse:
-    """One Graph call: `<base_url>/<path>?<params>&access_token=...`, its JSON object back.
+    """One Graph call: `<base_url>/<path>?<params>&access_token=...`, its JSON object back
+    (`access_token` None: a call that carries none, as a login's code exchange).
 
     Raises GraphError when Meta answers an error, GraphCallFailed otherwise. The
     answer is read to at most `max_bytes` + 1 bytes: one byte past the limit
@@ -134,7 +135,7 @@ def graph_request(
     if refusal:
         # Checked before anything is built: the token never leaves for any other host.
         raise GraphCallFailed("url_refused", f"the Graph URL is refused: {refusal}", sent=False)
-    query = urlencode({**params, "access_token": access_token})
+    query = urlencode({**params, **({} if access_token is None else {"access_token": access_token})})
     if keep_alive:
         prefix = urlsplit(base_url).path.rstrip("/")
         status, headers, payload = _exchange_kept(
@@ -189,7 +190,7 @@ def graph_get(
     base_url: str,
     path: str,
     params: Mapping[str, str],
-    access_token: str,
+    access_token: str | None,
     timeout: float,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> GraphResponse:
