@@ -167,11 +167,11 @@ class SourceConnectViews:
         verb = "connected" if result.created else "reconnected"
         if result.subscription_problem:
             messages.error(
-                request, f"{result.source}: {verb}, but not subscribed: {result.subscription_problem}"
+                request, f"Source {result.source}: {verb}, but not subscribed: {result.subscription_problem}"
             )
         else:
-            messages.success(request, f"{result.source}: {verb} and subscribed (read back and verified)")
+            messages.success(request, f"Source {result.source}: {verb} and subscribed (read back and verified)")
         if result.resumed == "resumed":
-            messages.success(request, f"{result.source}: sending resumes with the new token")
+            messages.success(request, f"Source {result.source}: sending resumes with the new token")
         elif result.resumed:
-            messages.error(request, f"{result.source}: {result.resumed}")
+            messages.error(request, f"Source {result.source}: {result.resumed}")
