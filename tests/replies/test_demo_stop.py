@@ -178,7 +178,7 @@ def test_stopping_the_running_demo_leaves_nothing_running(demo, signum, status):
     with contextlib.closing(sqlite3.connect(run.tmp_path / "demo.sqlite3")) as db:
         statuses = db.execute(
             "SELECT e.reconcile_status FROM inbound_events e JOIN ingress_source s ON s.id = e.source_id "
-            "WHERE s.name = 'instagram'"
+            "WHERE s.name = 'instagram-acct_test_demo'"
         ).fetchall()
     assert sorted(statuses) == [("MATCHED",), ("MATCHED",)], run.output[-3000:]
     if signum == signal.SIGINT:
