@@ -24,6 +24,7 @@ from tests.providers.meta.connect.conftest import (
     query_of,
     start,
 )
+from tests.providers.meta.integration.conftest import post_meta  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -225,3 +226,56 @@ def test_connect_without_the_apps_settings_names_what_is_missing(client, owner, 
     response = client.post(f"{CHANGELIST}connect/facebook/", follow=True).content.decode()
     assert "CONDUIT_META_LOGIN_CONFIG_ID" in response and "CONDUIT_SOURCE_META_APP_SECRET" in response
     assert graph.state.grants == 0
+
+
+@pytest.fixture
+def deliver(post_meta, django_capture_on_commit_callbacks):  # noqa: F811 (the imported fixture)
+    def _deliver(body: bytes) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            assert post_meta(body).status_code == 200
+
+    return _deliver
+
+
+def test_a_refused_token_waits_and_reconnect_sends_each_waiting_reply_once(client, owner, graph, deliver):
+    from ingress.services import source_update
+    from replies.models import ReplyAction
+    from replies.sender import reply_send_next
+    from replies.services import reply_approve, reply_copy_create
+    from tests.providers.meta.sending.conftest import PERSON, applied, ig_comment_body
+
+    connect_instagram(client)
+    source = Source.objects.get()
+    source_update(source_id=source.pk, changes={"trigger_keywords": ["price"]})
+    reply_copy_create(
+        source_id=source.pk, purpose="public_ack", channel="public_ack", text="Thanks!", actor="owner_test"
+    )
+    waiting = []
+    for comment in ("17900000000000410", "17900000000000411"):
+        graph.control(
+            "/_sim/comments",
+            {
+                "account": IG_ACCOUNT,
+                "media_id": "17800000000000041",
+                "id": comment,
+                "text": "price?",
+                "from_id": PERSON,
+            },
+        )
+        deliver(ig_comment_body(comment, "17800000000000041"))
+        action = ReplyAction.objects.get(event__message_ref=comment, purpose="public_ack")
+        assert reply_approve(action_id=action.pk, actor="reviewer_test").ok
+        waiting.append(comment)
+    graph.control("/_sim/faults", {"mode": "error", "code": 190, "subcode": 460, "status": 400, "count": 1})
+    reply_send_next()  # Meta refuses the token: nothing applied, the source waits for a person
+    source.refresh_from_db()
+    assert source.needs_reauth and reply_send_next() is None
+    assert applied(graph)["public"] == {}
+
+    client.get(local(consent(start(client, "instagram", source=source.pk))))
+    client.post(f"{CHANGELIST}connect/pick/", {"account": [IG_ACCOUNT]})
+    source.refresh_from_db()
+    assert not source.needs_reauth
+    while reply_send_next() is not None:
+        pass
+    assert applied(graph)["public"] == {comment: 1 for comment in waiting}
