@@ -164,13 +164,18 @@ class SourceConnectViews:
 
     @staticmethod
     def _report(request: HttpRequest, result) -> None:
+        if result.refused:
+            messages.error(request, f"Account {result.source}: not connected: {result.refused}")
+            return
         verb = "connected" if result.created else "reconnected"
         if result.subscription_problem:
             messages.error(
                 request, f"Source {result.source}: {verb}, but not subscribed: {result.subscription_problem}"
             )
         else:
-            messages.success(request, f"Source {result.source}: {verb} and subscribed (read back and verified)")
+            messages.success(
+                request, f"Source {result.source}: {verb} and subscribed (read back and verified)"
+            )
         if result.resumed == "resumed":
             messages.success(request, f"Source {result.source}: sending resumes with the new token")
         elif result.resumed:

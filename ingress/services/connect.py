@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import MutableMapping
 
 from django.conf import settings
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -73,10 +74,11 @@ class Connected:
     """What connecting one asset did: its source, whether it was new, the subscription's read-back
     ("" when verified, else what is wrong) and, for a source that waited, whether sends resume."""
 
-    source: str
+    source: str  # its name (the account's, when it was refused)
     created: bool
     subscription_problem: str
     resumed: str = ""  # "" (did not wait), "resumed", or why sending still waits
+    refused: str = ""  # why the account was not connected ("": it was)
 
 
 def _refuse(login: str, reason: str, message: str, actor: str) -> ConnectRefused:
@@ -294,8 +296,28 @@ def connect_finish(
             raise ConnectRefused(
                 "grant_unreadable", "The sign-in can no longer be read: start again."
             ) from None
-        results.append(_connect_one(login, asset, token, actor=actor, timeout=timeout))
+        try:
+            results.append(_connect_one(login, asset, token, actor=actor, timeout=timeout))
+        except (SourceConflict, ValidationError, IntegrityError, ValueError) as exc:
+            # This account is left as it was (its transaction rolled back); the others go on.
+            logger.warning(
+                "connect refused login=%s reason=source_refused account=%s actor=%s",
+                login.name,
+                asset["account_ref"],
+                actor,
+            )
+            results.append(
+                Connected(source=asset["name"], created=False, subscription_problem="", refused=_words(exc))
+            )
     return results
+
+
+def _words(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+    if isinstance(exc, IntegrityError):
+        return "the account was being connected at the same time: look at the sources, then try again"
+    return str(exc)
 
 
 def _connect_one(login: AccountLogin, asset: dict, token: str, *, actor: str, timeout: float) -> Connected:

@@ -279,3 +279,35 @@ def test_a_refused_token_waits_and_reconnect_sends_each_waiting_reply_once(clien
     while reply_send_next() is not None:
         pass
     assert applied(graph)["public"] == {comment: 1 for comment in waiting}
+
+
+def test_an_account_refused_by_registration_is_shown_and_nothing_is_left_half_made(
+    client, owner, graph, monkeypatch
+):
+    from ingress.services import source_register
+
+    # An Instagram account of the same app registered by hand, naming other variables: the app's
+    # sources of one object share one callback, so a connected one naming others is refused.
+    monkeypatch.setenv("CONDUIT_SOURCE_HAND_SECRET", "0123456789abcdef0123456789abcdef")
+    monkeypatch.setenv("CONDUIT_SOURCE_HAND_VERIFY", "verify-token-test-only-02")
+    monkeypatch.setenv("CONDUIT_SOURCE_HAND_TOKEN", "graph-token-test-only")
+    source_register(
+        name="by-hand",
+        adapter="meta-instagram",
+        account_ref="17841400000000002",
+        event_types=["comment.created"],
+        purposes=[],
+        trigger_keywords=[],
+        secret_env="CONDUIT_SOURCE_HAND_SECRET",
+        verify_token_env="CONDUIT_SOURCE_HAND_VERIFY",
+        token_env="CONDUIT_SOURCE_HAND_TOKEN",
+        app_id=APP_ID,
+        source_url=f"{graph.root}/instagram/v26.0",
+    )
+    client.get(local(consent(start(client, "instagram"))))
+    done = client.post(f"{CHANGELIST}connect/pick/", {"account": [IG_ACCOUNT]}, follow=True)
+    assert done.status_code == 200
+    page = done.content.decode()
+    assert "Account user_test_01: not connected:" in page and "secret_env" in page
+    assert list(Source.objects.values_list("name", flat=True)) == ["by-hand"]
+    assert not SourceCredential.objects.exists() and subscribed(graph, IG_ACCOUNT) == []
