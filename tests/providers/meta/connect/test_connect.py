@@ -311,3 +311,28 @@ def test_an_account_refused_by_registration_is_shown_and_nothing_is_left_half_ma
     assert "Account user_test_01: not connected:" in page and "secret_env" in page
     assert list(Source.objects.values_list("name", flat=True)) == ["by-hand"]
     assert not SourceCredential.objects.exists() and subscribed(graph, IG_ACCOUNT) == []
+
+
+def test_the_tokens_a_flow_is_given_appear_in_no_log_page_or_session(client, owner, graph, caplog):
+    from django.contrib.sessions.models import Session
+
+    pages = []
+    with caplog.at_level(logging.DEBUG):
+        for login, account in (("instagram", IG_ACCOUNT), ("facebook", PAGES[0])):
+            authorize = start(client, login)
+            back = client.get(local(consent(authorize)))
+            pick = client.get(f"{CHANGELIST}connect/pick/")
+            # The session as stored while the grant waits for the pick.
+            stored = [s.session_data + repr(s.get_decoded()) for s in Session.objects.all()]
+            done = client.post(f"{CHANGELIST}connect/pick/", {"account": [account]}, follow=True)
+            pages += [authorize, back["Location"], pick.content.decode(), done.content.decode(), *stored]
+        for source in Source.objects.all():
+            pages.append(client.get(f"{CHANGELIST}{source.pk}/change/").content.decode())
+            pages.append(client.get(f"{CHANGELIST}{source.pk}/history/").content.decode())
+    issued = [t for t in graph.state.tokens if len(t) > 20]
+    # Both flows' tokens: Instagram's short-lived and 60-day ones, Facebook's user tokens, each Page's.
+    assert len(issued) >= 5
+    said = "\n".join([*pages, caplog.text, *(r.getMessage() for r in caplog.records)])
+    leaked = [t[:6] for t in issued if t in said]
+    assert not leaked, f"tokens in the outputs: {leaked}"
+    assert "Connect selected accounts" in "".join(pages)  # the pages searched are the real ones
