@@ -234,6 +234,37 @@ def planned(deliver):
     return _planned
 
 
+# The role groups as the migrations left them; a transactional test's flush forgets them, and
+# `migrated_roles` puts them back.
+_ROLES_AS_MIGRATED: dict[str, list[tuple[str, str]]] = {}
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    from django.contrib.auth.models import Group
+
+    with django_db_blocker.unblock():
+        for group in Group.objects.prefetch_related("permissions__content_type"):
+            _ROLES_AS_MIGRATED[group.name] = [
+                (p.content_type.app_label, p.codename) for p in group.permissions.all()
+            ]
+
+
+@pytest.fixture
+def migrated_roles(transactional_db):
+    """The owners, reviewers and operators groups with the permissions the migrations gave
+    (a permission no model declares any more is not recreated by a flush, and grants nothing)."""
+    from django.contrib.auth.models import Group, Permission
+
+    for name, permissions in _ROLES_AS_MIGRATED.items():
+        group, created = Group.objects.get_or_create(name=name)
+        if created:
+            for app_label, codename in permissions:
+                group.permissions.add(
+                    *Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+                )
+
+
 @pytest.fixture(autouse=True)
 def _short_timeouts(settings):
     settings.CONDUIT_TRANSPORT_TIMEOUT_SECONDS = 0.5

@@ -53,7 +53,11 @@ def _connect(page, base: str, button: str, graph, pick: str, shot: str) -> str: 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_owner_connects_instagram_and_a_page_and_a_reviewer_sees_no_button(live_server, graph):  # noqa: F811
+def test_an_owner_connects_instagram_and_a_page_and_a_reviewer_sees_no_button(
+    live_server,
+    graph,  # noqa: F811
+    migrated_roles,
+):
     sync_playwright = _browser_or_skip()
     from ingress.models import Source
 
