@@ -11,7 +11,10 @@ used once, and the token exchanges, in the shapes of Meta's documentation and re
   which never expires).
 
 The account a grant reaches is the one `POST /_sim/login` names (`{"object", "account"}`), else
-the first account of that object the simulator holds (every Page, for Facebook Login).
+the first account of that object the simulator holds (every Page, for Facebook Login). The
+Instagram code exchange answers as Meta's documentation shows it (`{"data": [{...}]}`);
+`"code_answer": "flat"` makes it answer as recorded live (`{"access_token", "user_id": <number>,
+"permissions": [...]}`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import secrets
 from urllib.parse import urlencode
 
 from simulators.meta.errors import GraphError
+from simulators.meta.tokens import FACEBOOK_USER_ID
 
 SHORT_SECONDS = 3600  # Instagram's short-lived token: "valid for 1 hour"
 LONG_SECONDS = 60 * 24 * 3600  # the long-lived tokens: 60 days
@@ -59,15 +63,20 @@ class Logins:
     def _logins_init(self) -> None:
         self.codes: dict[str, dict] = {}
         self.logged_in: dict[str, str] = {}
+        self.code_answer = "documented"
         self.grants = 0
 
     def login_set(self, data: dict) -> dict:
         object, account = str(data["object"]), str(data["account"])
         if object not in ("instagram", "page"):
             raise ValueError("object is instagram or page")
+        code_answer = str(data.get("code_answer", self.code_answer))
+        if code_answer not in ("documented", "flat"):
+            raise ValueError("code_answer is documented or flat")
         with self.lock:
             self.logged_in[object] = account
-        return {"object": object, "account": account}
+            self.code_answer = code_answer
+        return {"object": object, "account": account, "code_answer": code_answer}
 
     def _granted_accounts(self, object: str) -> list[dict]:
         with self.lock:
@@ -143,7 +152,12 @@ class Logins:
             if grant is None or grant["kind"] != kind:
                 raise refuse("Invalid verification code format.")
             if grant["used"]:
-                raise refuse("This authorization code has been used.")
+                # Recorded: api.instagram.com ends the sentence without a period, Graph with one.
+                raise refuse(
+                    "This authorization code has been used"
+                    if kind == "instagram"
+                    else "This authorization code has been used."
+                )
             if self.now() - grant["at"] > CODE_SECONDS:
                 raise refuse("This authorization code has expired.")
             if params.get("redirect_uri") != grant["redirect_uri"] or (
@@ -163,6 +177,12 @@ class Logins:
         grant = self._code_take("instagram", form)
         account = grant["accounts"][0]
         token = self.token_issue(lasts=SHORT_SECONDS, scopes=list(INSTAGRAM_PERMISSIONS), account=account)
+        if self.code_answer == "flat":
+            return {
+                "access_token": token,
+                "user_id": int(account) if account.isdigit() else account,
+                "permissions": list(INSTAGRAM_PERMISSIONS),
+            }
         return {
             "data": [
                 {"access_token": token, "user_id": account, "permissions": ",".join(INSTAGRAM_PERMISSIONS)}
@@ -207,7 +227,7 @@ class Logins:
                 "id": f"9{owner['account'][-15:]}",
             }
         if host == "facebook" and "pages" in owner:
-            return {"name": "Test Person 01", "id": "10000000000000001"}
+            return {"name": "Test Person 01", "id": FACEBOOK_USER_ID}
         raise GraphError(190, message="Invalid OAuth access token - Cannot parse access token")
 
     def me_accounts(self, token: str, base_url: str) -> dict:

@@ -18,6 +18,9 @@ from datetime import datetime, timedelta, timezone
 from simulators.meta.errors import GraphError
 
 REFRESHED_SECONDS = 60 * 24 * 3600  # "valid for 60 days from the date at which they are refreshed"
+DATA_ACCESS_SECONDS = 90 * 24 * 3600  # data access lasts 90 days from a grant
+FACEBOOK_USER_ID = "10000000000000001"  # the simulator's one Facebook user, who grants every Page
+DEBUG_APPLICATION = "Conduit simulator app"
 _PACIFIC = timezone(timedelta(hours=-8), "PST")
 
 
@@ -96,7 +99,14 @@ class Tokens:
                 "valid": True,
             }
             self.refreshes += 1
-        return {"access_token": fresh, "token_type": "bearer", "expires_in": REFRESHED_SECONDS}
+            scopes = self.tokens[fresh]["scopes"]
+        # Since Graph v24 (recorded from the Graph API Explorer) the answer names the permissions.
+        return {
+            "access_token": fresh,
+            "token_type": "bearer",
+            "expires_in": REFRESHED_SECONDS,
+            "permissions": ",".join(scopes),
+        }
 
     def token_debug(self, token: str) -> dict | None:
         """What GET /debug_token says of a registered `token` (None: not registered)."""
@@ -105,12 +115,23 @@ class Tokens:
         if known is None:
             return None
         never = known["expires_at"] == float("inf")  # a Page token: no clock expiry
+        # As Meta's reference and a recorded answer show: the app's name, when data access ends
+        # (90 days), each scope also as a granular one, and whose token it is.
+        whose = (
+            {"profile_id": known["page"]}
+            if "page" in known
+            else {"user_id": known.get("account", FACEBOOK_USER_ID)}
+        )
         return {
+            "application": DEBUG_APPLICATION,
+            "data_access_expires_at": int(known["issued_at"] + DATA_ACCESS_SECONDS),
             "is_valid": known["valid"] and self.now() < known["expires_at"],
             "expires_at": 0 if never else int(known["expires_at"]),
             "issued_at": int(known["issued_at"]),
             "scopes": known["scopes"],
+            "granular_scopes": [{"scope": scope} for scope in known["scopes"]],
             **({"type": known["type"]} if "type" in known else {}),
+            **whose,
         }
 
     def token_issue(self, *, lasts: float, scopes: list[str], **owner) -> str:

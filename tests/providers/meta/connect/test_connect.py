@@ -91,6 +91,20 @@ def test_connect_instagram_makes_a_source_authorised_and_subscribed(client, owne
     assert "connected and subscribed (read back and verified)" in done.content.decode()
 
 
+def test_connect_instagram_reads_the_flat_code_answer_meta_gives_live(client, owner, graph):
+    """Meta documents the code exchange wrapped in `data`; recorded live it is flat, with a numeric
+    user_id and the permissions as a list (fixtures/meta_recorded_PROVENANCE.md)."""
+    graph.control("/_sim/login", {"object": "instagram", "account": IG_ACCOUNT, "code_answer": "flat"})
+    connect_instagram(client)
+    credential = SourceCredential.objects.get(source__account_ref=IG_ACCOUNT)
+    assert set(credential.scopes) == {
+        "instagram_business_basic",
+        "instagram_business_manage_messages",
+        "instagram_business_manage_comments",
+    }
+    assert Source.objects.get(account_ref=IG_ACCOUNT).subscription_problem == ""
+
+
 def test_connect_facebook_page_connects_the_pages_picked(client, owner, graph):
     authorize = start(client, "facebook")
     asked = query_of(authorize)

@@ -6,14 +6,20 @@ by tests/providers/meta/integration/test_simulator_shapes.py."""
 from __future__ import annotations
 
 import json
+import threading
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from conduit.providers.base import SourceConfig
+from conduit.providers.login import LoginApp, LoginRefused
 from conduit.providers.meta import errors
 from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapter
 from conduit.providers.meta.graph import graph_error
+from conduit.providers.meta.login import FacebookPageLogin, InstagramLogin
 from conduit.providers.meta.reader import _edge, _position
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
 
@@ -50,7 +56,9 @@ LISTS = {
 
 
 def test_every_recorded_list_answer_is_named_here():
-    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | set(TOKENS) | set(SUBSCRIBES) | {
+    assert set(LISTS) | set(DETAILS) | set(RECEIPTS) | set(ERRORS) | set(TOKENS) | set(SUBSCRIBES) | set(
+        LOGIN_ANSWERS
+    ) | {
         "instagram/answer_comment__with_replies",
         "instagram/answer_conversation__messages",
         "instagram/answer_conversation__messages_documented",
@@ -171,7 +179,10 @@ def test_a_recorded_send_answer_is_a_receipt_with_its_id(name):
 
 
 # Token answers: what keeping a stored token alive reads from each.
-TOKENS = {"instagram/answer_refresh_access_token__refreshed"}
+TOKENS = {
+    "instagram/answer_refresh_access_token__refreshed",
+    "instagram/answer_refresh_access_token__with_permissions",
+}
 SUBSCRIBES = {"page/answer_subscribed_apps__subscribe_documented"}
 
 
@@ -253,3 +264,179 @@ def test_a_recorded_error_envelope_means_what_the_table_says(name):
     meant = errors.meaning(error.status, error.code, error.subcode, error.message_hint)
     assert (meant.outcome, meant.reason) == ERRORS[name]
     assert not error.message.count("(#")  # Meta's text is never kept
+
+
+# -- connecting accounts: the login flows read the recorded answers -----------------------------
+
+LOGIN_ANSWERS = {
+    "instagram/answer_oauth_access_token__documented",
+    "instagram/answer_oauth_access_token__flat",
+    "instagram/answer_oauth_access_token__code_used",
+    "instagram/answer_access_token__long_lived_documented",
+    "page/answer_oauth_access_token__code_used",
+    "page/answer_oauth_access_token__fb_exchange",
+    "page/answer_me_accounts__pages",
+    "page/answer_debug_token__user",
+}
+
+
+class Answering:
+    """A loopback server answering each (method, path) with (status, JSON) as `answers` says,
+    standing in for every Meta host of a login flow (LoginApp.simulator_url)."""
+
+    def __init__(self, answers: dict) -> None:
+        self.asked: list[tuple[str, str, dict]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, method: str) -> None:
+                split = urlsplit(self.path)
+                size = int(self.headers.get("Content-Length") or 0)
+                form = dict(parse_qsl(self.rfile.read(size).decode())) if size else {}
+                query = {**dict(parse_qsl(split.query)), **form}
+                outer.asked.append((method, split.path, query))
+                status, body = answers[(method, split.path)](query)
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self):
+                self._answer("GET")
+
+            def do_POST(self):
+                self._answer("POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def login_app(url: str) -> LoginApp:
+    return LoginApp(
+        client_id="1", client_secret="s", redirect_uri="https://conduit.example.invalid/cb", simulator_url=url
+    )
+
+
+NOW = datetime(2026, 1, 10, tzinfo=timezone.utc)
+# /me has no recording: the account as the adapter asks it (fields=user_id,username).
+IG_ME = {"user_id": "17841400000000001", "username": "user_test_01"}
+
+
+@pytest.mark.parametrize(
+    "name, scopes",
+    [
+        (
+            "instagram/answer_oauth_access_token__documented",
+            (
+                "instagram_business_basic",
+                "instagram_business_content_publish",
+                "instagram_business_manage_comments",
+                "instagram_business_manage_messages",
+            ),
+        ),
+        ("instagram/answer_oauth_access_token__flat", ("instagram_business_basic",)),
+    ],
+)
+def test_a_recorded_instagram_code_answer_becomes_the_60_day_token_and_its_scopes(name, scopes):
+    """Documented wrapped in `data` with a permission string, live flat with a list: both read."""
+    long_lived = recorded("instagram/answer_access_token__long_lived_documented")
+    meta = Answering(
+        {
+            ("POST", "/instagram/oauth/access_token"): lambda q: (200, recorded(name)),
+            ("GET", "/instagram/access_token"): lambda q: (200, long_lived),
+            ("GET", "/instagram/v26.0/me"): lambda q: (200, IG_ME),
+        }
+    )
+    try:
+        (asset,) = InstagramLogin().grant(login_app(meta.url), "AQ_test_code", now=NOW, timeout=5)
+    finally:
+        meta.close()
+    assert (asset.account_ref, asset.name) == ("17841400000000001", "user_test_01")
+    assert asset.access_token == long_lived["access_token"]  # the 60-day token, not the short one
+    assert asset.expires_at == NOW + timedelta(seconds=long_lived["expires_in"])
+    assert asset.scopes == scopes
+    exchanged = meta.asked[1][2]
+    assert exchanged["grant_type"] == "ig_exchange_token"
+    short = recorded(name)
+    assert exchanged["access_token"] == (short.get("data") or [short])[0]["access_token"]
+
+
+def test_recorded_facebook_answers_become_the_pages_with_their_tokens():
+    pages, inspected = recorded("page/answer_me_accounts__pages"), recorded("page/answer_debug_token__user")
+    exchanged = recorded("page/answer_oauth_access_token__fb_exchange")
+    # The code's answer has the fb_exchange_token answer's documented shape (not recorded apart).
+    user = {"access_token": "EAA_test_user", "token_type": "bearer", "expires_in": 7200}
+    meta = Answering(
+        {
+            ("GET", "/v26.0/oauth/access_token"): lambda q: (
+                200,
+                exchanged if q.get("grant_type") == "fb_exchange_token" else user,
+            ),
+            ("GET", "/v26.0/debug_token"): lambda q: (200, inspected),
+            ("GET", "/v26.0/me/accounts"): lambda q: (200, pages),
+        }
+    )
+    try:
+        (asset,) = FacebookPageLogin().grant(login_app(meta.url), "AQ_test_code", now=NOW, timeout=5)
+    finally:
+        meta.close()
+    page = pages["data"][0]
+    assert (asset.account_ref, asset.name, asset.access_token) == (
+        page["id"],
+        page["name"],
+        page["access_token"],
+    )
+    assert asset.expires_at is None  # a Page token from a long-lived user token: no clock expiry
+    assert asset.scopes == tuple(sorted(inspected["data"]["scopes"]))
+    # debug_token inspected the long-lived token, /me/accounts was asked with it.
+    asked = {path: query for _, path, query in meta.asked}
+    assert asked["/v26.0/debug_token"]["input_token"] == exchanged["access_token"]
+    assert asked["/v26.0/me/accounts"]["access_token"] == exchanged["access_token"]
+
+
+@pytest.mark.parametrize(
+    "name, refusal",
+    [
+        (
+            "instagram/answer_oauth_access_token__code_used",
+            "Meta refused the code exchange (HTTP 400, code 400)",
+        ),
+        ("page/answer_oauth_access_token__code_used", "Meta refused the code exchange (code 100/36009)"),
+    ],
+)
+def test_a_recorded_used_code_is_refused_in_conduits_words_with_metas_code(name, refusal):
+    answer = recorded(name)
+    meta = Answering(
+        {
+            ("POST", "/instagram/oauth/access_token"): lambda q: (400, answer),
+            ("GET", "/v26.0/oauth/access_token"): lambda q: (400, answer),
+        }
+    )
+    login = InstagramLogin() if name.startswith("instagram/") else FacebookPageLogin()
+    try:
+        with pytest.raises(LoginRefused) as refused:
+            login.grant(login_app(meta.url), "AQ_test_code", now=NOW, timeout=5)
+    finally:
+        meta.close()
+    assert str(refused.value) == refusal
+    assert "has been used" not in str(refused.value)  # Meta's text is never kept
+
+
+def test_every_recorded_file_says_where_it_came_from():
+    provenance = (ROOT / "meta_recorded_PROVENANCE.md").read_text()
+    unnamed = sorted(
+        f"{p.parent.parent.name}/recorded/{p.name}"
+        for p in ROOT.glob("meta_*/recorded/*.json")
+        if f"`{p.name}`" not in provenance and f"`{p.parent.parent.name}/recorded/{p.name}`" not in provenance
+    )
+    assert unnamed == []

@@ -17,7 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
-from urllib.parse import parse_qsl, urlsplit
+from urllib.error import HTTPError
+from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 import pytest
 
@@ -449,6 +451,147 @@ def without_a_token(sim, rec):
     return answer
 
 
+# -- connecting accounts: the login flows' answers ----------------------------------------------
+
+REDIRECT = "https://conduit.example.invalid/connect/meta/callback"
+
+
+class _Stay(HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # the redirect is to Conduit's callback: read it, do not follow it
+
+
+def form_post(url: str, form: dict) -> tuple[int, dict | str, dict]:
+    """A form-encoded POST, redirects not followed: (status, JSON answer or body, headers)."""
+    try:
+        with build_opener(_Stay).open(Request(url, data=urlencode(form).encode()), timeout=10) as response:
+            status, raw, headers = response.status, response.read(), dict(response.headers)
+    except HTTPError as exc:
+        status, raw, headers = exc.code, exc.read(), dict(exc.headers)
+    try:
+        return status, json.loads(raw or b"{}"), headers
+    except ValueError:
+        return status, raw.decode(), headers
+
+
+def allowed_code(sim, kind: str) -> str:
+    """The consent page's Allow pressed: the code Meta's redirect hands to the callback."""
+    dialog = f"{sim.root}/oauth/authorize" if kind == "instagram" else f"{sim.url}/dialog/oauth"
+    status, _, headers = form_post(dialog, {"client_id": "1", "redirect_uri": REDIRECT, "state": "s"})
+    assert status == 302, status
+    return dict(parse_qsl(urlsplit(headers["Location"]).query))["code"]
+
+
+def instagram_exchange(sim, code: str) -> tuple[int, dict]:
+    status, answer, _ = form_post(
+        f"{sim.root}/instagram/oauth/access_token",
+        {
+            "client_id": "1",
+            "client_secret": "s",
+            "grant_type": "authorization_code",
+            "redirect_uri": REDIRECT,
+            "code": code,
+        },
+    )
+    return status, answer
+
+
+def ig_code_exchange(code_answer: str):
+    def ask(sim, rec):
+        accounts(sim)
+        control(sim, "login", object="instagram", account=IG, code_answer=code_answer)
+        status, answer = instagram_exchange(sim, allowed_code(sim, "instagram"))
+        assert status == 200, answer
+        return answer
+
+    return ask
+
+
+def ig_code_used(sim, rec):
+    accounts(sim)
+    code = allowed_code(sim, "instagram")
+    assert instagram_exchange(sim, code)[0] == 200
+    status, answer = instagram_exchange(sim, code)
+    assert status == 400  # as recorded
+    return answer
+
+
+def ig_short_lived(sim) -> str:
+    accounts(sim)
+    return instagram_exchange(sim, allowed_code(sim, "instagram"))[1]["data"][0]["access_token"]
+
+
+def ig_long_lived(sim, rec):
+    short = ig_short_lived(sim)
+    status, answer, _ = call(
+        f"{sim.root}/instagram/access_token",
+        params={"grant_type": "ig_exchange_token", "client_secret": "s"},
+        token=short,
+    )
+    assert status == 200, answer
+    return answer
+
+
+def ig_refreshed_after_login(sim, rec):
+    """A token the login issued, refreshed: its permissions named."""
+    long_lived = ig_long_lived(sim, rec)["access_token"]
+    status, answer, _ = call(
+        f"{sim.root}/instagram/refresh_access_token",
+        params={"grant_type": "ig_refresh_token"},
+        token=long_lived,
+    )
+    assert status == 200, answer
+    return answer
+
+
+def facebook_exchange(sim, code: str) -> tuple[int, dict]:
+    status, answer, _ = call(
+        f"{sim.url}/oauth/access_token",
+        params={"client_id": "1", "client_secret": "s", "redirect_uri": REDIRECT, "code": code},
+        token=None,
+    )
+    return status, answer
+
+
+def fb_code_used(sim, rec):
+    accounts(sim)
+    code = allowed_code(sim, "facebook")
+    assert facebook_exchange(sim, code)[0] == 200
+    status, answer = facebook_exchange(sim, code)
+    assert status == 400  # as recorded (Graph's code 100 is a 400)
+    return answer
+
+
+def fb_user_token(sim) -> str:
+    accounts(sim)
+    status, answer = facebook_exchange(sim, allowed_code(sim, "facebook"))
+    assert status == 200, answer
+    return answer["access_token"]
+
+
+def fb_long_lived(sim, rec):
+    status, answer, _ = call(
+        f"{sim.url}/oauth/access_token",
+        params={
+            "grant_type": "fb_exchange_token",
+            "client_id": "1",
+            "client_secret": "s",
+            "fb_exchange_token": fb_user_token(sim),
+        },
+        token=None,
+    )
+    assert status == 200, answer
+    return answer
+
+
+def fb_pages(sim, rec):
+    return get(f"{sim.url}/me/accounts", access_token=fb_user_token(sim))
+
+
+def fb_debug_user_token(sim, rec):
+    return get(f"{sim.url}/debug_token", input_token=fb_user_token(sim), access_token="1|s")
+
+
 SCENARIOS = {
     "meta_instagram/answer_media__list_page": Scenario(ig_media_list),
     # The recorder rewrote the cursors (to "after") and kept no `before`.
@@ -482,7 +625,18 @@ SCENARIOS = {
         ig_private_reply_too_late, drop=frozenset({"$.error.fbtrace_id"})
     ),
     "meta_instagram/answer_error__code2500_ig_host": Scenario(ig_unknown_edge),
-    "meta_instagram/answer_refresh_access_token__refreshed": Scenario(ig_token_refreshed),
+    # Recorded before Graph v24, which added `permissions` to the answer.
+    "meta_instagram/answer_refresh_access_token__refreshed": Scenario(
+        ig_token_refreshed, drop=frozenset({"$.permissions"})
+    ),
+    "meta_instagram/answer_refresh_access_token__with_permissions": Scenario(ig_refreshed_after_login),
+    "meta_instagram/answer_oauth_access_token__documented": Scenario(
+        ig_code_exchange("documented"), placeholder=True
+    ),
+    # Meta answers live as it did before the documented `data` wrapper: flat, a numeric user_id.
+    "meta_instagram/answer_oauth_access_token__flat": Scenario(ig_code_exchange("flat")),
+    "meta_instagram/answer_oauth_access_token__code_used": Scenario(ig_code_used),
+    "meta_instagram/answer_access_token__long_lived_documented": Scenario(ig_long_lived, placeholder=True),
     # The simulator serves id, created_time, message and updated_time of a post; the rest of the
     # recording's fields (attachments, picture, ...) are not compared.
     "meta_page/answer_feed__time_paged": Scenario(
@@ -503,6 +657,15 @@ SCENARIOS = {
         page_message_details, keep={"$": {"id", "created_time", "from", "to"}}
     ),
     "meta_page/answer_subscribed_apps__subscribe_documented": Scenario(page_subscribed),
+    # A log excerpt of a live answer; its fbtrace_id kept (replaced, same length).
+    "meta_page/answer_oauth_access_token__code_used": Scenario(fb_code_used),
+    # The recorder put words in the tokens.
+    "meta_page/answer_oauth_access_token__fb_exchange": Scenario(fb_long_lived, placeholder=True),
+    "meta_page/answer_me_accounts__pages": Scenario(fb_pages),
+    # The recorder put words in the ids; its token had no `issued_at` (Meta's reference lists it).
+    "meta_page/answer_debug_token__user": Scenario(
+        fb_debug_user_token, drop=frozenset({"$.data.issued_at"}), placeholder=True
+    ),
     "meta_page/answer_error__code100_object": Scenario(planted(100)),
     "meta_page/answer_error__code104_missing_token": Scenario(without_a_token),
     "meta_page/answer_error__code190_expired": Scenario(planted(190, subcode=463)),
@@ -524,6 +687,17 @@ def test_an_expired_token_is_refused_in_the_recorded_shape_and_wording(sim):
         r"The current time is \w+day, \d\d-\w{3}-\d\d \d\d:\d\d:\d\d PST\.",
         answer["error"]["message"],
     ), answer["error"]["message"]
+
+
+def test_a_used_code_is_refused_in_each_hosts_recorded_wording(sim):
+    """api.instagram.com and Graph word the same refusal differently (recorded, not documented)."""
+    for name, ask, wording in (
+        ("meta_instagram/answer_oauth_access_token__code_used", ig_code_used, lambda a: a["error_message"]),
+        ("meta_page/answer_oauth_access_token__code_used", fb_code_used, lambda a: a["error"]["message"]),
+    ):
+        answer = ask(sim, recorded(name))
+        assert compare(recorded(name), answer) == []
+        assert wording(answer) == wording(recorded(name)), name
 
 
 def test_every_recorded_answer_has_its_scenario():
