@@ -82,23 +82,19 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
                 # them all) wrote no event:
                 # its quarantine receipt names why, and the next complete scan finds them again.
                 if accepted.refused:
-                    # The review of that receipt is these findings' decision (reconcile.services).
-                    _findings_outcome(
-                        planned,
-                        ids,
-                        RepairOutcome.REFUSED,
-                        code="replay_refused",
-                        receipt=next(iter(accepted.receipt_ids), None),
-                    )
+                    # A refused body has one receipt, naming each member (ingress.services.ingest);
+                    # its review is these findings' decision (reconcile.services).
+                    (receipt,) = accepted.receipt_ids
+                    _findings_outcome(ids, RepairOutcome.REFUSED, code="replay_refused", receipt=receipt)
                     logger.warning(
-                        "reconcile repair replay source=%s run=%s refused events=%s receipts=%s",
+                        "reconcile repair replay source=%s run=%s refused events=%s receipt=%s",
                         source.name,
                         run.pk,
                         len(ids),
-                        ",".join(accepted.receipt_ids),
+                        receipt,
                     )
                 else:
-                    _findings_outcome(planned, ids, RepairOutcome.APPLIED)
+                    _findings_outcome(ids, RepairOutcome.APPLIED)
         except LeaseLost:
             raise
         except Exception as exc:
@@ -113,14 +109,12 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
             )
 
 
-def _findings_outcome(
-    planned: QuerySet, ids: list[int], outcome: str, *, code: str = "", receipt: str | None = None
-) -> None:
-    """Set the outcome (code, and the quarantine receipt that refused it) of the planned findings
-    with these ids: on PostgreSQL one array parameter (`= ANY(%s)`, a primary-key probe each)
-    instead of a placeholder per id."""
+def _findings_outcome(ids: list[int], outcome: str, *, code: str = "", receipt: str | None = None) -> None:
+    """Set the outcome (code, and the quarantine receipt that refused it) of the findings with
+    these ids still planned: on PostgreSQL one array parameter (`= ANY(%s)`, a primary-key probe
+    each) instead of a placeholder per id."""
     if not fast_sql():
-        planned.filter(pk__in=ids).update(
+        Finding.objects.filter(pk__in=ids, repair_outcome=RepairOutcome.PLANNED).update(
             repair_outcome=outcome, repair_code=code, quarantine_receipt=receipt
         )
         return

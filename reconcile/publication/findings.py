@@ -7,7 +7,6 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from reconcile.models import Finding, FindingKind, ReconcileReport, ReconcileRun, Repair, RepairOutcome
 from reconcile.publication.compare import Comparison
-from reconcile.repairs import CHUNK
 from reconcile.selectors import PERSON_KINDS, RECEIPT_KINDS
 
 # -- report -----------------------------------------------------------------
@@ -34,14 +33,14 @@ def _findings_write(
     report: ReconcileReport,
     kind: str,
     rows: QuerySet,
-    repair: str = Repair.NONE,
-    detail: str = "",
+    repair: str,
+    detail: str,
     *,
-    actions: bool = False,
-    receipts: bool = False,
-    total: int | None = None,
+    actions: bool,
+    total: int | None,
 ) -> int:
-    """Write one finding per row, in one statement inside the database (no table is held in memory).
+    """Write one finding per row (reply actions, or else staged receipts), in one statement
+    inside the database (no table is held in memory).
 
     A kind a person closes gets no second row for a reply while one is open (PERSON_KINDS).
     Returns how many rows were left out for that reason: `total` (the kind's count in the
@@ -49,12 +48,7 @@ def _findings_write(
     found = rows
     if kind in PERSON_KINDS:
         rows = rows.filter(~already_recorded(kind, actions=actions))
-    if actions:
-        fields = ("event_id", "reply_key", "id", "delivery_state")
-    elif receipts:
-        fields = ("event_key", "reply_key")
-    else:
-        fields = ("event_key",)
+    fields = ("event_id", "reply_key", "id", "delivery_state") if actions else ("event_key", "reply_key")
     written = _findings_insert_select(report, kind, rows.order_by(), fields, repair, detail)
     if kind not in PERSON_KINDS:
         return 0
@@ -199,9 +193,10 @@ def reply_findings_write(
         c.unknown_receipts,
         Repair.NONE,
         "the provider shows a reply under a key Conduit never planned",
-        receipts=True,
+        actions=False,
         total=total.get(FindingKind.UNKNOWN_RECEIPT),
     )
+    # At most MAX_KEPT_REJECTIONS (reconcile.staging) rows: one insert.
     Finding.objects.bulk_create(
         [
             Finding(
@@ -210,7 +205,6 @@ def reply_findings_write(
                 detail=f"page {r['page']} item {r['index']}: {r['code']}",
             )
             for r in run.rejections
-        ],
-        batch_size=CHUNK,
+        ]
     )
     return {kind: carried[kind] for kind in PERSON_KINDS}

@@ -800,14 +800,12 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
     assert not {confirmed.pk, confirmed_too.pk, suppressed.pk} & {r[3] for r in rows}
 
 
-def test_findings_are_written_in_chunks_without_losing_any(ctx, monkeypatch):
-    """_findings_write streams rows in chunks (no table held in memory): with a chunk of 2, five
-    unverified events are still five findings, each once."""
-    from reconcile.publication import findings as publication
+def test_findings_are_written_inside_the_database_without_losing_any(ctx):
+    """The findings are written by INSERT ... SELECT (no table held in memory): five unverified
+    events are five findings, each once."""
     from reconcile.publication import findings_write, generation_compare
     from tests.reconcile.conftest import item
 
-    monkeypatch.setattr(publication, "CHUNK", 2)
     events = _accept(ctx, *[item(n) for n in range(1, 6)])
     findings_write(ctx.report, ctx.run, generation_compare(ctx.source, ctx.run))
     assert sorted(Finding.objects.filter(report=ctx.report).values_list("event_key", flat=True)) == sorted(
@@ -1109,3 +1107,258 @@ def test_a_finding_a_person_closes_is_recorded_once_while_open_and_counted_again
         {"RETRY_CANDIDATE": 1, "UNEXPECTED_RECEIPT": 0, "UNKNOWN_RECEIPT": 1},
         ["UNEXPECTED_RECEIPT"],
     )
+
+
+# -- the rules' remaining edges: families, the portable paths, person findings, the counts --------
+
+
+@pytest.mark.parametrize("undeclared", ["complete", "none"])
+def test_only_families_a_complete_read_shows_whole_can_be_unverified(ctx, monkeypatch, undeclared):
+    """docs/concepts/reconciliation.md#families: an event is unverified by its absence only when its
+    family is read back whole: a declared COMPLETE family, or an undeclared type where the
+    platform reads every type whole; a LIMITED or unrecoverable family never."""
+    from types import SimpleNamespace
+
+    from conduit.providers.reading import COMPLETE, LIMITED, NOT_RECOVERABLE, Family
+    from reconcile.publication import compare
+    from tests.reconcile.conftest import item
+
+    adapter = SimpleNamespace(
+        families=(
+            Family("comment.created", COMPLETE),
+            Family("message.created", LIMITED, "the read shows the newest 20 only"),
+            Family("comment.edited", NOT_RECOVERABLE, "never read back"),
+        ),
+        undeclared_family=lambda event_type: Family(
+            event_type, undeclared, "" if undeclared == COMPLETE else "not declared"
+        ),
+    )
+    monkeypatch.setattr(compare, "get_adapter", lambda name: adapter)
+    events = _accept(ctx, item(1), item(2), item(3), item(4))
+    for event, event_type in zip(events[1:], ("message.created", "comment.edited", "story.mention")):
+        InboundEvent.objects.filter(event_key=event.event_key).update(event_type=event_type)
+    kept = compare.recoverable(ctx.source, InboundEvent.objects.filter(source=ctx.source))
+    expected = {"comment.created"} | ({"story.mention"} if undeclared == COMPLETE else set())
+    assert set(kept.values_list("event_type", flat=True)) == expected
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["set_statement", "portable"])
+def test_a_reconcile_mark_moves_what_the_table_declares_and_leaves_what_is_already_there(
+    ctx, monkeypatch, fast
+):
+    """Both paths of `events_reconcile_mark` (PostgreSQL's one statement, the portable one the
+    demo's SQLite takes) move UNRECONCILED and SOURCE_UNVERIFIED events to MATCHED with one
+    history row each, give an event already MATCHED its new `reconciled_at` only, and return how
+    many moved."""
+    from datetime import timedelta
+
+    from ingress.models import EventTransition
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(repairs, "fast_sql", lambda: fast)
+    fresh, unverified, matched = _accept(ctx, item(1), item(2), item(3))
+    InboundEvent.objects.filter(event_key=unverified.event_key).update(reconcile_status="SOURCE_UNVERIFIED")
+    InboundEvent.objects.filter(event_key=matched.event_key).update(reconcile_status="MATCHED")
+    at = timezone.now() - timedelta(minutes=5)
+    moved = repairs.events_reconcile_mark(
+        events=InboundEvent.objects.filter(source=ctx.source),
+        to="MATCHED",
+        actor="system:reconcile",
+        reason_code="source_shows_same_payload",
+        at=at,
+    )
+    assert moved == 2
+    rows = InboundEvent.objects.filter(source=ctx.source).values_list("reconcile_status", "reconciled_at")
+    assert set(rows) == {("MATCHED", at)}
+    history = EventTransition.objects.filter(ledger="event_reconcile").values_list(
+        "event__event_key", "prior_state", "next_state", "actor", "reason_code", "refused", "at"
+    )
+    assert sorted(history) == sorted(
+        (e.event_key, prior, "MATCHED", "system:reconcile", "source_shows_same_payload", False, at)
+        for e, prior in ((fresh, "UNRECONCILED"), (unverified, "SOURCE_UNVERIFIED"))
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["array_parameter", "portable"])
+def test_the_outcome_update_sets_only_the_named_planned_findings(ctx, monkeypatch, fast):
+    """`_findings_outcome`, on PostgreSQL one UPDATE with the ids as one array parameter, and off
+    it (the demo's SQLite) the ORM's: the outcome, code and quarantine receipt of the findings
+    named and still planned; a finding not named, or no longer planned, keeps its own."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ingress.models import QuarantineReceipt
+
+    monkeypatch.setattr(repairs, "fast_sql", lambda: fast)
+    receipt = QuarantineReceipt.objects.create(
+        source=ctx.source,
+        reason_code="identity_conflict",
+        authenticated=True,
+        received_at=timezone.now(),
+        body_sha256="3" * 64,
+        body_bytes=0,
+    )
+    named, other, done = (
+        ctx.finding("MISSING_LOCAL", event_key=f"evt_test_{n}", repair="replayed_through_ingest")
+        for n in (1, 2, 3)
+    )
+    Finding.objects.filter(pk=done.pk).update(repair_outcome="applied")
+    with CaptureQueriesContext(connection) as queries:
+        repairs._findings_outcome(
+            [named.pk, done.pk], "refused", code="replay_refused", receipt=str(receipt.receipt_id)
+        )
+    (update,) = [q["sql"] for q in queries if q["sql"].startswith("UPDATE")]
+    assert ("= ANY(" in update) is fast, update
+    got = {
+        f.pk: (f.repair_outcome, f.repair_code, f.quarantine_receipt)
+        for f in Finding.objects.filter(pk__in=[named.pk, other.pk, done.pk])
+    }
+    assert got == {
+        named.pk: ("refused", "replay_refused", receipt.receipt_id),
+        other.pk: ("planned", "", None),
+        done.pk: ("applied", "", None),
+    }
+
+
+def test_a_refused_replay_names_its_quarantine_receipt_on_each_finding_and_in_the_log(
+    ctx, monkeypatch, caplog
+):
+    """The review of the receipt that refused a batch is those findings' decision
+    (reconcile.services), so each finding names it; the log line says which source, run, how many
+    events and which receipts, and no text of the events."""
+    from ingress.models import QuarantineReceipt
+    from tests.reconcile.conftest import item
+
+    (observation,) = _stage(ctx, item(1))
+    finding = ctx.finding("MISSING_LOCAL", event_key=observation.event_key, repair="replayed_through_ingest")
+    _accept(ctx, item(1, text="CHECKLIST changed meanwhile"))
+    with caplog.at_level(logging.WARNING, logger="conduit.reconcile"):
+        missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    (receipt,) = QuarantineReceipt.objects.filter(source=ctx.source)
+    finding.refresh_from_db()
+    assert (finding.repair_outcome, finding.repair_code, finding.quarantine_receipt) == (
+        "refused",
+        "replay_refused",
+        receipt.receipt_id,
+    )
+    assert [r.getMessage() for r in caplog.records if r.name == "conduit.reconcile"] == [
+        f"reconcile repair replay source={ctx.source.name} run={ctx.run.pk} refused events=1 receipt={receipt.receipt_id}"
+    ]
+
+
+def _scan(ctx, kinds=("RETRY_CANDIDATE", "UNEXPECTED_RECEIPT")):
+    from reconcile.publication import findings_write, generation_compare
+
+    report = _other_report(ctx)
+    findings_write(report, ctx.run, generation_compare(ctx.source, ctx.run))
+    return sorted(Finding.objects.filter(report=report, kind__in=kinds).values_list("kind", "reply_key"))
+
+
+def test_an_open_finding_holds_back_only_its_own_kind_for_its_own_reply(ctx):
+    """A finding a person closes is not written again while one is open "for its reply" and of
+    its kind: an open UNEXPECTED_RECEIPT does not hold back that reply's RETRY_CANDIDATE, and an
+    open RETRY_CANDIDATE of one reply does not hold back another reply's."""
+    from tests.reconcile.conftest import item
+
+    (event,) = _accept(ctx, item(1))
+    _stage(ctx, item(1))
+    first, second = ReplyAction.objects.filter(event_id=event.event_key).order_by("purpose")
+    ReplyAction.objects.filter(pk__in=[first.pk, second.pk]).update(delivery_state="SEND_STATUS_UNKNOWN")
+    earlier = _other_report(ctx)
+    ctx.finding("UNEXPECTED_RECEIPT", action=first, action_state="FAILED", report=earlier)
+    ctx.finding("RETRY_CANDIDATE", action=second, report=earlier)
+    assert _scan(ctx) == [("RETRY_CANDIDATE", first.reply_key)]
+
+
+def test_an_open_receipt_finding_holds_back_its_reply_whatever_state_it_was_seen_in(ctx):
+    """An UNEXPECTED_RECEIPT left open when the action was FAILED still holds back a second one
+    after the action moved on to another state a receipt is unexpected in: open means open (the
+    database allows one open row per reply and kind)."""
+    from tests.reconcile.conftest import item
+
+    (event,) = _accept(ctx, item(1))
+    _stage(ctx, item(1))
+    action = ReplyAction.objects.filter(event_id=event.event_key, purpose="public_ack").get()
+    ReplyAction.objects.filter(pk=action.pk).update(delivery_state="REVIEW_PENDING")
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key=action.reply_key, provider_reply_id="msg_test_u", event_key=event.event_key
+    )
+    ctx.finding("UNEXPECTED_RECEIPT", action=action, action_state="FAILED", report=_other_report(ctx))
+    assert _scan(ctx) == []
+
+
+def test_the_report_counts_are_not_counted_again_when_the_findings_are_written(ctx):
+    """reconcile/publication/findings.py: given the report's counts, writing the findings counts
+    no set again (no COUNT statement), and what was found again still comes out right."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from reconcile.publication import findings_write, generation_compare, report_counts
+    from tests.reconcile.conftest import item
+
+    (event,) = _accept(ctx, item(1))
+    _stage(ctx, item(1))
+    action = ReplyAction.objects.filter(event_id=event.event_key, purpose="public_ack").get()
+    ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
+    StagedReceipt.objects.create(run=ctx.run, reply_key="f" * 64, provider_reply_id="msg_k", event_key="")
+    comparison = generation_compare(ctx.source, ctx.run)
+    counts = report_counts(ctx.source, ctx.run, comparison)
+    assert findings_write(ctx.report, ctx.run, comparison, counts)["RETRY_CANDIDATE"] == 0
+    again = _other_report(ctx)
+    with CaptureQueriesContext(connection) as queries:
+        carried = findings_write(again, ctx.run, comparison, counts)
+    assert {k: carried[k] for k in ("RETRY_CANDIDATE", "UNKNOWN_RECEIPT", "UNEXPECTED_RECEIPT")} == {
+        "RETRY_CANDIDATE": 1,
+        "UNKNOWN_RECEIPT": 1,
+        "UNEXPECTED_RECEIPT": 0,
+    }
+    assert [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()] == []
+
+
+def test_a_reply_repair_reads_staged_receipts_only_to_attach_them(ctx, make_action):
+    """Marking SENT-without-receipt actions SEND_STATUS_UNKNOWN takes no receipt: the staged
+    receipts are not read at all (the one-row path reads them only for a move to SENT)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    finding = ctx.finding("RECEIPT_MISSING", action=make_action("SENT"), repair="marked_send_status_unknown")
+    with CaptureQueriesContext(connection) as queries:
+        ctx.mark_unknown()
+    assert outcome_of(finding) == ("applied", "")
+    staged = StagedReceipt._meta.db_table
+    assert [q["sql"] for q in queries if staged in q["sql"]] == []
+
+
+def test_a_sent_reply_with_its_receipt_is_confirmed_not_counted_as_not_compared(ctx, monkeypatch):
+    """ "receipts not compared" counts sent or parked actions without a receipt where the read
+    cannot show every receipt; one whose receipt the read did show is confirmed, compared or not."""
+    from conduit.providers.registry import get_adapter
+    from reconcile.publication import generation_compare, report_counts
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(type(get_adapter(ctx.source.adapter)), "receipt_transports", frozenset())
+    (event,) = _accept(ctx, item(1))
+    _stage(ctx, item(1))
+    shown, unseen = ReplyAction.objects.filter(event_id=event.event_key).order_by("purpose")
+    ReplyAction.objects.filter(pk__in=[shown.pk, unseen.pk]).update(delivery_state="SENT")
+    StagedReceipt.objects.create(
+        run=ctx.run, reply_key=shown.reply_key, provider_reply_id="msg_test_s", event_key=event.event_key
+    )
+    counts = report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))
+    assert (counts["receipts_not_compared"], counts["replies_confirmed"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "source_url, external", [("http://127.0.0.1:9/", 0), ("https://provider.example.invalid/", 2)]
+)
+def test_a_live_reader_on_this_host_makes_no_external_calls(ctx, monkeypatch, source_url, external):
+    """docs/concepts/reconciliation.md#reports: external_calls are "page calls to a live source";
+    a live reader pointed at a simulator on this host calls nothing outside it."""
+    from conduit.providers.registry import get_adapter
+    from reconcile.publication import generation_compare, report_counts
+
+    monkeypatch.setattr(type(get_adapter(ctx.source.adapter)), "live", True)
+    ctx.source.source_url = source_url
+    ctx.run.page_calls = 2
+    counts = report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))
+    assert (counts["page_calls"], counts["external_calls"]) == (2, external)
