@@ -84,3 +84,14 @@ def test_the_senders_backoff_base_is_the_helpers_default():
 
     default = inspect.signature(backoff.backoff_delay).parameters["base"].default
     assert BACKOFF_BASE_SECONDS == default == backoff.BASE_SECONDS == 5
+
+
+def test_no_adapter_decides_an_undeclared_familys_recovery_by_its_type():
+    """The premise of the `undeclared_family("")` argument (EQUIVALENT_MUTANTS.md): every
+    registered adapter answers the same recovery for an undeclared type whatever the type is."""
+    from conduit.providers.registry import ADAPTERS
+
+    for name, cls in ADAPTERS.items():
+        adapter = cls()
+        recoveries = {adapter.undeclared_family(t).recovery for t in ("", "XXXX", None, "story.mention")}
+        assert len(recoveries) == 1, (name, recoveries)
