@@ -13,8 +13,8 @@ used once, and the token exchanges, in the shapes of Meta's documentation and re
 The account a grant reaches is the one `POST /_sim/login` names (`{"object", "account"}`), else
 the first account of that object the simulator holds (every Page, for Facebook Login). The
 Instagram code exchange answers as Meta's documentation shows it (`{"data": [{...}]}`);
-`"code_answer": "flat"` makes it answer as recorded live (`{"access_token", "user_id": <number>,
-"permissions": [...]}`).
+`"code_answer": "flat"` makes it answer as clients meet it live (`{"access_token", "user_id":
+<number>, "permissions": [...]}`), until a call without it.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Logins:
         object, account = str(data["object"]), str(data["account"])
         if object not in ("instagram", "page"):
             raise ValueError("object is instagram or page")
-        code_answer = str(data.get("code_answer", self.code_answer))
+        code_answer = str(data.get("code_answer", "documented"))
         if code_answer not in ("documented", "flat"):
             raise ValueError("code_answer is documented or flat")
         with self.lock:

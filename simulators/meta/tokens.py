@@ -18,7 +18,9 @@ from datetime import datetime, timedelta, timezone
 from simulators.meta.errors import GraphError
 
 REFRESHED_SECONDS = 60 * 24 * 3600  # "valid for 60 days from the date at which they are refreshed"
-DATA_ACCESS_SECONDS = 90 * 24 * 3600  # data access lasts 90 days from a grant
+# Data access lasts 90 days from the person's last grant; the simulator counts from each
+# token's issue (a refresh or an exchange moves it on).
+DATA_ACCESS_SECONDS = 90 * 24 * 3600
 FACEBOOK_USER_ID = "10000000000000001"  # the simulator's one Facebook user, who grants every Page
 DEBUG_APPLICATION = "Conduit simulator app"
 _PACIFIC = timezone(timedelta(hours=-8), "PST")

@@ -244,9 +244,7 @@ def _findings_applied(source, n: int) -> tuple[int, int]:
     )
     planned = Finding.objects.filter(report=report, repair_outcome=RepairOutcome.PLANNED)
     ids = list(planned.values_list("id", flat=True))
-    return _updated_in_place(
-        Finding._meta.db_table, lambda: _findings_outcome(ids, RepairOutcome.APPLIED)
-    )
+    return _updated_in_place(Finding._meta.db_table, lambda: _findings_outcome(ids, RepairOutcome.APPLIED))
 
 
 ROOMY = [("inbound_events", _events_marked), ("reconcile_finding", _findings_applied)]

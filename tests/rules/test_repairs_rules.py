@@ -1362,3 +1362,20 @@ def test_a_live_reader_on_this_host_makes_no_external_calls(ctx, monkeypatch, so
     ctx.run.page_calls = 2
     counts = report_counts(ctx.source, ctx.run, generation_compare(ctx.source, ctx.run))
     assert (counts["page_calls"], counts["external_calls"]) == (2, external)
+
+
+def test_only_the_staged_event_of_the_same_key_is_evidence_for_a_local_event(ctx):
+    """MATCHED needs the source to show this event: the same key with the same payload. Another
+    event with an equal payload hash is no evidence (a Page comment hidden later hashes the same
+    fields as the comment, under another key, and a read never shows a hide)."""
+    from tests.reconcile.conftest import item
+
+    (shown,) = _accept(ctx, item(1))
+    _stage(ctx, item(1))
+    hidden = InboundEvent.objects.get(event_key=shown.event_key)
+    hidden.pk, hidden.event_key = None, f"{shown.event_key}@hidden"
+    hidden.source_event_id, hidden.event_type = f"{hidden.source_event_id}@hidden", "comment.hidden"
+    hidden.save()
+    evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
+    status = dict(InboundEvent.objects.values_list("event_key", "reconcile_status"))
+    assert status == {shown.event_key: "MATCHED", hidden.event_key: "UNRECONCILED"}

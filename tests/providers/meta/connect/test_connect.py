@@ -91,11 +91,17 @@ def test_connect_instagram_makes_a_source_authorised_and_subscribed(client, owne
     assert "connected and subscribed (read back and verified)" in done.content.decode()
 
 
-def test_connect_instagram_reads_the_flat_code_answer_meta_gives_live(client, owner, graph):
-    """Meta documents the code exchange wrapped in `data`; recorded live it is flat, with a numeric
+def test_connect_instagram_reads_the_flat_code_answer_clients_meet_live(client, owner, graph, monkeypatch):
+    """Meta documents the code exchange wrapped in `data`; clients meet it flat, with a numeric
     user_id and the permissions as a list (fixtures/meta_recorded_PROVENANCE.md)."""
+    answered, exchange = [], graph.state.instagram_code_exchange
+    monkeypatch.setattr(
+        graph.state, "instagram_code_exchange", lambda form: answered.append(exchange(form)) or answered[-1]
+    )
     graph.control("/_sim/login", {"object": "instagram", "account": IG_ACCOUNT, "code_answer": "flat"})
     connect_instagram(client)
+    (flat,) = answered
+    assert "data" not in flat and isinstance(flat["user_id"], int)  # the flat answer was served
     credential = SourceCredential.objects.get(source__account_ref=IG_ACCOUNT)
     assert set(credential.scopes) == {
         "instagram_business_basic",

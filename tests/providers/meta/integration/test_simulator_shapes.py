@@ -633,7 +633,7 @@ SCENARIOS = {
     "meta_instagram/answer_oauth_access_token__documented": Scenario(
         ig_code_exchange("documented"), placeholder=True
     ),
-    # Meta answers live as it did before the documented `data` wrapper: flat, a numeric user_id.
+    # As clients meet it live, unlike the documented `data` wrapper: flat, a numeric user_id.
     "meta_instagram/answer_oauth_access_token__flat": Scenario(ig_code_exchange("flat")),
     "meta_instagram/answer_oauth_access_token__code_used": Scenario(ig_code_used),
     "meta_instagram/answer_access_token__long_lived_documented": Scenario(ig_long_lived, placeholder=True),
