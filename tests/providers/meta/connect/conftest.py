@@ -67,7 +67,9 @@ class _Form(HTMLParser):
         self.allow = self.allow or data.strip() == "Allow"
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Read a redirect (its Location) instead of following it."""
+
     def redirect_request(self, *args, **kwargs):
         return None
 
@@ -79,7 +81,7 @@ def consent(authorize_url: str) -> str:
         form = _Form()
         form.feed(page.read().decode())
     assert form.allow, "the consent page has no Allow button"
-    opener = urllib.request.build_opener(_NoRedirect)
+    opener = urllib.request.build_opener(NoRedirect)
     try:
         opener.open(urllib.request.Request(authorize_url, data=urlencode(form.fields).encode()), timeout=5)
     except urllib.error.HTTPError as redirect:

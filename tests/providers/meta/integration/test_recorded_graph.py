@@ -320,6 +320,12 @@ class Answering:
         self.server.shutdown()
         self.server.server_close()
 
+    def __enter__(self) -> "Answering":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def login_app(url: str) -> LoginApp:
     return LoginApp(
@@ -350,17 +356,14 @@ IG_ME = {"user_id": "17841400000000001", "username": "user_test_01"}
 def test_a_recorded_instagram_code_answer_becomes_the_60_day_token_and_its_scopes(name, scopes):
     """Documented wrapped in `data` with a permission string, live flat with a list: both read."""
     long_lived = recorded("instagram/answer_access_token__long_lived_documented")
-    meta = Answering(
+    with Answering(
         {
             ("POST", "/instagram/oauth/access_token"): lambda q: (200, recorded(name)),
             ("GET", "/instagram/access_token"): lambda q: (200, long_lived),
             ("GET", "/instagram/v26.0/me"): lambda q: (200, IG_ME),
         }
-    )
-    try:
+    ) as meta:
         (asset,) = InstagramLogin().grant(login_app(meta.url), "AQ_test_code", now=NOW, timeout=5)
-    finally:
-        meta.close()
     assert (asset.account_ref, asset.name) == ("17841400000000001", "user_test_01")
     assert asset.access_token == long_lived["access_token"]  # the 60-day token, not the short one
     assert asset.expires_at == NOW + timedelta(seconds=long_lived["expires_in"])
@@ -376,7 +379,7 @@ def test_recorded_facebook_answers_become_the_pages_with_their_tokens():
     exchanged = recorded("page/answer_oauth_access_token__fb_exchange")
     # The code's answer has the fb_exchange_token answer's documented shape (not recorded apart).
     user = {"access_token": "EAA_test_user", "token_type": "bearer", "expires_in": 7200}
-    meta = Answering(
+    with Answering(
         {
             ("GET", "/v26.0/oauth/access_token"): lambda q: (
                 200,
@@ -385,11 +388,8 @@ def test_recorded_facebook_answers_become_the_pages_with_their_tokens():
             ("GET", "/v26.0/debug_token"): lambda q: (200, inspected),
             ("GET", "/v26.0/me/accounts"): lambda q: (200, pages),
         }
-    )
-    try:
+    ) as meta:
         (asset,) = FacebookPageLogin().grant(login_app(meta.url), "AQ_test_code", now=NOW, timeout=5)
-    finally:
-        meta.close()
     page = pages["data"][0]
     assert (asset.account_ref, asset.name, asset.access_token) == (
         page["id"],
@@ -416,18 +416,15 @@ def test_recorded_facebook_answers_become_the_pages_with_their_tokens():
 )
 def test_a_recorded_used_code_is_refused_in_conduits_words_with_metas_code(name, refusal):
     answer = recorded(name)
-    meta = Answering(
+    login = InstagramLogin() if name.startswith("instagram/") else FacebookPageLogin()
+    with Answering(
         {
             ("POST", "/instagram/oauth/access_token"): lambda q: (400, answer),
             ("GET", "/v26.0/oauth/access_token"): lambda q: (400, answer),
         }
-    )
-    login = InstagramLogin() if name.startswith("instagram/") else FacebookPageLogin()
-    try:
+    ) as meta:
         with pytest.raises(LoginRefused) as refused:
             login.grant(login_app(meta.url), "AQ_test_code", now=NOW, timeout=5)
-    finally:
-        meta.close()
     assert str(refused.value) == refusal
     assert "has been used" not in str(refused.value)  # Meta's text is never kept
 

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Callable
 from urllib.error import HTTPError
 from urllib.parse import parse_qsl, urlencode, urlsplit
-from urllib.request import HTTPRedirectHandler, Request, build_opener
+from urllib.request import Request, build_opener
 
 import pytest
 
 from simulators.meta import serve
+from tests.providers.meta.connect.conftest import NoRedirect
 from tests.simulators.meta.helpers import APP_ID, APP_SECRET, Receiver, call, wait_for
 
 FIXTURES = Path(__file__).resolve().parents[4] / "fixtures"
@@ -456,15 +457,12 @@ def without_a_token(sim, rec):
 REDIRECT = "https://conduit.example.invalid/connect/meta/callback"
 
 
-class _Stay(HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None  # the redirect is to Conduit's callback: read it, do not follow it
-
-
 def form_post(url: str, form: dict) -> tuple[int, dict | str, dict]:
     """A form-encoded POST, redirects not followed: (status, JSON answer or body, headers)."""
     try:
-        with build_opener(_Stay).open(Request(url, data=urlencode(form).encode()), timeout=10) as response:
+        with build_opener(NoRedirect).open(
+            Request(url, data=urlencode(form).encode()), timeout=10
+        ) as response:
             status, raw, headers = response.status, response.read(), dict(response.headers)
     except HTTPError as exc:
         status, raw, headers = exc.code, exc.read(), dict(exc.headers)
