@@ -40,9 +40,6 @@ class SourceForm(forms.ModelForm):
     adapter = forms.ChoiceField(choices=[(name, name) for name in sorted(ADAPTERS)])
     event_types = CommaList(help_text="Comma-separated allowlist, e.g. comment.created")
     purposes = CommaList(required=False, help_text="Comma-separated, e.g. public_ack, private_delivery")
-    trigger_keywords = CommaList(
-        required=False, help_text="Comma-separated; a change is a new trigger rule version"
-    )
     source_url = forms.URLField(
         required=False,
         assume_scheme="http",
@@ -203,6 +200,8 @@ class EventTransitionInline(LedgerInline):
 # Apps built on ingress add their rows to an event's page here, in their AppConfig.ready
 # (replies adds its actions); ingress imports none of them.
 EVENT_INLINES: list[type[admin.options.InlineModelAdmin]] = []
+# ... and name what an event's trigger_campaign refers to (replies names its campaign).
+EVENT_CAMPAIGN_NAMES: list[Callable[[int], str]] = []
 
 
 @admin.register(InboundEvent)
@@ -232,6 +231,18 @@ class InboundEventAdmin(LedgerAdmin):
     # sides, which no index serves. Keys are stored as the source sent them.
     search_fields = ("event_key__exact", "source_event_id__exact", "message_ref__exact")
     exclude = ("message_text",)
+    readonly_fields = ("campaign_matched",)
+
+    @admin.display(description="campaign matched")
+    def campaign_matched(self, obj: InboundEvent) -> str:
+        if obj.trigger_campaign is None:
+            return "none (no active campaign matched it)"
+        name = (
+            EVENT_CAMPAIGN_NAMES[0](obj.trigger_campaign)
+            if EVENT_CAMPAIGN_NAMES
+            else f"#{obj.trigger_campaign}"
+        )
+        return f"{name} (version {obj.trigger_campaign_version}; rules version {obj.trigger_rule_version})"
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list:
         return [*EVENT_INLINES, EventTransitionInline]

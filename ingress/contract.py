@@ -13,6 +13,8 @@ EVENT_TABLE = TransitionTable.declare(
         (EventState.RECEIVED, EventState.CLOSED_NO_REPLY),
         # A person may close a ready record without any outward action.
         (EventState.RECORD_READY, EventState.CLOSED_NO_REPLY),
+        # A person's catch-up plans replies for a record no campaign answered when it arrived.
+        (EventState.CLOSED_NO_REPLY, EventState.RECORD_READY),
     ],
 )
 

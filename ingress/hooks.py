@@ -29,6 +29,7 @@ class ReplyPlanner(Protocol):
         purposes: list[str],
         actor: str,
         at: datetime,
+        match_of: Callable[[Observation], "Match"],
         purposes_of: Callable[[Observation], Sequence[str]],
     ) -> list[int]:
         """Plan and write the replies of these newly inserted events; their ids."""
@@ -40,6 +41,7 @@ class ReplyPlanner(Protocol):
         adapter: str,
         purposes: list[str],
         at: datetime,
+        match_of: Callable[[Observation], "Match"],
         purposes_of: Callable[[Observation], Sequence[str]],
     ) -> tuple[list[tuple], list[int]]:
         """The planned rows for the one statement, and the positions of those `after_write` follows up."""
@@ -69,3 +71,54 @@ def reply_planner() -> ReplyPlanner:
     if not _PLANNERS:
         raise LookupError("no reply planner registered: the replies app registers one in its AppConfig.ready")
     return _PLANNERS[0]
+
+
+class Match(Protocol):
+    """The campaign that matched an event: its id and version, and the purposes it answers with."""
+
+    campaign_id: int
+    campaign_version: int
+    purposes: tuple[str, ...]
+
+
+class Rules(Protocol):
+    """A source's trigger rules at one version of them."""
+
+    version: int  # what the events matched by them record as their trigger_rule_version
+
+    def match(self, observation: Observation) -> Match | None:
+        """The campaign the observation matches (the most specific), or None."""
+
+
+class TriggerRules(Protocol):
+    """What ingest and source registration ask of the app that holds the trigger rules (replies'
+    campaigns): which campaign an event matches, and the source's every-post keyword list."""
+
+    def rules(self, source) -> Rules:
+        """The source's rules: those of the version `source` was read at, or newer ones read now
+        (their version says which)."""
+
+    def keywords_of(self, source) -> list[str]:
+        """The keywords of the source's every-post campaign made from its keyword list ([] if none)."""
+
+    def keywords_set(self, *, source, keywords: list[str], actor: str, registering: bool = False) -> None:
+        """Make `keywords` the source's every-post keyword list (its account-default campaign),
+        inside the caller's transaction; ValidationError naming `trigger_keywords` if refused.
+        `registering`: made with the source, its first rules (no new rule version)."""
+
+
+_RULES: list[TriggerRules] = []
+
+
+def trigger_rules_register(rules: TriggerRules) -> None:
+    """Register the trigger rules ingest asks (replies does, in its AppConfig.ready)."""
+    _RULES[:] = [rules]
+
+
+def trigger_rules() -> TriggerRules:
+    """The registered trigger rules; LookupError when no app registered them."""
+    if not _RULES:
+        raise LookupError(
+            "no trigger rules registered: the replies app registers them in its AppConfig.ready"
+        )
+    return _RULES[0]

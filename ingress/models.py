@@ -30,7 +30,8 @@ class Source(models.Model):
     event_types = models.JSONField(default=list, help_text="Allowlisted event types.")
     contract_version = models.CharField(max_length=32, default="event-v1")
     purposes = models.JSONField(default=list, blank=True, help_text="Declared reply purposes.")
-    trigger_keywords = models.JSONField(default=list, blank=True, help_text="Keywords a person supplies.")
+    # Its trigger rules' version: each campaign change counts it up (source_rules_version_next), so a
+    # webhook's write refuses a source cached before it (its row reads differently: ingress.writes).
     trigger_rule_version = models.PositiveIntegerField(default=1, editable=False)
     retention_days = models.PositiveIntegerField(
         default=30,
@@ -195,6 +196,12 @@ class InboundEvent(models.Model):
     canary = models.BooleanField()
     trigger_rule_version = models.PositiveIntegerField()
     trigger_match = models.BooleanField()
+    # Which campaign matched (a replies campaign's id: ingress does not import replies, and
+    # campaigns are never deleted, only ended) and the campaign's version then. Empty when none did.
+    trigger_campaign = models.BigIntegerField(null=True, blank=True)
+    trigger_campaign_version = models.PositiveIntegerField(null=True, blank=True)
+    # The comment it answers ("" on the post itself): a campaign's top-level-only rule reads it.
+    parent_ref = models.CharField(max_length=200, blank=True, db_default="")
     event_state = models.CharField(max_length=32, choices=EventState.choices)
     reconcile_status = models.CharField(
         max_length=32, choices=ReconcileStatus.choices, default=ReconcileStatus.UNRECONCILED

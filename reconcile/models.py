@@ -150,6 +150,8 @@ class StagedEvent(models.Model):
     occurred_at_original = models.CharField(max_length=64)
     # Needed to replay a missing event through ingest (the trigger reads it); gone at publication.
     text = ContentField(blank=True)
+    # The comment it answers, for a campaign's top-level-only rule (Observation.parent_ref).
+    parent_ref = models.CharField(max_length=200, blank=True, db_default="")
 
     class Meta:
         constraints = [

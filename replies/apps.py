@@ -27,15 +27,20 @@ class RepliesConfig(AppConfig):
         self_authored_seen.connect(_self_authored_seen, dispatch_uid="replies.self_authored_seen")
         source_connected.connect(_source_connected, dispatch_uid="replies.source_connected")
 
-        from ingress.hooks import reply_planner_register
-        from replies.services.planning import INGEST_PLANNER
+        from ingress.hooks import reply_planner_register, trigger_rules_register
+        from replies.services.planning import INGEST_PLANNER, TRIGGER_RULES
 
         # Ingest plans each new event's replies inside its own transaction (and, on PostgreSQL,
-        # its one statement) through the planner replies registers here.
+        # its one statement) through the planner replies registers here, after asking the
+        # campaigns which one each event matches.
         reply_planner_register(INGEST_PLANNER)
+        trigger_rules_register(TRIGGER_RULES)
 
-        from ingress.admin import EVENT_INLINES
+        from ingress.admin import EVENT_CAMPAIGN_NAMES, EVENT_INLINES
         from replies.admin.ledgers import EventReplyActionInline
+        from replies.selectors import campaign_name
+
+        EVENT_CAMPAIGN_NAMES[:] = [campaign_name]
 
         # The event's page in the ingress admin shows its reply actions.
         if EventReplyActionInline not in EVENT_INLINES:

@@ -1,7 +1,7 @@
 """The reply-action ledger: at most one action per (event, declared purpose)."""
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from conduit.providers.registry import DEFAULT_TRANSPORT
 from conduit.statemachine import TransitionRecord
@@ -24,6 +24,116 @@ class DeliveryState(models.TextChoices):
     CLOSED_NO_REPLY = "CLOSED_NO_REPLY"
 
 
+class CampaignState(models.TextChoices):
+    DRAFT = "draft"
+    ACTIVE = "active"
+    PAUSED = "paused"
+    ENDED = "ended"
+
+
+class Campaign(models.Model):
+    """A person's trigger rule and copy for one account: which comments, on which posts, get which reply.
+
+    Scope: chosen posts or media (`posts`, the platform's ids, which events carry as their
+    conversation_ref), or every post. Rule: any of `keywords` as a whole word ignoring case, or
+    any comment; optionally top-level comments only. It matches comments that occurred within
+    [starts_at, ends_at) while it is active. A change of rule or copy is a new `version`
+    (CampaignVersion keeps what each said); events and their replies keep the version they were
+    matched under. The source's every-post campaign made from its keyword list is its
+    `account_default` (one per source).
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    # A source is deleted only while it holds no event and no copy; its campaigns go with it.
+    source = models.ForeignKey("ingress.Source", on_delete=models.CASCADE, related_name="campaigns")
+    every_post = models.BooleanField(default=False, help_text="Every post of the account, now and later.")
+    posts = models.JSONField(default=list, blank=True, help_text="The posts or media it covers (their ids).")
+    keywords = models.JSONField(
+        default=list, blank=True, help_text="Any of these as a whole word, ignoring case."
+    )
+    any_comment = models.BooleanField(default=False, help_text="Every comment matches, whatever it says.")
+    top_level_only = models.BooleanField(
+        default=False, help_text="Only comments on the post itself, not replies to other comments."
+    )
+    purposes = models.JSONField(default=list, help_text="The source's purposes this campaign answers with.")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=CampaignState.choices, default=CampaignState.DRAFT)
+    activated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    account_default = models.BooleanField(default=False, editable=False)
+    created_by = models.CharField(max_length=150, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "reply_campaigns"
+        ordering = ["source", "name"]
+        permissions = [("edit_campaign", "Can create and change campaigns and their copy")]
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=CampaignState.values), name="campaign_state_valid"),
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")),
+                name="campaign_ends_after_start",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="active") | Q(activated_at__isnull=False),
+                name="campaign_active_since",
+            ),
+            models.UniqueConstraint(
+                fields=["source"], condition=Q(account_default=True), name="campaign_one_account_default"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CampaignVersion(models.Model):
+    """What one version of a campaign said: its scope and rule, and the copy versions per purpose."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    rule = models.JSONField()
+    copy = models.JSONField(default=dict)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "reply_campaign_versions"
+        ordering = ["campaign", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "version"], name="campaign_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id} v{self.version}"
+
+
+class RulesVersion(models.Model):
+    """What one version of a source's trigger rules was: its active campaigns, each at its version.
+
+    Every campaign change counts the source's trigger_rule_version up and writes this row in the
+    same transaction, so an event's (trigger_rule_version, trigger_match) can always be read back
+    to the exact rules that decided it, a match or not.
+    """
+
+    source = models.ForeignKey("ingress.Source", on_delete=models.CASCADE, related_name="+")
+    version = models.PositiveIntegerField()
+    campaigns = models.JSONField(default=dict, help_text="Active campaign id -> its version.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "reply_rules_versions"
+        ordering = ["source", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "version"], name="rules_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} rules v{self.version}"
+
+
 class ReplyAction(models.Model):
     """One outward action, keyed by reply_key = SHA-256("reply|" + event_key + "|" + purpose)."""
 
@@ -36,6 +146,9 @@ class ReplyAction(models.Model):
         related_name="reply_actions",
     )
     purpose = models.CharField(max_length=64)
+    # The campaign that matched the event, and the version it matched under: its copy is sent.
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="actions")
+    campaign_version = models.PositiveIntegerField()
     channel = models.CharField(max_length=64, blank=True, db_default="")
     copy_version = models.CharField(max_length=64, blank=True, db_default="")
     approval_state = models.CharField(
@@ -111,10 +224,16 @@ class ReplyTransition(TransitionRecord):
 
 
 class ReplyCopy(models.Model):
-    """Approved copy per (source, purpose): a new text is a new version; old ones are kept."""
+    """Approved copy per (campaign, purpose): a set of one or more variant texts. A new set is a new
+    version (`copy_set`); old ones are kept. A reply uses one variant of the set current when it
+    is shown and approved, chosen by its reply key (replies.selectors.copy_for); `copy_version`
+    names the variant (unique per source and purpose, as sends and receipts look it up)."""
 
     source = models.ForeignKey("ingress.Source", on_delete=models.PROTECT, related_name="copies")
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="copies")
     purpose = models.CharField(max_length=64)
+    copy_set = models.PositiveIntegerField(default=1, editable=False)
+    variant = models.PositiveSmallIntegerField(default=1, editable=False)
     channel = models.CharField(max_length=64, help_text="Destination, e.g. public_reply or dm.")
     text = models.TextField()
     copy_version = models.CharField(max_length=64, editable=False)
@@ -129,6 +248,10 @@ class ReplyCopy(models.Model):
             models.UniqueConstraint(
                 fields=["source", "purpose", "copy_version"], name="reply_copy_version_unique"
             ),
+            models.UniqueConstraint(
+                fields=["campaign", "purpose", "copy_set", "variant"], name="reply_copy_variant_unique"
+            ),
+            models.CheckConstraint(condition=Q(variant__gte=1), name="reply_copy_variant_positive"),
         ]
 
     def __str__(self) -> str:

@@ -9,7 +9,9 @@ from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
 from conduit.providers.base import OutboundReply
 from ingress.models import InboundEvent
 from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
+from replies.matching import variant_index
 from replies.models import (
+    Campaign,
     DeliveryState,
     ReplyAction,
     ReplyCopy,
@@ -39,7 +41,49 @@ def outbound_reply(action: ReplyAction, copy: ReplyCopy) -> OutboundReply:
 
 
 def copy_current(*, source_id: int, purpose: str) -> ReplyCopy | None:
-    return ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).order_by("-id").first()
+    """The newest copy of a purpose of the source's every-post campaign made from its keywords."""
+    return (
+        ReplyCopy.objects.filter(source_id=source_id, purpose=purpose, campaign__account_default=True)
+        .order_by("-id")
+        .first()
+    )
+
+
+def campaign_name(campaign_id: int) -> str:
+    return Campaign.objects.filter(pk=campaign_id).values_list("name", flat=True).first() or f"#{campaign_id}"
+
+
+@lru_cache(maxsize=4096)
+def copy_set_variants(*, campaign_id: int, purpose: str, copy_set: int) -> tuple[ReplyCopy, ...]:
+    """One copy set's variants in order. Sets are never edited (a change is a new set), so caching one is exact."""
+    return tuple(
+        ReplyCopy.objects.filter(campaign_id=campaign_id, purpose=purpose, copy_set=copy_set).order_by(
+            "variant"
+        )
+    )
+
+
+def copy_set_now(*, campaign_id: int, purpose: str) -> int | None:
+    return (
+        ReplyCopy.objects.filter(campaign_id=campaign_id, purpose=purpose)
+        .order_by("-copy_set")
+        .values_list("copy_set", flat=True)
+        .first()
+    )
+
+
+def copy_variant(action: ReplyAction, copy_set: int | None) -> ReplyCopy | None:
+    """The variant of `copy_set` (of the action's campaign and purpose) its reply key picks."""
+    if copy_set is None:
+        return None
+    variants = copy_set_variants(campaign_id=action.campaign_id, purpose=action.purpose, copy_set=copy_set)
+    return variants[variant_index(action.reply_key, len(variants))] if variants else None
+
+
+def copy_for(action: ReplyAction) -> ReplyCopy | None:
+    """The copy this action would be approved with now: the variant its reply key picks from its
+    campaign's current copy set for its purpose; None when the campaign has none."""
+    return copy_variant(action, copy_set_now(campaign_id=action.campaign_id, purpose=action.purpose))
 
 
 def route_for(*, source_id: int, purpose: str) -> ReplyRoute | None:
@@ -54,8 +98,8 @@ def action_route(action: ReplyAction) -> ReplyRoute | None:
 
 def no_copy_reason(action: ReplyAction) -> str:
     return (
-        f"no approved copy for purpose {action.purpose!r} on source "
-        f"{action.event.source.name!r}: add one under Replies > Reply copies"
+        f"no approved copy for purpose {action.purpose!r} in campaign {action.campaign.name!r}: "
+        "add it on the campaign's page (Replies > Campaigns)"
     )
 
 
@@ -74,7 +118,7 @@ def approval_missing(action: ReplyAction) -> str:
     """
     has_copy = getattr(action, "copy_present", None)
     if has_copy is None:
-        has_copy = copy_current(source_id=action.event.source_id, purpose=action.purpose) is not None
+        has_copy = copy_for(action) is not None
     if not has_copy:
         return no_copy_reason(action)
     has_route = getattr(action, "route_present", None)
@@ -91,7 +135,9 @@ def with_approval_needs(actions: QuerySet[ReplyAction]) -> QuerySet[ReplyAction]
     """
     same_key = {"source__events__event_key": OuterRef("event_id"), "purpose": OuterRef("purpose")}
     return actions.annotate(
-        copy_present=Exists(ReplyCopy.objects.filter(**same_key)),
+        copy_present=Exists(
+            ReplyCopy.objects.filter(campaign_id=OuterRef("campaign_id"), purpose=OuterRef("purpose"))
+        ),
         route_present=Exists(ReplyRoute.objects.filter(**same_key)),
     )
 
@@ -184,3 +230,67 @@ def time_left(action: ReplyAction, *, now=None) -> str:
     if hours:
         return f"{hours} h {rest // 60} min"
     return f"{max(rest // 60, 1)} min"
+
+
+def campaign_activity(campaign: Campaign) -> list[dict]:
+    """What a campaign did, per day of the comments (UTC): comments in its scope, comments it
+    matched, and its replies planned, approved, sent, unknown, closed and expired, with the median
+    minutes from comment to approval. Processing states only: nothing here is a buyer or a sale."""
+    from statistics import median
+
+    from replies.services.window import WINDOW_CLOSER
+
+    days: dict = {}
+
+    def day(at) -> dict:
+        key = at.date().isoformat()
+        return days.setdefault(
+            key,
+            {
+                "day": key,
+                "comments_in_scope": 0,
+                "matched": 0,
+                "planned": 0,
+                "approved": 0,
+                "sent": 0,
+                "unknown": 0,
+                "closed": 0,
+                "expired": 0,
+                "_waits": [],
+            },
+        )
+
+    events = InboundEvent.objects.filter(source_id=campaign.source_id, event_type="comment.created")
+    if not campaign.every_post:
+        events = events.filter(conversation_ref__in=campaign.posts)
+    for occurred, matched in events.values_list("occurred_at", "trigger_campaign").iterator(chunk_size=5000):
+        row = day(occurred)
+        row["comments_in_scope"] += 1
+        row["matched"] += matched == campaign.pk
+    expired = set(
+        ReplyAction.objects.filter(
+            campaign=campaign,
+            transitions__actor=WINDOW_CLOSER,
+            transitions__next_state=DeliveryState.CLOSED_NO_REPLY,
+        ).values_list("pk", flat=True)
+    )
+    actions = ReplyAction.objects.filter(campaign=campaign).values_list(
+        "pk", "event__occurred_at", "approved_at", "delivery_state"
+    )
+    for pk, occurred, approved_at, state in actions.iterator(chunk_size=5000):
+        row = day(occurred)
+        row["planned"] += 1
+        if approved_at is not None:
+            row["approved"] += 1
+            row["_waits"].append((approved_at - occurred).total_seconds() / 60)
+        row["sent"] += state == DeliveryState.SENT
+        row["unknown"] += state == DeliveryState.SEND_STATUS_UNKNOWN
+        if state == DeliveryState.CLOSED_NO_REPLY:
+            row["expired" if pk in expired else "closed"] += 1
+    out = []
+    for key in sorted(days):
+        row = days[key]
+        waits = row.pop("_waits")
+        row["median_minutes_to_approval"] = round(median(waits), 1) if waits else None
+        out.append(row)
+    return out

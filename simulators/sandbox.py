@@ -23,6 +23,10 @@ It is also the synthetic platform's read side, which reconciliation scans:
                              the replies applied to it: {"scan_id", "events", "next_cursor", "complete"}
     POST   /sources/<account>/events      {"events": [...]}: add events (a webhook may never come)
     DELETE /sources/<account>/events/<id> remove one event
+    GET    /sources/<account>/posts?limit=   the account's posts, newest first: {"posts": [{"id",
+                             "caption", "kind", "published_at", "permalink"}]} (those published,
+                             and any its events are on)
+    POST   /sources/<account>/posts       {"posts": [{"id", "caption"?, "kind"?, "published_at"?}]}
     GET    /stats            {"page_calls": N}
 """
 
@@ -101,6 +105,13 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             segments = _segments(self.path)
             if len(segments) == 3 and segments[0] == "sources" and segments[2] == "events":
                 return self._page(segments[1], parse_qs(urlsplit(self.path).query))
+            if len(segments) == 3 and segments[0] == "sources" and segments[2] == "posts":
+                query = parse_qs(urlsplit(self.path).query)
+                try:
+                    limit = max(1, min(int(query.get("limit", ["25"])[0]), 100))
+                except ValueError:
+                    return self._json(400, {"error": "limit is a number"})
+                return self._json(200, {"posts": state.recent_posts(segments[1], limit)})
             if self.path == "/stats":
                 with state.lock:
                     return self._json(200, {"page_calls": state.page_calls})
@@ -132,6 +143,12 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 events = self._body().get("events", [])
                 state.hold(segments[1], events)
                 return self._json(200, {"added": len(events)})
+            if len(segments) == 3 and segments[0] == "sources" and segments[2] == "posts":
+                posts = self._body().get("posts", [])
+                if not isinstance(posts, list) or not all(isinstance(p, dict) and p.get("id") for p in posts):
+                    return self._json(400, {"error": "posts is a list of objects with an id"})
+                state.post(segments[1], posts)
+                return self._json(200, {"added": len(posts)})
             if self.path == "/control":
                 data = self._body()
                 mode, count = data.get("mode", "ok"), int(data.get("count", 1))

@@ -13,7 +13,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 
 SEND_MODES = ("ok", "refuse", "timeout_after_accept", "drop_after_accept", "error_after_accept")
 # page_error answers 503 with the provider's own code; page_timeout hangs past the
@@ -142,6 +142,8 @@ class ProviderState:
         # What a reply was applied to: message_ref -> reply keys.
         self.targets: dict[str, list[str]] = {}
         self.sources: dict[str, SourceEvents] = {}
+        # The account's posts, as a person picks one for a campaign: id -> summary (in memory).
+        self.posts: dict[str, dict[str, dict]] = {}
         self.mode, self.remaining, self.latency = "ok", 0, 0.0
         self.page_mode, self.page_remaining, self.page_calls = "ok", 0, 0
         # In memory unless a file is given: then what was applied outlives the process.
@@ -202,6 +204,35 @@ class ProviderState:
             store = self.sources.setdefault(account, SourceEvents())
             for item in events:
                 store.add(dict(item))
+
+    def post(self, account: str, posts: list[dict]) -> None:
+        """Publish posts on the account: {"id", "caption"?, "kind"?, "published_at"?}."""
+        with self.lock:
+            held = self.posts.setdefault(account, {})
+            for item in posts:
+                held[str(item["id"])] = {
+                    "id": str(item["id"]),
+                    "caption": str(item.get("caption", "")),
+                    "kind": str(item.get("kind", "post")),
+                    "published_at": str(item.get("published_at") or datetime.now(timezone.utc).isoformat()),
+                    "permalink": f"https://sandbox.example.invalid/posts/{item['id']}",
+                }
+
+    def recent_posts(self, account: str, limit: int) -> list[dict]:
+        """The account's posts, newest first: those published, and any its events are on."""
+        with self.lock:
+            posts = dict(self.posts.get(account, {}))
+            for item in self.sources.get(account, SourceEvents()).items.values():
+                post_id = str(item.get("post_id", ""))
+                if post_id and post_id not in posts:
+                    posts[post_id] = {
+                        "id": post_id,
+                        "caption": "",
+                        "kind": "post",
+                        "published_at": str(item.get("created_at", "")),
+                        "permalink": f"https://sandbox.example.invalid/posts/{post_id}",
+                    }
+        return sorted(posts.values(), key=lambda p: p["published_at"], reverse=True)[:limit]
 
     def unhold(self, account: str, event_id: str) -> bool:
         """Remove one of the account's events; False when it holds none under the id."""

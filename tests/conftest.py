@@ -82,6 +82,14 @@ def sandbox_source(db):
     return source
 
 
+def account_campaign(source):
+    """The source's every-post campaign (its keyword list's), made if it has none: what a reply
+    action made directly in a test belongs to."""
+    from replies.services.campaigns import _account_default_made
+
+    return _account_default_made(source, "test")
+
+
 def acceptance_passed(*, ran_by: str = "acceptance_tester") -> None:
     """Record a passing `manage.py acceptance` run on the code version running now, through
     reconcile's service: what a live route's enabling requires of the deployment."""

@@ -13,7 +13,7 @@ from conduit import sql
 from conduit.sql import Unsupported, insert_rows, update_rows, upsert_counting
 from ingress.models import Delivery, EventState, EventTransition, InboundEvent
 from replies.models import ApprovalState, DeliveryState, ReplyAction
-from tests.conftest import fixture_body, sign
+from tests.conftest import account_campaign, fixture_body, sign
 from tests.reconcile.conftest import body as batch_body
 from tests.reconcile.conftest import item
 
@@ -102,6 +102,8 @@ def test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(s
         "reply_key",
         "event",
         "purpose",
+        "campaign",
+        "campaign_version",
         "delivery_state",
         "approval_state",
         "canary",
@@ -109,12 +111,15 @@ def test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(s
         "reply_deadline",
     ]
     event = _an_event(sandbox_source)
+    campaign = account_campaign(sandbox_source)
     aware = datetime(2026, 3, 1, 9, 0, 0, 7, tzinfo=timezone(timedelta(hours=5, minutes=30)))
     rows = [
         (
             f"key_test_{n}",
             event.event_key,
             purpose,
+            campaign.pk,
+            1,
             DeliveryState.REVIEW_PENDING,
             ApprovalState.REVIEW_PENDING,
             n % 2 == 0,
@@ -134,6 +139,8 @@ def test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(s
             action.reply_key,
             action.event_id,
             action.purpose,
+            action.campaign_id,
+            action.campaign_version,
             action.delivery_state,
             action.approval_state,
             action.canary,

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping
 
 from conduit.canonical import sha256_hex
 
@@ -129,6 +128,8 @@ class Observation:
     contract_version: str
     canary: bool
     text: str = field(repr=False)
+    # The comment it answers ("" on the post): the trigger rules read it, no key or contract does.
+    parent_ref: str = field(default="", repr=False)
 
     def contract_values(self) -> dict[str, Any]:
         """The event contract's fields (not the batch index, not the retained text)."""
@@ -148,9 +149,12 @@ class Observation:
         )
 
 
+NOT_CONTRACT = ("index", "text", "parent_ref")  # an observation's fields the event contract leaves out
+
+
 @functools.cache
 def _contract_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Observation) if f.name not in ("index", "text"))
+    return tuple(f.name for f in fields(Observation) if f.name not in NOT_CONTRACT)
 
 
 @dataclass(frozen=True)
@@ -275,59 +279,6 @@ def contract_refusal(observation: Observation) -> Rejection | None:
     return None
 
 
-class CallbackEntry(Protocol):
-    """One entry of a shared callback's body: the account it is for and its items, in the shape the
-    account's adapter normalizes."""
-
-    index: int
-    account: str
-    items: list
-
-
-class CallbackBody(Protocol):
-    """A shared callback's body split: the kind of body (`object`, one adapter of the app serving
-    each kind) and its entries in body order."""
-
-    object: str
-    entries: Sequence[CallbackEntry]
-
-
-class SharedCallback:
-    """One endpoint per platform app (/webhooks/<platform>/<app id>/): a body verified against the
-    secrets of the app's sources and split by entry to the source owning each account.
-
-    A platform whose app posts for many accounts declares one on its adapters
-    (`SourceAdapter.shared_callback`, each adapter serving one `object`); the apps
-    ask it, never the platform's name.
-    """
-
-    platform: str = ""  # the path segment after /webhooks/, and the metrics and log label
-    label: str = ""  # how people name the platform, in answers and messages
-    app_id: re.Pattern = re.compile(r"[0-9]{1,32}")  # what an app id looks like
-    proof_headers: tuple[str, ...] = ()  # the request headers the proof reads
-    max_secrets: int = 2  # secrets a source may name at once (two while one is being changed)
-
-    def handshake(self, query: Mapping[str, str]) -> tuple[str, str] | None:
-        """(verify token, challenge) of a verification request's query, or None when it is none."""
-        raise NotImplementedError(".handshake() must be overridden.")
-
-    def split(self, body: bytes) -> CallbackBody | Rejection:
-        """The body's object and entries, or why it cannot be read (a refusal of the whole body)."""
-        raise NotImplementedError(".split() must be overridden.")
-
-    def counter_name(self, *parts: str) -> str:
-        """The name an ignored update is counted under, escaped and bounded."""
-        raise NotImplementedError(".counter_name() must be overridden.")
-
-    def user_request(self, value: str, secret: str) -> tuple[str, datetime]:
-        """(user id, signing time) of a signed "app removed"/"delete my data" request; ProofError if not the app's."""
-        raise NotImplementedError(".user_request() must be overridden.")
-
-    def unsubscribe(self, *, account: str, base_url: str, token: str, timeout: float) -> tuple[str, bool]:
-        """Stop the account's deliveries to the app: ("" or the refusal, whether the token was refused)."""
-        raise NotImplementedError(".unsubscribe() must be overridden.")
-
-
 class SourceAdapter:
     """Base for one provider: subclasses implement proof, parsing and one event's mapping.
 
@@ -448,3 +399,7 @@ class SourceAdapter:
     def sign(self, *, body: bytes, secret: str, delivery_id: str, at: datetime) -> dict[str, str]:
         """Headers a sender would attach; used by fixtures, the canary and benchmarks."""
         raise NotImplementedError(".sign() must be overridden.")
+
+
+# The shared callback's names, where adapters and apps have always found them.
+from conduit.providers.callbacks import CallbackBody, CallbackEntry, SharedCallback  # noqa: E402, F401

@@ -114,6 +114,21 @@ class Family:
         }
 
 
+@dataclass(frozen=True)
+class PostSummary:
+    """One of an account's posts, as a person picks it for a campaign: by what it is, not its id."""
+
+    id: str
+    caption: str  # its text's start; "" when it has none
+    permalink: str
+    published_at: datetime | None
+    kind: str  # the platform's word for it (IMAGE, REELS, a Page post...)
+
+
+class PostsUnavailable(Exception):
+    """The platform's posts could not be listed; the message says why, in Conduit's words."""
+
+
 class SourceReader:
     """Base for reading one platform's source evidence, page by page
     (docs/concepts/reconciliation.md#page-protocol).
@@ -149,3 +164,10 @@ class SourceReader:
         is read, never buffered whole.
         """
         raise NotImplementedError(".read_page() must be overridden.")
+
+    def recent_posts(
+        self, *, config: SourceConfig, base_url: str, limit: int, timeout: float
+    ) -> list[PostSummary]:
+        """The account's most recent posts or media, newest first (at most `limit`).
+        Raises PostsUnavailable."""
+        raise PostsUnavailable("this platform does not list its posts: give their ids")

@@ -11,6 +11,7 @@ from ingress.services.events import (
     event_transition,
     events_occurred_at_correct,
     events_reconcile_mark,
+    events_reopen_for_replies,
 )
 from ingress.services.ingest import observations_accept, webhook_receive
 from ingress.services.quarantine import (
@@ -36,6 +37,7 @@ from ingress.services.sources import (
     source_reauthorized,
     source_register,
     source_rename,
+    source_rules_version_next,
     source_secret,
     source_update,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "event_transition",
     "events_occurred_at_correct",
     "events_reconcile_mark",
+    "events_reopen_for_replies",
     "observations_accept",
     "quarantine_review",
     "quarantine_transition",
@@ -73,6 +76,7 @@ __all__ = [
     "source_register",
     "source_rename",
     "source_secret",
+    "source_rules_version_next",
     "source_update",
     "webhook_receive",
 ]

@@ -6,12 +6,12 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Callable, Sequence
 
-from conduit.providers.base import Observation, Parsed
+from conduit.providers.base import NOT_CONTRACT, Observation, Parsed
 from conduit.providers.registry import get_adapter
 from conduit.sql import insert_rows, upsert_counting
 from conduit.statemachine import creation_rows, history_columns
-from ingress.contract import EVENT_TABLE, trigger_matches
-from ingress.hooks import reply_planner
+from ingress.contract import EVENT_TABLE
+from ingress.hooks import Match, reply_planner, trigger_rules
 from ingress.models import Delivery, EventState, EventTransition, InboundEvent, Source
 from ingress.services.results import EventResult
 from ingress.writes import DELIVERY_COLUMNS, DELIVERY_UPSERT, EVENT_UPSERT, Refused, body_write
@@ -31,9 +31,12 @@ DELIVERY_CONFLICT = (None, "delivery_conflict", "this delivery id was first acce
 EVENT_COLUMNS = [
     "event_key",
     "source",
-    *(f.name for f in fields(Observation) if f.name not in ("index", "text")),
+    *(f.name for f in fields(Observation) if f.name not in NOT_CONTRACT),
     "trigger_rule_version",
     "trigger_match",
+    "trigger_campaign",
+    "trigger_campaign_version",
+    "parent_ref",
     "event_state",
     "reconcile_status",
     "first_received_at",
@@ -53,6 +56,7 @@ class _Body:
     history: list[tuple]  # the new events' history rows, the event's key as owner
     ready: list[Observation]  # planned if new: RECORD_READY
     purposes_of: Callable[[Observation], Sequence[str]]  # the purposes planned for each of them
+    match_of: Callable[[Observation], Match]  # the campaign each of them matched
 
 
 def _body(
@@ -70,12 +74,20 @@ def _body(
     ordered = sorted(first_of.items())
     events, records, ready = [], [], []
     purposes_for = reply_planner().purposes_for(source)
+    rules = trigger_rules().rules(source)
     adapter = get_adapter(source.adapter)
+    matches: dict[str, Match] = {}
+    planned: dict[str, tuple[str, ...]] = {}
     for key, observation in ordered:
         history = connected is not None and observation.occurred_at < connected
-        trigger = trigger_matches(observation.text, source.trigger_keywords)
-        # A family no reply answers (an edit, a removal) or no route can answer plans nothing.
-        answerable = bool(purposes_for(observation.event_type)) or (
+        match = rules.match(observation)
+        trigger = match is not None
+        # A family no reply answers (an edit, a removal) or no route can answer plans nothing;
+        # a campaign answers with its own purposes (none named: every purpose the source declares).
+        answering = purposes_for(observation.event_type)
+        if match is not None and match.purposes:
+            answering = tuple(p for p in answering if p in match.purposes)
+        answerable = bool(answering) or (
             not source.purposes and bool(adapter.family(observation.event_type).answers)
         )
         final_state = (
@@ -88,8 +100,11 @@ def _body(
                 key,
                 source.pk,
                 *observation.contract_values().values(),
-                source.trigger_rule_version,
+                rules.version,
                 trigger,
+                match.campaign_id if match is not None else None,
+                match.campaign_version if match is not None else None,
+                observation.parent_ref,
                 final_state,
                 "UNRECONCILED",
                 at,
@@ -102,6 +117,7 @@ def _body(
         # history walks the declared moves: created -> RECEIVED -> final state.
         if final_state == EventState.RECORD_READY:
             ready.append(observation)
+            matches[key], planned[key] = match, answering
             reason = "reply_plan_created"
         elif history:
             reason = "before_connection"
@@ -113,7 +129,8 @@ def _body(
         ordered=ordered,
         events=events,
         ready=ready,
-        purposes_of=lambda o: purposes_for(o.event_type),
+        purposes_of=lambda o: planned[o.event_key],
+        match_of=lambda o: matches[o.event_key],
         history=creation_rows(table=EVENT_TABLE, records=records, actor=actor, at=at),
     )
 
@@ -163,6 +180,7 @@ def _events_write(
             purposes=list(source.purposes),
             actor=actor,
             at=at,
+            match_of=body.match_of,
             purposes_of=body.purposes_of,
         )
     return {
@@ -186,6 +204,7 @@ def _events_write_at_once(
         adapter=source.adapter,
         purposes=list(source.purposes),
         at=at,
+        match_of=body.match_of,
         purposes_of=body.purposes_of,
     )
     try:

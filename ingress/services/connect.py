@@ -332,7 +332,6 @@ def _connect_one(login: AccountLogin, asset: dict, token: str, *, actor: str, ti
                 account_ref=asset["account_ref"],
                 event_types=list(login.event_types),
                 purposes=list(login.purposes),
-                trigger_keywords=[],
                 secret_env=login.secret_variable,
                 verify_token_env=login.verify_token_variable,
                 app_id=getattr(settings, login.callback_app_setting),

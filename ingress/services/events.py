@@ -41,6 +41,26 @@ def event_transition(
 MARK_CHUNK = 2000
 
 
+def events_reopen_for_replies(*, event_ids: list[int], actor: str, at: datetime) -> int:
+    """A person's catch-up planned replies for these closed records (no campaign answered them
+    when they arrived): CLOSED_NO_REPLY -> RECORD_READY, each move recorded. Returns how many moved."""
+    moved = 0
+    for start in range(0, len(event_ids), MARK_CHUNK):
+        moved += transition_many(
+            table=EVENT_TABLE,
+            model=InboundEvent,
+            history=EventTransition,
+            owner_field="event",
+            pks=event_ids[start : start + MARK_CHUNK],
+            to="RECORD_READY",
+            actor=actor,
+            reason_code="catch_up_planned",
+            state_field="event_state",
+            at=at,
+        )
+    return moved
+
+
 def events_occurred_at_correct(*, source: Source, observed, actor: str) -> int:
     """Replace stand-in times (conduit.providers.base.APPROXIMATE) with the item's own time a
     read of the source showed: a correction of metadata, never an identity conflict.

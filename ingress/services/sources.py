@@ -7,7 +7,6 @@ import logging
 from typing import Any, Mapping
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from conduit.credentials import CredentialUndecryptable
@@ -16,6 +15,7 @@ from conduit.loopback import credential_url_refusal
 from conduit.process_secrets import credential_name_refusal, secret_read
 from conduit.providers.base import SecretUnavailable
 from conduit.providers.registry import ADAPTERS, get_adapter
+from ingress.hooks import trigger_rules
 from ingress.models import ENV_NAME, Source, SourceCredential
 from ingress.selectors import source_config, source_identity_holder
 
@@ -48,7 +48,6 @@ REGISTERED_FIELDS = (
     "event_types",
     "contract_version",
     "purposes",
-    "trigger_keywords",
     "retention_days",
     "secret_env",
     "canary",
@@ -105,11 +104,10 @@ def _validated(source: Source, *, credential_follows: bool = False) -> Source:
     source.source_system = adapter.source_system
     source.event_types = _dedupe(source.event_types)
     source.purposes = _dedupe(source.purposes)
-    source.trigger_keywords = _dedupe(source.trigger_keywords)
     errors = {}
     if not source.event_types:
         errors["event_types"] = "allowlist at least one event type"
-    for name in ("event_types", "purposes", "trigger_keywords"):
+    for name in ("event_types", "purposes"):
         bad = [v for v in getattr(source, name) if len(v) > MAX_NAME_LENGTH or not v.isprintable()]
         if bad:
             errors[name] = (
@@ -169,8 +167,8 @@ def source_register(
     account_ref: str,
     event_types: list[str],
     purposes: list[str],
-    trigger_keywords: list[str],
     secret_env: str,
+    trigger_keywords: list[str] | None = None,
     contract_version: str = "event-v1",
     retention_days: int = 30,
     canary: bool = False,
@@ -193,6 +191,8 @@ def source_register(
     refused with SourceConflict naming each field; edits go through the admin
     (source_update), where they are deliberate.
     Where its replies go is replies' (reply routes, replies.services.reply_route_declare).
+    `trigger_keywords`, when given, are its every-post keyword list: the account-default campaign
+    the trigger rules keep (ingress.hooks.trigger_rules), compared and set as a registered field.
     """
     wanted = _validated(
         Source(
@@ -201,7 +201,6 @@ def source_register(
             account_ref=account_ref,
             event_types=event_types,
             purposes=purposes,
-            trigger_keywords=trigger_keywords,
             secret_env=secret_env,
             contract_version=contract_version,
             retention_days=retention_days,
@@ -217,7 +216,7 @@ def source_register(
     with transaction.atomic():
         existing = Source.objects.select_for_update().filter(name=name).first()
         if existing is not None:
-            differences = _registered_differences(existing, wanted)
+            differences = _registered_differences(existing, wanted, trigger_keywords)
             if differences:
                 raise SourceConflict(
                     f"source {name!r} is already registered with other values; change it in the "
@@ -226,7 +225,9 @@ def source_register(
             return existing, False
         owner = source_identity_holder(adapter=wanted.adapter, account_ref=wanted.account_ref)
         if owner is not None:
-            return source_rename(source_id=owner.pk, name=name, registered=wanted), False
+            return source_rename(
+                source_id=owner.pk, name=name, registered=wanted, trigger_keywords=trigger_keywords
+            ), False
         conflict = _app_conflict(wanted)
         if conflict:
             raise SourceConflict(conflict)
@@ -234,20 +235,34 @@ def source_register(
             # What the account held before now is history a scan records, never new work.
             wanted.connected_at = timezone.now()
         wanted.save()
+        if trigger_keywords is not None:
+            trigger_rules().keywords_set(
+                source=wanted, keywords=trigger_keywords, actor="registration", registering=True
+            )
     logger.info("source registered name=%s adapter=%s", wanted.name, wanted.adapter)
     return wanted, True
 
 
-def _registered_differences(registered: Source, given: Source) -> list[str]:
-    """Each registered field whose value differs between the stored source and a registration."""
-    return [
+def _registered_differences(
+    registered: Source, given: Source, trigger_keywords: list[str] | None = None
+) -> list[str]:
+    """Each registered field whose value differs between the stored source and a registration
+    (its every-post keywords too, when the registration names them)."""
+    differences = [
         f"{f}: registered {getattr(registered, f)!r}, given {getattr(given, f)!r}"
         for f in REGISTERED_FIELDS
         if getattr(registered, f) != getattr(given, f)
     ]
+    if trigger_keywords is not None:
+        held = trigger_rules().keywords_of(registered)
+        if held != _dedupe(trigger_keywords):
+            differences.append(f"trigger_keywords: registered {held!r}, given {_dedupe(trigger_keywords)!r}")
+    return differences
 
 
-def source_rename(*, source_id: int, name: str, registered: Source) -> Source:
+def source_rename(
+    *, source_id: int, name: str, registered: Source, trigger_keywords: list[str] | None = None
+) -> Source:
     """The rename of docs/platforms/sources.md#rename: the source registered again under `name`
     with the same values.
 
@@ -263,7 +278,7 @@ def source_rename(*, source_id: int, name: str, registered: Source) -> Source:
     # FOR UPDATE, not NO KEY: the name is a unique key, so the UPDATE below takes this lock
     # anyway; taken at once, it is never an upgrade (which could deadlock with a key-share holder).
     source = Source.objects.select_for_update(no_key=False).get(pk=source_id)
-    differences = _registered_differences(source, registered)
+    differences = _registered_differences(source, registered, trigger_keywords)
     if differences:
         raise SourceConflict(
             f"account {source.account_ref!r} of {source.source_system} is already registered as source "
@@ -287,11 +302,14 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
     """Apply an edit made by a person. Identity cannot move once events exist.
 
     Renaming keeps all history (events point at the source row, not its name).
-    A change of trigger keywords is a new trigger rule version.
+    `trigger_keywords` in `changes` sets the source's every-post keyword list (its account-default
+    campaign: a change is a new trigger rule version).
     """
+    changes = dict(changes)
+    keywords = changes.pop("trigger_keywords", None)
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        before = {f: getattr(source, f) for f in (*IMMUTABLE_FIELDS, *CONNECTION_FIELDS, "trigger_keywords")}
+        before = {f: getattr(source, f) for f in (*IMMUTABLE_FIELDS, *CONNECTION_FIELDS)}
         for name, value in changes.items():
             setattr(source, name, value)
         _validated(source)
@@ -311,13 +329,22 @@ def source_update(*, source_id: int, changes: Mapping[str, Any]) -> Source:
         conflict = _app_conflict(source)
         if conflict:
             raise SourceConflict(conflict)
-        if source.trigger_keywords != before["trigger_keywords"]:
-            source.trigger_rule_version = F("trigger_rule_version") + 1
         if any(getattr(source, f) != before[f] for f in CONNECTION_FIELDS):
             source.connection_authorized_by, source.connection_authorized_at = "", None
         source.save()
+        if keywords is not None:
+            trigger_rules().keywords_set(source=source, keywords=keywords, actor="source edit")
         source.refresh_from_db()
     return source
+
+
+def source_rules_version_next(*, source_id: int) -> int:
+    """The source's trigger rules changed (a campaign, replies'): count their version up, in the
+    caller's transaction; the new version. A NO KEY update: ingest's inserts keep their KEY SHARE."""
+    from django.db.models import F
+
+    Source.objects.filter(pk=source_id).update(trigger_rule_version=F("trigger_rule_version") + 1)
+    return Source.objects.filter(pk=source_id).values_list("trigger_rule_version", flat=True).get()
 
 
 def source_reauthorized(*, source_id: int, actor: str) -> Source:

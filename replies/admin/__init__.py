@@ -1,9 +1,10 @@
-"""Replies in the admin: the review and stranded-send queues, approved copy, reply routes, the ledgers.
+"""Replies in the admin: campaigns, the review and stranded-send queues, approved copy, reply routes, the ledgers.
 
 The unknown-send queue's admin class lives here too, unregistered: reconcile
 registers its subclass (with the replay verdict column), once, in its own app.
 Each module registers its own model admins; importing them here is the registration."""
 
+from replies.admin.campaigns import CampaignAdmin, CampaignForm
 from replies.admin.copies import ReplyCopyAdmin, ReplyCopyForm
 from replies.admin.ledgers import (
     ActionAdmin,
@@ -27,6 +28,8 @@ from replies.admin.routes import ReplyRouteAdmin, ReplyRouteForm, SendBudgetAdmi
 
 __all__ = [
     "ActionAdmin",
+    "CampaignAdmin",
+    "CampaignForm",
     "CanarySinkAdmin",
     "DecidedFilter",
     "DeclaredPurposeFilter",

@@ -81,7 +81,7 @@ class ActionAdmin(LedgerAdmin):
     list_filter = ("event__source", ("purpose", DeclaredPurposeFilter), "delivery_state")
     # Exact matches on indexed keys; "=key" would be iexact, UPPER() on both sides, a full scan.
     search_fields = ("reply_key__exact", "event__event_key__exact")
-    list_select_related = ("event__source",)
+    list_select_related = ("event__source", "campaign")
     ordering = ("-id",)
     inlines = [ReplyTransitionInline, SendAttemptInline]
     fields = readonly_fields = (
@@ -89,6 +89,7 @@ class ActionAdmin(LedgerAdmin):
         "event",
         "source",
         "purpose",
+        "campaign_matched",
         "delivery_state",
         "approval_state",
         "approved_by",
@@ -108,6 +109,10 @@ class ActionAdmin(LedgerAdmin):
     @admin.display(ordering="event__source__name")
     def source(self, obj: ReplyAction) -> str:
         return obj.event.source.name
+
+    @admin.display(description="campaign")
+    def campaign_matched(self, obj: ReplyAction) -> str:
+        return f"{obj.campaign.name} (version {obj.campaign_version})"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # "what is missing" reads these annotations: no query per row.
@@ -137,7 +142,7 @@ class ActionAdmin(LedgerAdmin):
         copy = (
             selectors.approved_copy(source_id=source_id, purpose=obj.purpose, copy_version=obj.copy_version)
             if obj.copy_version
-            else selectors.copy_current(source_id=source_id, purpose=obj.purpose)
+            else selectors.copy_for(obj)
         )
         return f"{copy.copy_version} ({copy.channel}): {copy.text}" if copy else "-"
 

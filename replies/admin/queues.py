@@ -97,19 +97,12 @@ class ReviewQueueAdmin(QueueAdmin):
     change_list_template = "admin/replies/reviewqueue/change_list.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        # The copy approval would take now (the newest version): one subquery per page.
-        # The event joined inside the subquery: see selectors.with_approval_needs.
+        # The copy set approval would take now (the newest): one subquery per page; its
+        # variants are read once per set (selectors.copy_set_variants).
         newest = ReplyCopy.objects.filter(
-            source__events__event_key=OuterRef("event_id"), purpose=OuterRef("purpose")
-        ).order_by("-id")
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                copy_text_now=Subquery(newest.values("text")[:1]),
-                copy_channel_now=Subquery(newest.values("channel")[:1]),
-            )
-        )
+            campaign_id=OuterRef("campaign_id"), purpose=OuterRef("purpose")
+        ).order_by("-copy_set")
+        return super().get_queryset(request).annotate(copy_set_now=Subquery(newest.values("copy_set")[:1]))
 
     def get_list_display(self, request: HttpRequest):
         # Retained buyer content only for staff with the permission.
@@ -128,11 +121,15 @@ class ReviewQueueAdmin(QueueAdmin):
 
     @admin.display(description="copy that would be sent")
     def copy_to_send(self, obj: ReplyAction):
-        text = getattr(obj, "copy_text_now", None)
-        if text is None:
+        copy = selectors.copy_variant(obj, getattr(obj, "copy_set_now", None))
+        if copy is None:
             return "-"
         return format_html(
-            '<div class="conduit-copy">{}</div><span class="quiet">{}</span>', text, obj.copy_channel_now
+            '<div class="conduit-copy">{}</div><span class="quiet">{} · {} · {}</span>',
+            copy.text,
+            copy.channel,
+            copy.copy_version,
+            obj.campaign.name,
         )
 
     @admin.display(description="age", ordering="created_at")
@@ -169,9 +166,7 @@ class ReviewQueueAdmin(QueueAdmin):
 
         def shown(action: ReplyAction) -> ReplyCopy | None:
             if action.pk not in copies:
-                copies[action.pk] = selectors.copy_current(
-                    source_id=action.event.source_id, purpose=action.purpose
-                )
+                copies[action.pk] = selectors.copy_for(action)
             return copies[action.pk]
 
         def outgoing(action: ReplyAction) -> str:
@@ -179,7 +174,10 @@ class ReviewQueueAdmin(QueueAdmin):
             copy = shown(action)
             if copy is None:
                 return f"Cannot be approved: {selectors.no_copy_reason(action)}"
-            return f"Will send as {copy.channel} (copy {copy.copy_version}):\n{copy.text}"
+            return (
+                f"Will send as {copy.channel} (copy {copy.copy_version}):\n{copy.text}\n"
+                f"(campaign {action.campaign.name})"
+            )
 
         def pin(action: ReplyAction) -> str:
             """The copy version the page shows: approval is refused if a newer one appears."""

@@ -1,4 +1,4 @@
-"""Replies writes: planning at ingest, approval, closing, copy versions, routes, and a person's
+"""Replies writes: campaigns, planning at ingest, approval, closing, copy versions, routes, and a person's
 resolution of stranded and unknown sends. Every state change goes through REPLY_TABLE.
 
 One module per concept; the names callers use are re-exported here."""
@@ -9,6 +9,13 @@ from __future__ import annotations
 from replies.ledger import reply_action_transition
 from replies.services.approval import reply_approve
 from replies.services.budgets import send_budget_set
+from replies.services.campaigns import (
+    CampaignRefused,
+    campaign_copy_set,
+    campaign_create,
+    campaign_state_set,
+    campaign_update,
+)
 from replies.services.copies import reply_copy_create
 from replies.services.planning import (
     PLANNED,
@@ -49,10 +56,15 @@ __all__ = [
     "WINDOW_CLOSABLE",
     "WINDOW_CLOSER",
     "ActionPlan",
+    "CampaignRefused",
     "LiveSendRefused",
     "Lookup",
     "Result",
     "RouteConflict",
+    "campaign_copy_set",
+    "campaign_create",
+    "campaign_state_set",
+    "campaign_update",
     "purposes_answering",
     "reply_action_rows",
     "reply_action_transition",

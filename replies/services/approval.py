@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from replies import sender
 from replies.ledger import reply_action_transition
-from replies.models import ApprovalState, ReplyAction
+from replies.models import ApprovalState, ReplyAction, ReplyCopy
 from replies.models import DeliveryState as S
-from replies.selectors import action_route, copy_current, no_copy_reason, no_route_reason
+from replies.selectors import action_route, approved_copy, copy_for, no_copy_reason, no_route_reason
 from replies.services.results import Result, _refused
 from replies.services.window import reply_deadline_fill
 
@@ -19,6 +19,19 @@ from replies.services.window import reply_deadline_fill
 def _enqueue_on_commit(action_id: int) -> None:
     # Looked up on the sender module at commit time: the one hand-off to the send queue.
     transaction.on_commit(lambda: sender.enqueue_send(action_id))
+
+
+def _same_copy(action: ReplyAction, shown_version: str, copy: ReplyCopy) -> bool:
+    """Whether the copy version a person was shown goes out as the same text on the same channel."""
+    if shown_version == copy.copy_version:
+        return True
+    try:
+        shown = approved_copy(
+            source_id=action.event.source_id, purpose=action.purpose, copy_version=shown_version
+        )
+    except ReplyCopy.DoesNotExist:
+        return False
+    return (shown.text, shown.channel) == (copy.text, copy.channel)
 
 
 # --- approval and closing ------------------------------------------------------------------
@@ -33,9 +46,12 @@ def reply_approve(
 ) -> Result:
     """REVIEW_PENDING -> APPROVED with the current approved copy; enqueue the send on commit.
 
-    `shown_copy_version`: the copy version the person was shown when deciding (the admin's
-    confirmation page). A newer copy since refuses the approval: the text that would go out is
-    not the text they read. None where no person was shown a text (the canary).
+    The copy is the variant the action's reply key picks from its campaign's current copy set
+    (replies.selectors.copy_for). `shown_copy_version`: the copy version the person was shown
+    when deciding (the admin's confirmation page). A newer copy since whose text or channel
+    differs refuses the approval: the text that would go out is not the text they read (the same
+    text under a newer version is approved as that version). None where no person was shown a
+    text (the canary).
 
     A Meta private reply is refused after its deadline (the comment's creation + 7 days), the
     deadline named; one whose deadline is not known yet is read first (outside any transaction).
@@ -49,7 +65,7 @@ def reply_approve(
             f"({type(exc).__name__}), so its 7-day private-reply window is unknown; try again",
         )
     with transaction.atomic():
-        action = ReplyAction.objects.select_related("event__source").get(pk=action_id)
+        action = ReplyAction.objects.select_related("event__source", "campaign").get(pk=action_id)
         if deadline is not None and action.delivery_state == S.REVIEW_PENDING and timezone.now() >= deadline:
             return Result(
                 False,
@@ -58,10 +74,10 @@ def reply_approve(
                 "creation + 7 days); Meta refuses a private reply after it",
             )
         if action.delivery_state == S.REVIEW_PENDING:
-            copy = copy_current(source_id=action.event.source_id, purpose=action.purpose)
+            copy = copy_for(action)
             if copy is None:
                 return Result(False, f"cannot approve: {no_copy_reason(action)}")
-            if shown_copy_version is not None and shown_copy_version != copy.copy_version:
+            if shown_copy_version is not None and not _same_copy(action, shown_copy_version, copy):
                 return Result(
                     False,
                     f"the copy changed: review again (you were shown copy "

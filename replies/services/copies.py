@@ -1,4 +1,5 @@
-"""Approved copy: versioned texts per source and purpose."""
+"""Approved copy of a source's every-post campaign, one text per purpose: registration's and the
+source-wide copy's way (a campaign's own copy and variants: replies.services.campaigns)."""
 
 from __future__ import annotations
 
@@ -6,31 +7,34 @@ from django.db import transaction
 
 from ingress.models import Source
 from replies.models import ReplyCopy
-from replies.selectors import copy_current
-
-# --- approved copy -------------------------------------------------------------------------
+from replies.services.campaigns import (
+    _account_default_made,
+    _copy_set_write,
+    _locked,
+    _rules_changed,
+    _version_record,
+    copy_sets_current,
+)
 
 
 def reply_copy_create(
     *, source_id: int, purpose: str, channel: str, text: str, actor: str
 ) -> tuple[ReplyCopy, bool]:
-    """Record approved copy; an identical current text changes nothing. Returns (copy, created)."""
+    """Approved copy for a purpose of the source's every-post campaign (one text). An identical
+    current text changes nothing. Returns (copy, created)."""
     text, channel = text.strip(), channel.strip()
     if not text or not channel:
         raise ValueError("approved copy needs a channel and a text")
     with transaction.atomic():
-        source = Source.objects.select_for_update().get(pk=source_id)  # serializes versions
+        source = Source.objects.select_for_update(no_key=True).get(pk=source_id)  # serializes versions
         if purpose not in source.purposes:
             raise ValueError(f"{purpose!r} is not a declared purpose of source {source.name!r}")
-        current = copy_current(source_id=source_id, purpose=purpose)
-        if current and (current.text, current.channel) == (text, channel):
-            return current, False
-        count = ReplyCopy.objects.filter(source_id=source_id, purpose=purpose).count()
-        return ReplyCopy.objects.create(
-            source=source,
-            purpose=purpose,
-            channel=channel,
-            text=text,
-            copy_version=f"v{count + 1}",
-            created_by=actor,
-        ), True
+        campaign = _locked(_account_default_made(source, actor).pk)
+        written = _copy_set_write(campaign, purpose, [text], channel, actor)
+        if written:
+            campaign.version += 1
+            campaign.save()
+            _version_record(campaign, actor)
+            _rules_changed(source.pk)
+        (copy,) = copy_sets_current(campaign_id=campaign.pk)[purpose]
+    return copy, written

@@ -15,6 +15,7 @@ from conduit.sql import columns_sql, insert_rows, json_casts
 from conduit.statemachine import TransitionTable, creation_rows, history_columns, record_created
 from ingress.models import Source
 from replies.contract import REPLY_TABLE, reply_key
+from replies.matching import CampaignMatch, SourceRules, source_rules
 from replies.models import ApprovalState, ReplyAction, ReplyRoute, ReplyTransition
 from replies.models import DeliveryState as S
 from replies.services.window import _private_deadline, reply_deadline_reads_queue
@@ -27,6 +28,7 @@ def reply_actions_plan(
     purposes: list[str],
     actor: str,
     at: datetime,
+    match_of: Callable[[Observation], CampaignMatch],
     purposes_of: Callable[[Observation], Sequence[str]] | None = None,
 ) -> list[int]:
     """Create one REVIEW_PENDING action per declared purpose for each newly inserted event.
@@ -38,7 +40,12 @@ def reply_actions_plan(
     the new ids, event by event in purpose order.
     """
     rows, fill_later = reply_action_rows(
-        observations=observations, adapter=adapter, purposes=purposes, at=at, purposes_of=purposes_of
+        observations=observations,
+        adapter=adapter,
+        purposes=purposes,
+        at=at,
+        match_of=match_of,
+        purposes_of=purposes_of,
     )
     ids = insert_rows(ReplyAction, PLANNED.columns, rows)
     record_created(
@@ -83,6 +90,8 @@ PLANNED = ActionPlan(
         "reply_key",
         "event",
         "purpose",
+        "campaign",
+        "campaign_version",
         "delivery_state",
         "approval_state",
         "canary",
@@ -135,14 +144,17 @@ def reply_action_rows(
     adapter: str,
     purposes: list[str],
     at: datetime,
+    match_of: Callable[[Observation], CampaignMatch],
     purposes_of: Callable[[Observation], Sequence[str]] | None = None,
 ) -> tuple[list[tuple], list[int]]:
     """The planned actions' rows (PLANNED.columns order), event by event in purpose order, and the
     positions of those whose deadline needs the comment's real time (read after commit).
-    `purposes_of` narrows the purposes per event (ingest passes what purposes_answering allows)."""
+    `match_of` is the campaign each event matched (its copy answers it); `purposes_of` narrows the
+    purposes per event (ingest passes what the campaign and purposes_answering allow)."""
     rows = []
     fill_later = []
     for observation in observations:
+        match = match_of(observation)
         for purpose in purposes if purposes_of is None else purposes_of(observation):
             deadline, later = _private_deadline(observation, adapter, purpose)
             if later:
@@ -152,6 +164,8 @@ def reply_action_rows(
                     reply_key(observation.event_key, purpose),
                     observation.event_key,
                     purpose,
+                    match.campaign_id,
+                    match.campaign_version,
                     S.REVIEW_PENDING,
                     ApprovalState.REVIEW_PENDING,
                     observation.canary,
@@ -214,3 +228,25 @@ class IngestPlanner:
 
 
 INGEST_PLANNER = IngestPlanner(plan=PLANNED)
+
+
+class CampaignRules:
+    """Replies' trigger rules, registered in RepliesConfig.ready (ingress.hooks.TriggerRules)."""
+
+    def rules(self, source: Source) -> SourceRules:
+        return source_rules(source)
+
+    def keywords_of(self, source: Source) -> list[str]:
+        from replies.services.campaigns import keywords_of
+
+        return keywords_of(source)
+
+    def keywords_set(
+        self, *, source: Source, keywords: list[str], actor: str, registering: bool = False
+    ) -> None:
+        from replies.services.campaigns import keywords_set
+
+        keywords_set(source=source, keywords=keywords, actor=actor, registering=registering)
+
+
+TRIGGER_RULES = CampaignRules()

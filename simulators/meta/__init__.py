@@ -57,7 +57,8 @@ The control API (never counted as Graph calls):
     POST /_sim/accounts       {"id", "object": "instagram"|"page", "app_id"?, "subscribed_fields"?,
                                "username"?, "name"?, "page_id"?, "feed_paging"?}   register (idempotent)
     POST /_sim/media          {"account", "id"?, "object"?, "media_product_type"?, "created_time"?,
-                               "ad_id"?, "message"?} -> {"id"} (minted in Meta's shape without "id")
+                               "ad_id"?, "caption"? (a Page post's message)} -> {"id"} (minted in
+                               Meta's shape without "id"); listed newest first by /media, /posts
     POST /_sim/comments       {"account", "media_id"|"post_id", "text", "from_id", ...} -> {"id"}
     POST /_sim/messages       {"account", "from_id", "to_id"?, "text", "from_name"?, "created_time"?,
                                "notify"} -> {"mid", "conversation_id"}

@@ -20,6 +20,7 @@ class Content:
         product_type: str | None = None,
         created: float | None = None,
         ad_id: str | None = None,
+        caption: str = "",
     ) -> sqlite3.Row:
         with self._tx():
             if not id:
@@ -27,8 +28,8 @@ class Content:
             row = self._one("SELECT * FROM media WHERE id = ?", id)
             if row is None:
                 self.db.execute(
-                    "INSERT INTO media (id, account, object, product_type, created, ad_id, seq) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO media (id, account, object, product_type, created, ad_id, seq, caption) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         id,
                         account,
@@ -37,6 +38,7 @@ class Content:
                         _whole_seconds() if created is None else created,
                         ad_id,
                         self._next("order"),
+                        caption,
                     ),
                 )
                 row = self._one("SELECT * FROM media WHERE id = ?", id)

@@ -99,12 +99,15 @@ class Router:
                 "like_count": 0,
                 "comments_count": len(self.state.comment_rows(media_id=row["id"])),
             }
+            if row["caption"]:  # Graph omits a caption the media has not (as recorded)
+                item["caption"] = row["caption"]
             return _select(item, set(tree) if tree else None, {"id"})
         item = {
             "id": row["id"],
             "created_time": iso(row["created"]),
             "updated_time": iso(row["created"]),
-            "message": "",
+            "message": row["caption"],
+            "permalink_url": f"https://www.facebook.com/{row['id']}",
         }
         return _select(item, set(tree) if tree else None, {"id", "created_time", "message"})
 

@@ -138,6 +138,7 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                         product_type=data.get("media_product_type"),
                         ad_id=data.get("ad_id"),
                         created=float(data["created_time"]) if data.get("created_time") else None,
+                        caption=str(data.get("caption") or data.get("message") or ""),
                     )
                     return self._json(200, {"id": row["id"]})
                 if (method, name) == ("POST", "comments"):

@@ -90,6 +90,8 @@ class Store:
         for column, kind in MESSAGE_COLUMNS.items():
             if column not in present:
                 self.db.execute(f"ALTER TABLE messages ADD COLUMN {column} {kind}")
+        if "caption" not in {row[1] for row in self.db.execute("PRAGMA table_info(media)")}:
+            self.db.execute("ALTER TABLE media ADD COLUMN caption TEXT NOT NULL DEFAULT ''")
         self.faults: list[Fault] = []
         self.calls: Counter[str] = Counter()
         self.call_log: list[dict] = []

@@ -87,6 +87,8 @@ def setup() -> tuple[list[Source], Client, Client]:
                 transport_name="sandbox",
                 target_url="http://127.0.0.1:9/",
             )
+        # The every-post campaign its keywords made: what each planned action belongs to.
+        source.campaign_pk = source.campaigns.get(account_default=True).pk
         sources.append(source)
     user = get_user_model().objects.create_superuser("bench", "bench@example.invalid", "bench-only")
     from rest_framework.authtoken.models import Token
@@ -167,7 +169,7 @@ def generate(sources: list[Source], lo: int, hi: int):
             )
             deadline = ts(occurred + timedelta(days=7)) if purpose == "private_delivery" else NULL
             actions.append(
-                f"{aid}\t{reply_key(key, purpose)}\t{key}\t{purpose}\t"
+                f"{aid}\t{reply_key(key, purpose)}\t{key}\t{purpose}\t{source.campaign_pk}\t1\t"
                 f"{'public_reply' if approved else ''}\t{'v1' if approved else ''}\t"
                 f"{'APPROVED' if approved else 'REVIEW_PENDING'}\t{'reviewer' if approved else ''}\t"
                 f"{ts(received) if approved else NULL}\t{dstate}\t"
@@ -202,7 +204,8 @@ COLUMNS = {
     ),
     "inbound_event_transitions": "id, event_id, ledger, prior_state, next_state, at, actor, reason_code, refused",
     "reply_actions": (
-        "id, reply_key, event_key, purpose, channel, copy_version, approval_state, approved_by, approved_at, "
+        "id, reply_key, event_key, purpose, campaign_id, campaign_version, channel, copy_version, approval_state, "
+        "approved_by, approved_at, "
         "delivery_state, provider_reply_id, attempt_count, last_error_code, canary, created_at, sending_since, "
         "next_attempt_at, reply_deadline"
     ),

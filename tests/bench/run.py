@@ -202,6 +202,12 @@ class RawPath:
     def __init__(self, dsn: str, source_id: int, level: str, clients: int, batch: int = 1) -> None:
         self.source_id, self.level, self.batch = source_id, level, batch
         self.conns = [psycopg.connect(dsn) for _ in range(clients)]
+        # The campaign the planned actions belong to, read once (Conduit reads it once per rules version).
+        (self.campaign_id,) = (
+            self.conns[0]
+            .execute("SELECT id FROM reply_campaigns WHERE source_id = %s AND account_default", [source_id])
+            .fetchone()
+        )
 
     def __call__(self, client: int, docs: list[dict]) -> None:
         if self.batch == 1:
@@ -279,8 +285,7 @@ class RawPath:
             ).fetchall()
             self._plan(conn, [(pk, key) for pk, key, seen in rows if seen == 1], now)
 
-    @staticmethod
-    def _plan(conn, new: list[tuple[int, str]], now: datetime) -> None:
+    def _plan(self, conn, new: list[tuple[int, str]], now: datetime) -> None:
         if not new:
             return
         conn.execute(
@@ -296,12 +301,12 @@ class RawPath:
             [p for pk, _ in new for p in (pk, now, pk, now)],
         )
         ids = conn.execute(
-            "INSERT INTO reply_actions (reply_key, event_key, purpose, delivery_state, "
-            "approval_state, canary, created_at) VALUES "
+            "INSERT INTO reply_actions (reply_key, event_key, purpose, campaign_id, campaign_version, "
+            "delivery_state, approval_state, canary, created_at) VALUES "
             + ",".join(
                 [
-                    "(%s,%s,'public_ack','REVIEW_PENDING','REVIEW_PENDING',false,%s),"
-                    "(%s,%s,'private_delivery','REVIEW_PENDING','REVIEW_PENDING',false,%s)"
+                    "(%s,%s,'public_ack',%s,1,'REVIEW_PENDING','REVIEW_PENDING',false,%s),"
+                    "(%s,%s,'private_delivery',%s,1,'REVIEW_PENDING','REVIEW_PENDING',false,%s)"
                 ]
                 * len(new)
             )
@@ -312,9 +317,11 @@ class RawPath:
                 for p in (
                     reply_key(key, "public_ack"),
                     key,
+                    self.campaign_id,
                     now,
                     reply_key(key, "private_delivery"),
                     key,
+                    self.campaign_id,
                     now,
                 )
             ],

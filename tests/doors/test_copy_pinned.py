@@ -98,27 +98,27 @@ def test_the_page_shows_and_pins_one_read_of_the_copy(client, pending, monkeypat
     pinned are still one copy's, so Confirm approves nothing the reviewer did not read."""
     from replies import selectors
 
-    real = selectors.copy_current
+    real = selectors.copy_for
     calls = []
 
-    def copy_current(**kwargs):
-        copy = real(**kwargs)
+    def copy_for(action):
+        copy = real(action)
         calls.append(copy.copy_version)
         if len(calls) == 1:  # an owner saves v2 right after the page read v1
             reply_copy_create(
-                source_id=kwargs["source_id"],
-                purpose=kwargs["purpose"],
+                source_id=action.event.source_id,
+                purpose=action.purpose,
                 channel=pending.purpose,
                 text=NEW_TEXT,
                 actor="owner_test",
             )
         return copy
 
-    monkeypatch.setattr(selectors, "copy_current", copy_current)
+    monkeypatch.setattr(selectors, "copy_for", copy_for)
     sign_in(client, make_user("reviewer"), verified=False)
     page, form = _confirmation(client, pending)
     assert "(copy v1)" in page and ("pin_%d" % pending.pk, "v1") in form
-    monkeypatch.setattr(selectors, "copy_current", real)
+    monkeypatch.setattr(selectors, "copy_for", real)
     assert "the copy changed: review again" in _confirm(client, form)
     pending.refresh_from_db()
     assert pending.delivery_state == "REVIEW_PENDING"

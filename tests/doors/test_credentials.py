@@ -109,7 +109,6 @@ def test_the_owner_editing_in_the_admin_is_refused_with_the_reason(client, insta
     data.update(
         event_types=", ".join(instagram.event_types),
         purposes=", ".join(instagram.purposes),
-        trigger_keywords=", ".join(instagram.trigger_keywords),
         token_env="SECRET_KEY",
         source_url="https://attacker.example.invalid/v26.0",
     )

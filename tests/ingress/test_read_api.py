@@ -30,6 +30,9 @@ def test_event_by_key_with_its_reply_actions(api, deliver):
         "first_received_at",
         "last_received_at",
         "trigger_match",
+        "trigger_rule_version",
+        "trigger_campaign",
+        "trigger_campaign_version",
         "canary",
         "reply_actions",
     }
@@ -38,6 +41,14 @@ def test_event_by_key_with_its_reply_actions(api, deliver):
         "RECORD_READY",
         2,
         "sandbox",
+    )
+    # The campaign that matched it: the sandbox source's every-post one, at its first version.
+    from replies.models import Campaign
+
+    every_post = Campaign.objects.get(source__name="sandbox", account_default=True)
+    assert (event["trigger_campaign"], event["trigger_campaign_version"]) == (
+        every_post.pk,
+        every_post.version,
     )
     # Each event's reconcile_status is served (no scan yet: UNRECONCILED).
     assert event["reconcile_status"] == "UNRECONCILED"

@@ -5,6 +5,7 @@ from django.core.management import CommandError, call_command
 
 from ingress.models import InboundEvent, Source
 from ingress.services import SourceConflict, source_register, source_update
+from replies.services.campaigns import keywords_of
 from tests.conftest import SECRET_ENV, fixture_body
 
 ARGS = [
@@ -35,7 +36,7 @@ def test_register_source_command_is_idempotent(capsys):
     assert "registered" in out and "unchanged" in out
     again = Source.objects.get()
     assert (again.pk, again.updated_at) == (first.pk, first.updated_at)
-    assert (again.source_system, again.purposes, again.trigger_keywords) == (
+    assert (again.source_system, again.purposes, keywords_of(again)) == (
         "sandbox-social",
         ["public_ack", "private_delivery"],
         ["CHECKLIST"],

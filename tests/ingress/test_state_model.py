@@ -36,18 +36,16 @@ def test_every_documented_state_is_in_its_ledgers_table():
 def test_undeclared_event_move_is_refused_and_recorded_in_the_event_ledger(deliver):
     deliver(fixture_body("comment__no_trigger"))
     event = InboundEvent.objects.get()
-    outcome = event_transition(
-        event_id=event.pk, to="RECORD_READY", actor="tester", reason_code="manual_reopen"
-    )
+    outcome = event_transition(event_id=event.pk, to="RECEIVED", actor="tester", reason_code="manual_reopen")
     assert not outcome.applied
-    assert (outcome.prior, outcome.next) == ("CLOSED_NO_REPLY", "RECORD_READY")
+    assert (outcome.prior, outcome.next) == ("CLOSED_NO_REPLY", "RECEIVED")
     event.refresh_from_db()
     assert event.event_state == "CLOSED_NO_REPLY"
     refusal = EventTransition.objects.get(refused=True)
     assert (refusal.ledger, refusal.prior_state, refusal.next_state, refusal.actor, refusal.reason_code) == (
         "event",
         "CLOSED_NO_REPLY",
-        "RECORD_READY",
+        "RECEIVED",
         "tester",
         "manual_reopen",
     )

@@ -64,13 +64,14 @@ def fill(events: int) -> None:
             [source.pk, events],
         )
         c.execute("""
-            INSERT INTO reply_actions (reply_key, event_key, purpose, approval_state, delivery_state, created_at,
-              channel, copy_version, approved_by, provider_reply_id, attempt_count, last_error_code, canary,
-              approved_at)
-            SELECT md5(e.event_key || p), e.event_key, p, 'APPROVED',
+            INSERT INTO reply_actions (reply_key, event_key, purpose, campaign_id, campaign_version, approval_state,
+              delivery_state, created_at, channel, copy_version, approved_by, provider_reply_id, attempt_count,
+              last_error_code, canary, approved_at)
+            SELECT md5(e.event_key || p), e.event_key, p, c.id, 1, 'APPROVED',
               CASE WHEN e.id % 997 = 0 THEN 'SEND_STATUS_UNKNOWN' WHEN e.id % 499 = 0 THEN 'REVIEW_PENDING'
                    ELSE 'SENT' END, now(), '', '', 'bench', '', 1, '', false, now()
-            FROM inbound_events e, (VALUES ('public_ack'), ('private_delivery')) AS v(p)""")
+            FROM inbound_events e, (VALUES ('public_ack'), ('private_delivery')) AS v(p),
+              reply_campaigns c WHERE c.source_id = e.source_id AND c.account_default""")
         c.execute("""
             INSERT INTO reply_action_transitions (action_id, ledger, prior_state, next_state, at, actor, reason_code, refused)
             SELECT a.id, 'reply_action', 'SENDING', a.delivery_state, now() - interval '1 hour', 'bench', 'bench', false

@@ -23,6 +23,7 @@ from reconcile.models import (
 )
 from reconcile.scan import reconcile_page
 from replies.models import ReplyAction, ReplyTransition
+from tests.conftest import account_campaign
 from tests.reconcile.test_scan_protocol import observations, page, scripted
 
 pytestmark = pytest.mark.django_db
@@ -237,6 +238,8 @@ def _unknown_sends(source, run, report, count: int) -> list[tuple[ReplyAction, F
             reply_key=f"{n:064d}",
             event=event,
             purpose="public_ack",
+            campaign=account_campaign(source),
+            campaign_version=1,
             delivery_state="SEND_STATUS_UNKNOWN",
             created_at=AT,
             last_error_code="timeout_after_request",

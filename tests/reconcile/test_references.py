@@ -24,6 +24,7 @@ from ingress.services import source_register
 from reconcile.models import Finding, ReconcileReport, ReconcileRun, StagedEvent, StagedReceipt
 from reconcile.staging import STAGED_RECEIPT_COLUMNS, rows_copy
 from replies.models import ReplyAction, ReplyTransition
+from tests.conftest import account_campaign
 
 # -- the references, each with a way to make its target and a row referring to it ----------------
 
@@ -94,6 +95,8 @@ def _action() -> int:
         reply_key=f"{next(_serial):064x}",
         event_id=event.event_key,
         purpose="public_ack",
+        campaign=account_campaign(event.source),
+        campaign_version=1,
         approval_state="APPROVED",
         delivery_state="SENT",
         created_at=timezone.now(),

@@ -10,6 +10,7 @@ from django.utils import timezone
 from ingress.models import InboundEvent, Source
 from replies.models import DeliveryState, ReplyAction, SendBudget
 from replies.sender import claim as sender
+from tests.conftest import account_campaign
 
 pytestmark = pytest.mark.django_db
 AT = timezone.now() - timedelta(days=1)
@@ -67,6 +68,8 @@ def grid(sandbox_source):
                         reply_key=f"{n:064d}",
                         event=_event(source, n),
                         purpose=purpose,
+                        campaign=account_campaign(source),
+                        campaign_version=1,
                         delivery_state=state,
                         next_attempt_at=next_at,
                         created_at=AT,
@@ -171,10 +174,12 @@ def _claim_plan(backlog: int) -> str:
                 [backlog, "evt_test_parity_1"],
             )
             cursor.execute(
-                "INSERT INTO reply_actions (reply_key, event_key, purpose, channel, copy_version, approval_state, "
-                "approved_by, delivery_state, provider_reply_id, attempt_count, last_error_code, canary, created_at) "
-                "SELECT lpad(g::text, 64, '0'), 'evt_test_bulk_' || g, 'public_ack', '', '', 'APPROVED', '', "
-                "'APPROVED', '', 0, '', false, now() FROM generate_series(1, %s) g",
+                "INSERT INTO reply_actions (reply_key, event_key, purpose, campaign_id, campaign_version, channel, "
+                "copy_version, approval_state, approved_by, delivery_state, provider_reply_id, attempt_count, "
+                "last_error_code, canary, created_at) "
+                "SELECT lpad(g::text, 64, '0'), 'evt_test_bulk_' || g, 'public_ack', c.id, 1, '', '', 'APPROVED', '', "
+                "'APPROVED', '', 0, '', false, now() FROM generate_series(1, %s) g, "
+                "(SELECT id FROM reply_campaigns WHERE account_default LIMIT 1) c",
                 [backlog],
             )
             cursor.execute("ANALYZE")

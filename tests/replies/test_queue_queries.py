@@ -25,6 +25,8 @@ def _actions(planned, n: int, **state) -> list[ReplyAction]:
                 reply_key=reply_key(event.event_key, "public_ack"),
                 event=event,
                 purpose="public_ack",
+                campaign=first.campaign,
+                campaign_version=1,
                 created_at=timezone.now(),
                 **state,
             )

@@ -31,7 +31,7 @@ def test_approval_without_copy_is_refused_and_says_what_is_missing(wire, planned
     action, _ = planned()
     result = reply_approve(action_id=action.pk, actor="reviewer_test")
     assert not result.ok
-    assert "no approved copy for purpose 'public_ack' on source 'sandbox'" in result.message
+    assert "no approved copy for purpose 'public_ack' in campaign 'sandbox: every post'" in result.message
     assert state_of(action) == "REVIEW_PENDING"
 
 

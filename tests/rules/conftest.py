@@ -10,6 +10,7 @@ from django.db import connection, connections, transaction
 
 from ingress.models import InboundEvent
 from replies.models import ReplyAction
+from tests.conftest import account_campaign
 
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -45,6 +46,8 @@ def make_action(sandbox_source):
             reply_key=f"{n:064d}",
             event=event,
             purpose="public_ack",
+            campaign=account_campaign(sandbox_source),
+            campaign_version=1,
             delivery_state=state,
             created_at=AT,
             **fields,

@@ -11,6 +11,7 @@ from ingress.models import InboundEvent, Source
 from replies.models import ReplyAction, ReplyRoute, ReplyTransition, SendAttempt, SendBudget
 from replies.sender import reply_send, reply_send_next
 from replies.sender.claim import _claim, _lock_next, due_action_ids
+from tests.conftest import account_campaign
 from tests.rules.conftest import AT, lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
@@ -240,7 +241,13 @@ def _action_on(source, n: int, purpose: str, state: str = "APPROVED") -> ReplyAc
         last_received_at=AT,
     )
     return ReplyAction.objects.create(
-        reply_key=f"{9000 + n:064d}", event=event, purpose=purpose, delivery_state=state, created_at=AT
+        reply_key=f"{9000 + n:064d}",
+        event=event,
+        purpose=purpose,
+        campaign=account_campaign(event.source),
+        campaign_version=1,
+        delivery_state=state,
+        created_at=AT,
     )
 
 

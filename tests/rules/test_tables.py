@@ -18,6 +18,7 @@ DECLARED = {
         ("RECEIVED", "RECORD_READY"),
         ("RECEIVED", "CLOSED_NO_REPLY"),
         ("RECORD_READY", "CLOSED_NO_REPLY"),
+        ("CLOSED_NO_REPLY", "RECORD_READY"),  # a person's catch-up (docs/concepts/campaigns.md#catch-up)
     },
     "quarantine": {
         (None, "QUARANTINED"),

@@ -2,8 +2,65 @@
 
 from __future__ import annotations
 
+from conduit.providers.base import SourceConfig
+from conduit.providers.meta.graph import GraphCallFailed, graph_get
+from conduit.providers.meta.graph_pages import _failure, _when
 from conduit.providers.meta.reader import COMMENTS_PAGE_MAX, _author, _GraphFanOutReader, _malformed
 from conduit.providers.meta.scan_cursor import _id, _Scan
+from conduit.providers.reading import PostSummary, PostsUnavailable
+
+POSTS_MAX = 50  # posts listed for a person to pick from
+CAPTION_START = 120  # characters of a caption a person reads to recognise a post
+
+
+class _RecentPosts:
+    """An account's recent posts or media, newest first: `GET /{account}/{posts_edge}`, one page."""
+
+    posts_edge = ""
+    posts_fields = ""
+    posts_text = ""  # the field holding a post's text
+    posts_time = ""
+    posts_link = ""
+
+    def post_kind(self, item: dict) -> str:
+        raise NotImplementedError
+
+    def recent_posts(
+        self, *, config: SourceConfig, base_url: str, limit: int, timeout: float
+    ) -> list[PostSummary]:
+        if not config.access_token:
+            raise PostsUnavailable("the account has no access token: connect it first")
+        try:
+            document = graph_get(
+                base_url=base_url.rstrip("/"),
+                path=f"{config.account_ref}/{self.posts_edge}",
+                params={"fields": self.posts_fields, "limit": str(max(1, min(limit, POSTS_MAX)))},
+                access_token=config.access_token,
+                timeout=timeout,
+            ).document
+        except GraphCallFailed as error:
+            raise PostsUnavailable(_failure(error, timeout, f"the {self.posts_edge} list").message) from None
+        items = document.get("data")
+        if not isinstance(items, list):
+            raise PostsUnavailable(f"the Graph answer for the {self.posts_edge} list is not a list page")
+        posts = []
+        for item in items[:limit]:
+            post_id = _id(item.get("id")) if isinstance(item, dict) else None
+            if post_id is None:
+                continue  # a malformed entry is not offered: its id is what a campaign names
+            text = item.get(self.posts_text)
+            link = item.get(self.posts_link)
+            posts.append(
+                PostSummary(
+                    id=post_id,
+                    caption=text[:CAPTION_START] if isinstance(text, str) else "",
+                    permalink=link if isinstance(link, str) and link.startswith("https://") else "",
+                    published_at=_when(item.get(self.posts_time)),
+                    kind=self.post_kind(item),
+                )
+            )
+        return posts
+
 
 # Inline replies kept per Instagram comment; a comment with more is queued for `/replies`,
 # so one comment page yields at most (1 + INLINE_REPLIES) items per comment.
@@ -15,7 +72,7 @@ def _item(obj: str, field_name: str, value: dict) -> dict:
     return {"object": obj, "field": field_name, "value": value, "entry_time": None, "read": True}
 
 
-class MetaInstagramReader(_GraphFanOutReader):
+class MetaInstagramReader(_RecentPosts, _GraphFanOutReader):
     """Instagram: `/{ig-user-id}/media`, then each media's `/comments` with nested replies; DMs
     from `/{ig-user-id}/conversations?platform=instagram`."""
 
@@ -33,6 +90,16 @@ class MetaInstagramReader(_GraphFanOutReader):
         "replies{id,text,timestamp,username,from{id,username},parent_id}"
     )
     comment_params: dict[str, str] = {}
+    posts_edge = "media"
+    posts_fields = "id,caption,permalink,timestamp,media_type,media_product_type"
+    posts_text, posts_time, posts_link = "caption", "timestamp", "permalink"
+
+    def post_kind(self, item: dict) -> str:
+        # REELS, FEED, STORY...; the older media_type (IMAGE, VIDEO, CAROUSEL_ALBUM) where it is all there is.
+        for name in ("media_product_type", "media_type"):
+            if isinstance(item.get(name), str):
+                return item[name][:32]
+        return "media"
 
     def comments_limit(self, room: int) -> int:
         # Each comment may bring INLINE_REPLIES replies: keep the page within `limit`.
@@ -84,7 +151,7 @@ class MetaInstagramReader(_GraphFanOutReader):
         return [_item(self.object, self.field, self._value(reply, {"id": parent[0]}, comment_id))]
 
 
-class MetaPageReader(_GraphFanOutReader):
+class MetaPageReader(_RecentPosts, _GraphFanOutReader):
     """Facebook Page: `/{page-id}/feed` (visitor posts included), then each post's `/comments?filter=stream`;
     Messenger DMs from `/{page-id}/conversations?platform=messenger`."""
 
@@ -100,6 +167,13 @@ class MetaPageReader(_GraphFanOutReader):
     comment_fields = "id,message,created_time,from{id,name},parent{id}"
     # filter=stream: every comment of the post, replies included, flat and chronological.
     comment_params = {"filter": "stream"}
+    # The Page's own posts (the feed has visitors' posts too): what a business runs a campaign on.
+    posts_edge = "posts"
+    posts_fields = "id,message,permalink_url,created_time"
+    posts_text, posts_time, posts_link = "message", "created_time", "permalink_url"
+
+    def post_kind(self, item: dict) -> str:
+        return "Page post"
 
     def comment_items(self, comment: dict, parent: list, scan: _Scan) -> list[dict]:
         post_id = parent[0]

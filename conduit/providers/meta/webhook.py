@@ -157,6 +157,7 @@ class MetaWebhookAdapter(SourceAdapter):
         original: str,
         hashed: dict,
         text: str,
+        parent: str = "",
     ) -> Observation:
         return Observation(
             index=index,
@@ -173,6 +174,7 @@ class MetaWebhookAdapter(SourceAdapter):
             contract_version=config.contract_version,
             canary=config.canary,
             text=text.replace("\x00", "\ufffd"),
+            parent_ref=parent,
         )
 
     def _message(self, index: int, event: Any, account: str, config: SourceConfig, entry_time: Any):
@@ -291,6 +293,7 @@ class MetaInstagramWebhook(MetaWebhookAdapter):
                 "text": text,
             },
             text=text,
+            parent=parent,
         )
 
 
@@ -366,4 +369,5 @@ class MetaPageWebhook(MetaWebhookAdapter):
                 "message": text,
             },
             text=text,
+            parent="" if parent == post else parent,
         )

@@ -17,12 +17,56 @@ from conduit.providers.base import (
     SourcePage,
     SourceReader,
 )
+from conduit.providers.reading import PostSummary, PostsUnavailable
 
 
 class SandboxReader(SourceReader):
     """`GET /sources/<account>/events` on the sandbox simulator; mixed into the adapter."""
 
     live = False  # its read side is the loopback sandbox simulator
+
+    def recent_posts(
+        self, *, config: SourceConfig, base_url: str, limit: int, timeout: float
+    ) -> list[PostSummary]:
+        """`GET /sources/<account>/posts` on the sandbox simulator."""
+        address = loopback_address(base_url)
+        if address is None:
+            raise PostsUnavailable("the sandbox source is read only from a loopback http:// URL")
+        conn = http.client.HTTPConnection(*address, timeout=timeout)
+        try:
+            conn.request("GET", f"/sources/{config.account_ref}/posts?{urlencode({'limit': str(limit)})}")
+            response = conn.getresponse()
+            payload = response.read(MAX_PAGE_BYTES + 1)
+        except (OSError, http.client.HTTPException) as exc:
+            raise PostsUnavailable(f"the sandbox provider did not answer ({type(exc).__name__})") from None
+        finally:
+            conn.close()
+        try:
+            posts = json.loads(payload)["posts"] if response.status == 200 else None
+        except (ValueError, KeyError, TypeError):
+            posts = None
+        if not isinstance(posts, list):
+            raise PostsUnavailable(
+                f"the sandbox provider's post list was not readable (HTTP {response.status})"
+            )
+        summaries = []
+        for post in posts[:limit]:
+            if not isinstance(post, dict) or not isinstance(post.get("id"), str):
+                continue
+            try:
+                published = datetime.fromisoformat(str(post.get("published_at", "")))
+            except ValueError:
+                published = None
+            summaries.append(
+                PostSummary(
+                    id=post["id"],
+                    caption=str(post.get("caption", ""))[:120],
+                    permalink=str(post.get("permalink", "")),
+                    published_at=published,
+                    kind=str(post.get("kind", "post"))[:32],
+                )
+            )
+        return summaries
 
     def read_page(
         self,

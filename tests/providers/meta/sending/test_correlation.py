@@ -178,6 +178,8 @@ def test_an_own_comment_that_is_another_actions_receipt_resolves_nothing(ig_publ
         reply_key="f" * 64,
         event=ig_public.event,
         purpose="other",
+        campaign=ig_public.campaign,
+        campaign_version=1,
         delivery_state="SENT",
         provider_reply_id=value["id"],
         created_at=ig_public.created_at,
