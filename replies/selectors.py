@@ -53,14 +53,26 @@ def campaign_name(campaign_id: int) -> str:
     return Campaign.objects.filter(pk=campaign_id).values_list("name", flat=True).first() or f"#{campaign_id}"
 
 
-@lru_cache(maxsize=4096)
 def copy_set_variants(*, campaign_id: int, purpose: str, copy_set: int) -> tuple[ReplyCopy, ...]:
-    """One copy set's variants in order. Sets are never edited (a change is a new set), so caching one is exact."""
+    """One copy set's variants in order. Sets are never edited (a change is a new set), so a set
+    read outside a transaction (committed rows only) is held; inside one it is read each time (a
+    set written there could still be rolled back, and its number used again)."""
+    from django.db import connection
+
+    if connection.in_atomic_block:
+        return _copy_set_read(campaign_id, purpose, copy_set)
+    return _copy_set_held(campaign_id, purpose, copy_set)
+
+
+def _copy_set_read(campaign_id: int, purpose: str, copy_set: int) -> tuple[ReplyCopy, ...]:
     return tuple(
         ReplyCopy.objects.filter(campaign_id=campaign_id, purpose=purpose, copy_set=copy_set).order_by(
             "variant"
         )
     )
+
+
+_copy_set_held = lru_cache(maxsize=4096)(_copy_set_read)
 
 
 def copy_set_now(*, campaign_id: int, purpose: str) -> int | None:
@@ -232,22 +244,29 @@ def time_left(action: ReplyAction, *, now=None) -> str:
     return f"{max(rest // 60, 1)} min"
 
 
-def campaign_activity(campaign: Campaign) -> list[dict]:
-    """What a campaign did, per day of the comments (UTC): comments in its scope, comments it
-    matched, and its replies planned, approved, sent, unknown, closed and expired, with the median
-    minutes from comment to approval. Processing states only: nothing here is a buyer or a sale."""
+def campaign_activity(campaign: Campaign, *, days: int = 30) -> list[dict]:
+    """What a campaign did over the last `days` days, per day of the comments (UTC): comments in
+    its scope, comments it matched, and its replies planned, approved, sent, unknown, closed and
+    expired, with the median minutes from comment to approval. Counted by the database, per day.
+    Processing states only: nothing here is a buyer or a sale."""
+    from datetime import timedelta
+    from datetime import timezone as dt_timezone
     from statistics import median
+
+    from django.db.models import Count
+    from django.db.models.functions import TruncDate
+    from django.utils import timezone
 
     from replies.services.window import WINDOW_CLOSER
 
-    days: dict = {}
+    since = timezone.now() - timedelta(days=days)
+    table: dict = {}
 
-    def day(at) -> dict:
-        key = at.date().isoformat()
-        return days.setdefault(
-            key,
+    def row(day) -> dict:
+        return table.setdefault(
+            day.isoformat(),
             {
-                "day": key,
+                "day": day.isoformat(),
                 "comments_in_scope": 0,
                 "matched": 0,
                 "planned": 0,
@@ -256,41 +275,53 @@ def campaign_activity(campaign: Campaign) -> list[dict]:
                 "unknown": 0,
                 "closed": 0,
                 "expired": 0,
-                "_waits": [],
+                "median_minutes_to_approval": None,
             },
         )
 
-    events = InboundEvent.objects.filter(source_id=campaign.source_id, event_type="comment.created")
+    on_day = TruncDate("occurred_at", tzinfo=dt_timezone.utc)
+    events = InboundEvent.objects.filter(
+        source_id=campaign.source_id, event_type="comment.created", occurred_at__gte=since
+    )
     if not campaign.every_post:
         events = events.filter(conversation_ref__in=campaign.posts)
-    for occurred, matched in events.values_list("occurred_at", "trigger_campaign").iterator(chunk_size=5000):
-        row = day(occurred)
-        row["comments_in_scope"] += 1
-        row["matched"] += matched == campaign.pk
-    expired = set(
-        ReplyAction.objects.filter(
-            campaign=campaign,
-            transitions__actor=WINDOW_CLOSER,
-            transitions__next_state=DeliveryState.CLOSED_NO_REPLY,
-        ).values_list("pk", flat=True)
+    for day, n, matched in (
+        events.annotate(day=on_day)
+        .values("day")
+        .annotate(n=Count("id"), matched=Count("id", filter=Q(trigger_campaign=campaign.pk)))
+        .values_list("day", "n", "matched")
+    ):
+        row(day).update(comments_in_scope=n, matched=matched)
+    actions = ReplyAction.objects.filter(campaign=campaign, event__occurred_at__gte=since).annotate(
+        day=TruncDate("event__occurred_at", tzinfo=dt_timezone.utc)
     )
-    actions = ReplyAction.objects.filter(campaign=campaign).values_list(
-        "pk", "event__occurred_at", "approved_at", "delivery_state"
+    expired = Q(
+        delivery_state=DeliveryState.CLOSED_NO_REPLY,
+        transitions__actor=WINDOW_CLOSER,
+        transitions__next_state=DeliveryState.CLOSED_NO_REPLY,
     )
-    for pk, occurred, approved_at, state in actions.iterator(chunk_size=5000):
-        row = day(occurred)
-        row["planned"] += 1
-        if approved_at is not None:
-            row["approved"] += 1
-            row["_waits"].append((approved_at - occurred).total_seconds() / 60)
-        row["sent"] += state == DeliveryState.SENT
-        row["unknown"] += state == DeliveryState.SEND_STATUS_UNKNOWN
-        if state == DeliveryState.CLOSED_NO_REPLY:
-            row["expired" if pk in expired else "closed"] += 1
-    out = []
-    for key in sorted(days):
-        row = days[key]
-        waits = row.pop("_waits")
-        row["median_minutes_to_approval"] = round(median(waits), 1) if waits else None
-        out.append(row)
-    return out
+    for day, planned, approved, sent, unknown, closed in (
+        actions.values("day")
+        .annotate(
+            planned=Count("id", distinct=True),
+            approved=Count("id", filter=Q(approved_at__isnull=False), distinct=True),
+            sent=Count("id", filter=Q(delivery_state=DeliveryState.SENT), distinct=True),
+            unknown=Count("id", filter=Q(delivery_state=DeliveryState.SEND_STATUS_UNKNOWN), distinct=True),
+            closed=Count("id", filter=Q(delivery_state=DeliveryState.CLOSED_NO_REPLY), distinct=True),
+        )
+        .values_list("day", "planned", "approved", "sent", "unknown", "closed")
+    ):
+        row(day).update(planned=planned, approved=approved, sent=sent, unknown=unknown, closed=closed)
+    for day, n in (
+        actions.filter(expired).values("day").annotate(n=Count("id", distinct=True)).values_list("day", "n")
+    ):
+        row(day)["expired"] = n
+        row(day)["closed"] -= n
+    waits: dict = {}
+    for day, occurred, approved_at in actions.filter(approved_at__isnull=False).values_list(
+        "day", "event__occurred_at", "approved_at"
+    ):
+        waits.setdefault(day.isoformat(), []).append((approved_at - occurred).total_seconds() / 60)
+    for day, minutes in waits.items():
+        table[day]["median_minutes_to_approval"] = round(median(minutes), 1)
+    return [table[day] for day in sorted(table)]

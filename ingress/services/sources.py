@@ -235,10 +235,10 @@ def source_register(
             # What the account held before now is history a scan records, never new work.
             wanted.connected_at = timezone.now()
         wanted.save()
-        if trigger_keywords is not None:
-            trigger_rules().keywords_set(
-                source=wanted, keywords=trigger_keywords, actor="registration", registering=True
-            )
+        # Its first rules (its keywords' every-post campaign, or none), recorded as version 1.
+        trigger_rules().keywords_set(
+            source=wanted, keywords=trigger_keywords or [], actor="registration", registering=True
+        )
     logger.info("source registered name=%s adapter=%s", wanted.name, wanted.adapter)
     return wanted, True
 

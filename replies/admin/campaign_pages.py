@@ -71,8 +71,11 @@ class CampaignPages:
                 self.message_user(request, str(refused), messages.ERROR)
                 return HttpResponseRedirect(reverse("admin:replies_campaign_change", args=[pk]))
         if campaign.state == CampaignState.ACTIVE:
-            offer = campaign_catch_up(campaign_id=pk, actor=request.user.get_username())
-            if offer.comments:
+            try:
+                offer = campaign_catch_up(campaign_id=pk, actor=request.user.get_username())
+            except CampaignRefused:
+                offer = None  # nothing to offer (no purpose it answers with can answer a comment)
+            if offer is not None and offer.comments:
                 return HttpResponseRedirect(reverse("admin:replies_campaign_catch_up", args=[pk]))
         return HttpResponseRedirect(reverse("admin:replies_campaign_change", args=[pk]))
 
@@ -133,7 +136,11 @@ class CampaignPages:
 
     def activity_view(self, request: HttpRequest, pk: int):
         campaign = self._viewable(request, pk)
-        days = selectors.campaign_activity(campaign)
+        try:
+            span = max(1, min(int(request.GET.get("days", 30)), 400))
+        except ValueError:
+            span = 30
+        days = selectors.campaign_activity(campaign, days=span)
         if request.GET.get("format") == "json":
             return JsonResponse(
                 {
@@ -141,11 +148,14 @@ class CampaignPages:
                     "source": campaign.source.name,
                     "state": campaign.state,
                     "version": campaign.version,
+                    "span_days": span,
                     "days": days,
                     "note": "processing states only: no buyers, revenue or intent are claimed",
                 }
             )
-        return self._page(request, "activity.html", f"What {campaign.name} did", campaign=campaign, days=days)
+        return self._page(
+            request, "activity.html", f"What {campaign.name} did", campaign=campaign, days=days, span=span
+        )
 
     def posts_view(self, request: HttpRequest):
         if not self.has_edit_permission(request):
@@ -153,7 +163,8 @@ class CampaignPages:
         from replies.posts import recent_posts
 
         sources = Source.objects.order_by("name")
-        source = sources.filter(pk=request.GET.get("source") or 0).first()
+        picked = request.GET.get("source", "")
+        source = sources.filter(pk=int(picked)).first() if picked.isdigit() else None
         posts, problem = recent_posts(source) if source is not None else ([], "")
         return self._page(
             request,

@@ -11,6 +11,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from ingress.models import Source
+from replies import selectors
 from replies.admin.campaign_pages import STATE_BUTTONS, CampaignPages
 from replies.models import Campaign, CampaignState, CampaignVersion
 from replies.services import (
@@ -128,6 +129,12 @@ class CampaignForm(forms.ModelForm):
         try:
             if not copies and not self.instance.account_default:
                 raise CampaignRefused("give the approved copy for at least one purpose")
+            undeclared = [p for p in copies if p not in source.purposes]
+            if undeclared:
+                raise CampaignRefused(
+                    f"{undeclared[0]!r} is not a declared purpose of source {source.name!r} "
+                    f"(declared: {', '.join(source.purposes) or 'none'}): leave its copy empty"
+                )
             for texts in copies.values():
                 _texts_checked(texts)
             if candidate.starts_at is None:
@@ -285,7 +292,7 @@ class CampaignAdmin(CampaignPages, admin.ModelAdmin):
         self._move(request, queryset, CampaignState.ENDED)
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        campaign = Campaign.objects.filter(pk=object_id).first()
+        campaign = Campaign.objects.filter(pk=int(object_id)).first() if object_id.isdigit() else None
         context = {
             "campaign_state_buttons": [
                 (verb, label)
@@ -294,6 +301,7 @@ class CampaignAdmin(CampaignPages, admin.ModelAdmin):
                 and STATE_BUTTONS[verb] in STATE_MOVES[CampaignState(campaign.state)]
                 and self.has_edit_permission(request)
             ],
+            "campaign_days": selectors.campaign_activity(campaign, days=30) if campaign is not None else [],
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)

@@ -2,13 +2,12 @@
 
 The campaign is active since always (it matches what the source-wide keywords matched), answers
 with every purpose the source declares (an empty purpose list), and holds the source's copy
-versions as its copy sets (v1, v2, ... keep their names, so approved replies still find their
-text). Every reply action is the campaign's, at version 1. Events recorded before campaigns
+versions as its copy sets, numbered by age (their names, v1, v2, ..., are kept, so approved
+replies still find their text). Going back is refused while other campaigns exist. Every reply action is the campaign's, at version 1. Events recorded before campaigns
 keep no campaign: their trigger_rule_version names the source-wide rule they were matched under.
 The owners group and a new "campaign editors" group get the campaign permissions.
 """
 
-import re
 from datetime import datetime, timezone
 
 from django.contrib.auth.management import create_permissions
@@ -54,16 +53,14 @@ def forwards(apps, schema_editor):
             version=1,
             created_by="migration",
         )
+        # Copy sets numbered by age (id), as the newest copy was the current one; names are kept.
         sets: dict[str, int] = {}
-        for copy in copies:
-            number = re.fullmatch(r"v(\d+)", copy.copy_version)
-            sets[copy.purpose] = int(number.group(1)) if number else sets.get(copy.purpose, 0) + 1
-            copy.campaign, copy.copy_set, copy.variant = campaign, sets[copy.purpose], 1
-            copy.save(update_fields=["campaign", "copy_set", "variant"])
         latest: dict[str, str] = {}
         for copy in copies:
-            if sets[copy.purpose] == copy.copy_set:
-                latest[copy.purpose] = copy.copy_version
+            sets[copy.purpose] = sets.get(copy.purpose, 0) + 1
+            copy.campaign, copy.copy_set, copy.variant = campaign, sets[copy.purpose], 1
+            copy.save(update_fields=["campaign", "copy_set", "variant"])
+            latest[copy.purpose] = copy.copy_version
         CampaignVersion.objects.create(
             campaign=campaign,
             version=1,
@@ -97,6 +94,15 @@ def forwards(apps, schema_editor):
 
 def backwards(apps, schema_editor):
     Campaign = apps.get_model("replies", "Campaign")
+    made = Campaign.objects.filter(account_default=False)
+    if made.exists():
+        # Their copy and replies have no place before campaigns: going back would hand a post's
+        # copy to the whole account.
+        raise RuntimeError(
+            f"{made.count()} campaign(s) besides the accounts' every-post ones exist "
+            f"({', '.join(made.order_by('name').values_list('name', flat=True)[:5])}): going back "
+            "would give their copy to every post; keep this migration"
+        )
     apps.get_model("replies", "ReplyAction").objects.update(campaign=None, campaign_version=None)
     apps.get_model("replies", "ReplyCopy").objects.update(campaign=None)
     Source = apps.get_model("ingress", "Source")

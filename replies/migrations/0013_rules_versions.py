@@ -13,7 +13,7 @@ def current_recorded(apps, schema_editor):
     Campaign = apps.get_model("replies", "Campaign")
     RulesVersion = apps.get_model("replies", "RulesVersion")
     now = datetime.now(timezone.utc)
-    for source in Source.objects.filter(pk__in=Campaign.objects.values("source_id")):
+    for source in Source.objects.all():
         active = Campaign.objects.filter(source=source, state="active")
         RulesVersion.objects.get_or_create(
             source=source,

@@ -164,8 +164,9 @@ def _texts_checked(texts) -> list[str]:
 def _copy_set_write(campaign: Campaign, purpose: str, texts: list[str], channel: str, actor: str) -> bool:
     """Write `texts` as the purpose's next copy set; False (nothing written) when they are the
     current set already. Runs under the campaign's lock."""
-    channel = channel.strip() or purpose
     current = copy_sets_current(campaign_id=campaign.pk).get(purpose, [])
+    # No channel given (the admin's copy box): the purpose's current one, else the purpose's name.
+    channel = channel.strip() or (current[0].channel if current else purpose)
     if [(c.text, c.channel) for c in current] == [(t, channel) for t in texts]:
         return False
     number = (
@@ -251,10 +252,14 @@ def campaign_create(
 
 
 def _locked(campaign_id: int) -> Campaign:
-    # The campaign's row only, and NO KEY: ingest's planned replies take KEY SHARE on it and the
-    # source (their foreign keys); a lock on the source here too would wait for them while they
-    # wait for the campaign (a deadlock). The source's version is counted by an UPDATE, which
-    # serializes changes on one account as well.
+    """The campaign, locked for a change: its source's row first, then its own, both FOR NO KEY
+    UPDATE. One order for every change on an account (a copy, keywords, an edit, a switch), so two
+    never wait for each other crosswise; and NO KEY, so ingest's inserts, which take KEY SHARE on
+    both through their foreign keys, never wait for a person's change (nor it for them)."""
+    source_id = Campaign.objects.filter(pk=campaign_id).values_list("source_id", flat=True).first()
+    if source_id is None:
+        raise CampaignRefused("no such campaign")
+    Source.objects.select_for_update(no_key=True).filter(pk=source_id).values_list("pk").get()
     campaign = (
         Campaign.objects.select_for_update(no_key=True, of=("self",))
         .select_related("source")
@@ -390,6 +395,8 @@ def keywords_set(*, source: Source, keywords: list[str], actor: str, registering
         raise ValidationError({"trigger_keywords": str(refused)}) from None
     existing = account_default(source)
     if existing is None and not keywords:
+        if registering:
+            _rules_recorded(source.pk)  # the source's first rules: no campaign at all
         return
     with transaction.atomic():
         campaign = _account_default_made(source, actor)

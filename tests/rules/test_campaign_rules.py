@@ -121,5 +121,6 @@ def test_a_reply_key_picks_its_variant_evenly_and_always_the_same():
     assert [variant_index(key, 3) for key in keys] == picks
     assert {picks.count(v) for v in range(3)} == {1000}
     assert variant_index("f" * 64, 1) == 0
-    assert variant_index("0000000000000005" + "f" * 48, 3) == 2  # the first 16 hex digits decide
+    # The first 16 hex digits decide, and only they: 0x5 is 2 mod 3 (0x51, with a 17th, is 0).
+    assert variant_index("0000000000000005" + "1" * 48, 3) == 2
     assert variant_index("0000000000000005" + "0" * 48, 3) == 2

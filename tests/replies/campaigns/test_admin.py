@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 from replies.models import Campaign, ReplyAction
-from replies.services import campaign_create, reply_approve
+from replies.services import campaign_copy_set, campaign_create, reply_approve
 from tests.replies.campaigns.conftest import MEDIA_A, MEDIA_B
 
 pytestmark = pytest.mark.django_db
@@ -136,41 +136,44 @@ def test_a_reviewer_reads_campaigns_but_cannot_make_or_switch_them(instagram, cl
 
 
 def test_what_a_campaign_did_per_day_as_a_page_and_json(instagram, comment, admin_client):
+    from replies.services import reply_close, reply_windows_expire
+
     campaign = _reel(instagram, activate=True)
+    campaign_copy_set(campaign_id=campaign.pk, purpose="private_delivery", texts=["the link"], actor="t")
     first = comment(MEDIA_A, "guide")
-    comment(MEDIA_A, "guide too")
+    second = comment(MEDIA_A, "guide too")
+    third = comment(MEDIA_A, "guide three")
     comment(MEDIA_A, "hello")
     comment(MEDIA_B, "guide")  # another post: not in scope
-    action = ReplyAction.objects.get(event=first, purpose="public_ack")
-    assert reply_approve(action_id=action.pk, actor="reviewer_test").ok
-    export = admin_client.get(f"/admin/replies/campaign/{campaign.pk}/activity/?format=json").json()
+    assert reply_approve(
+        action_id=ReplyAction.objects.get(event=first, purpose="public_ack").pk, actor="reviewer_test"
+    ).ok
+    closed = ReplyAction.objects.get(event=second, purpose="public_ack")
+    assert reply_close(action_id=closed.pk, actor="reviewer_test", reason_code="closed_by_reviewer").ok
+    # A private reply whose 7-day window passed while it waited: closed by the window, "expired".
+    late = ReplyAction.objects.filter(event=third, purpose="private_delivery")
+    late.update(reply_deadline=timezone.now() - timedelta(minutes=1))
+    assert reply_windows_expire() == 1
+    export = admin_client.get(f"/admin/replies/campaign/{campaign.pk}/activity/?format=json&days=7").json()
     (day,) = export["days"]
-    assert {
-        k: day[k]
-        for k in (
-            "comments_in_scope",
-            "matched",
-            "planned",
-            "approved",
-            "sent",
-            "unknown",
-            "closed",
-            "expired",
-        )
-    } == {
-        "comments_in_scope": 3,
-        "matched": 2,
-        "planned": 2,
+    counted = ("comments_in_scope", "matched", "planned", "approved", "sent", "unknown", "closed", "expired")
+    assert {k: day[k] for k in counted} == {
+        "comments_in_scope": 4,
+        "matched": 3,
+        "planned": 6,  # both purposes for each of the three
         "approved": 1,
         "sent": 0,
         "unknown": 0,
-        "closed": 0,
-        "expired": 0,
+        "closed": 1,
+        "expired": 1,
     }
-    assert day["median_minutes_to_approval"] is not None
+    assert day["median_minutes_to_approval"] is not None and export["span_days"] == 7
     assert "no buyers, revenue or intent" in export["note"]
     page = admin_client.get(f"/admin/replies/campaign/{campaign.pk}/activity/").content.decode()
     assert day["day"] in page and "JSON export" in page
+    # The campaign's own page shows the same table.
+    page = admin_client.get(f"/admin/replies/campaign/{campaign.pk}/change/").content.decode()
+    assert 'id="campaign-activity-days"' in page and day["day"] in page
 
 
 def test_the_preview_page_lists_matches_and_reasons(instagram, comment, admin_client):
@@ -182,3 +185,56 @@ def test_the_preview_page_lists_matches_and_reasons(instagram, comment, admin_cl
     assert (
         "none of the keywords as a whole word" in page and "hello there" in page
     )  # superuser: content shown
+
+
+def test_saving_the_every_post_campaign_unchanged_keeps_its_copy_and_channel(sandbox_source, client):
+    from replies.services import reply_copy_create
+
+    reply_copy_create(
+        source_id=sandbox_source.pk,
+        purpose="public_ack",
+        channel="public_reply",
+        text="Hi!",
+        actor="owner_test",
+    )
+    every = Campaign.objects.get(source=sandbox_source, account_default=True)
+    before = (every.version, list(every.copies.values_list("copy_version", "channel")))
+    editor = _member(client, "owners")
+    page = editor.get(f"/admin/replies/campaign/{every.pk}/change/").content.decode()
+    assert "Hi!</textarea>" in page
+    data = {
+        "name": every.name,
+        "every_post": "on",
+        "posts_text": "",
+        "keywords_text": "CHECKLIST",
+        "starts_at_0": "1970-01-01",
+        "starts_at_1": "00:00:00",
+        "ends_at_0": "",
+        "ends_at_1": "",
+        "copy_public_ack": "Hi!",
+        "copy_private_delivery": "",
+    }
+    response = editor.post(f"/admin/replies/campaign/{every.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    every.refresh_from_db()
+    assert (every.version, list(every.copies.values_list("copy_version", "channel"))) == before
+
+
+def test_copy_for_a_purpose_the_source_does_not_declare_is_refused_on_the_form(
+    instagram, sandbox_source, client
+):
+    from ingress.services import source_update
+
+    source_update(source_id=instagram.pk, changes={"purposes": ["public_ack"]})  # the boxes still list both
+    response = _member(client, "campaign editors").post(
+        "/admin/replies/campaign/add/", _form(instagram, copy_private_delivery="the link")
+    )
+    assert response.status_code == 200
+    assert "&#x27;private_delivery&#x27; is not a declared purpose of source &#x27;ig-test&#x27;" in (
+        response.content.decode()
+    )
+
+
+def test_malformed_ids_are_not_server_errors(instagram, admin_client):
+    assert admin_client.get("/admin/replies/campaign/posts/?source=abc").status_code == 200
+    assert admin_client.get("/admin/replies/campaign/abc/change/").status_code in (302, 404)

@@ -122,15 +122,6 @@ def test_catch_up_leaves_what_a_person_closed_and_what_was_answered(instagram, c
 
 
 @pytest.mark.django_db
-def test_a_paused_campaign_is_not_caught_up(instagram):
-    from replies.services import CampaignRefused
-
-    reel = _reel(instagram)  # a draft
-    with pytest.raises(CampaignRefused, match="is draft: activate it first"):
-        campaign_catch_up(campaign_id=reel.pk, actor="editor_test", plan=True)
-
-
-@pytest.mark.django_db
 def test_the_preview_says_what_would_match_and_why_and_plans_nothing(instagram, comment):
     comment(MEDIA_A, "guide please")
     comment(MEDIA_A, "lovely")
@@ -147,3 +138,48 @@ def test_the_preview_says_what_would_match_and_why_and_plans_nothing(instagram, 
     assert {r.post for r in rows} == {MEDIA_A}
     assert ReplyAction.objects.count() == planned
     assert InboundEvent.objects.filter(event_state="RECORD_READY").count() == 1
+
+
+@pytest.mark.django_db
+def test_history_matched_on_arrival_is_offered_when_included_and_counted_when_not(instagram, deliver):
+    """A comment from before the connection is closed as history even when the every-post keyword
+    ("price") matched it: it is left out and counted, and planned only when the person includes it."""
+    now = int(time.time())
+    Source.objects.filter(pk=instagram.pk).update(connected_at=timezone.now() - timedelta(hours=1))
+    deliver(ig_comment_body("17900000007000001", MEDIA_A, text="guide and price", entry_time=now - 7200))
+    deliver(ig_comment_body("17900000007000002", MEDIA_A, text="guide please", entry_time=now - 7200))
+    assert set(InboundEvent.objects.values_list("event_state", "trigger_match")) == {
+        ("CLOSED_NO_REPLY", True),
+        ("CLOSED_NO_REPLY", False),
+    }
+    reel = _reel(instagram, activate=True)  # made now: its earlier comments are caught up all the same
+    offer = campaign_catch_up(campaign_id=reel.pk, actor="editor_test")
+    assert (offer.comments, offer.history_left_out) == (0, 2)
+    done = campaign_catch_up(campaign_id=reel.pk, actor="editor_test", include_history=True, plan=True)
+    assert (done.comments, done.replies) == (2, 2)
+
+
+@pytest.mark.django_db
+def test_a_more_specific_campaign_keeps_its_comments_from_an_every_post_catch_up(instagram, comment):
+    """The every-post campaign answers with both purposes; a comment the reel's own campaign (public
+    only) answered gets no private reply from a catch-up of the every-post one."""
+    from replies.models import Campaign
+    from replies.services import campaign_copy_set
+
+    _reel(instagram, activate=True, starts_at=timezone.now() - timedelta(days=1))
+    on_reel = comment(MEDIA_A, "guide and price")
+    every = Campaign.objects.get(source=instagram, account_default=True)
+    campaign_copy_set(campaign_id=every.pk, purpose="private_delivery", texts=["the link"], actor="t")
+    assert set(ReplyAction.objects.filter(event=on_reel).values_list("purpose", flat=True)) == {"public_ack"}
+    assert campaign_catch_up(campaign_id=every.pk, actor="editor_test").comments == 0
+
+
+@pytest.mark.django_db
+def test_a_paused_or_ended_campaign_is_not_caught_up(instagram):
+    from replies.services import CampaignRefused, campaign_state_set
+
+    reel = _reel(instagram, activate=True)
+    for state in ("paused", "ended"):
+        campaign_state_set(campaign_id=reel.pk, state=state, actor="t")
+        with pytest.raises(CampaignRefused, match=f"is {state}: activate it first"):
+            campaign_catch_up(campaign_id=reel.pk, actor="editor_test", plan=True)

@@ -5,6 +5,7 @@ match or not, through ingest's cached hot path."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime
 
 import pytest
@@ -102,6 +103,7 @@ def _run(source) -> Campaign:
                 campaign_update(
                     campaign_id=flip.pk, changes={"keywords": [("beta", "alpha")[n % 2]]}, actor="editor_test"
                 )
+                time.sleep(0.02)  # a person's pace, so that the edits fall among the comments
         except BaseException as exc:
             failures.append(exc)
         finally:
@@ -155,3 +157,74 @@ def test_positive_control_rules_recorded_without_counting_the_version_are_caught
     _run(sandbox_source)
     wrong = _disagreements(sandbox_source)
     assert wrong, "the check found nothing with the version count broken"
+
+
+def _edits_side_by_side(source, rounds: int) -> list[BaseException]:
+    """An owner's copy edits (source, then campaign) and an editor's rule edits of the same
+    every-post campaign, at once, `rounds` each: what failed."""
+    from replies.services import reply_copy_create
+
+    every = Campaign.objects.get(source=source, account_default=True)
+    failures: list[BaseException] = []
+
+    def run(work) -> None:
+        try:
+            for n in range(rounds):
+                work(n)
+        except BaseException as exc:  # reported by the caller
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    copies = threading.Thread(
+        target=run,
+        args=(
+            lambda n: reply_copy_create(
+                source_id=source.pk,
+                purpose="public_ack",
+                channel="public_reply",
+                text=f"text {n}",
+                actor="owner_test",
+            ),
+        ),
+    )
+    rules = threading.Thread(
+        target=run,
+        args=(
+            lambda n: campaign_update(
+                campaign_id=every.pk, changes={"keywords": [f"word{n}"]}, actor="editor_test"
+            ),
+        ),
+    )
+    copies.start(), rules.start()
+    copies.join(120), rules.join(120)
+    return failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copy_and_rule_edits_of_one_account_at_once_never_deadlock(sandbox_source):
+    assert _edits_side_by_side(sandbox_source, 40) == []
+    every = Campaign.objects.get(source=sandbox_source, account_default=True)
+    assert every.version == 1 + 40 + 40  # each edit its own version, none lost
+
+
+@pytest.mark.django_db(transaction=True)
+def test_positive_control_locking_the_campaign_before_the_source_deadlocks(sandbox_source, monkeypatch):
+    """Break the one lock order (the campaign's row first, the source's after it): the same edits
+    at once deadlock, which the test above shows the order prevents."""
+    from replies.services import campaigns
+
+    def campaign_first(campaign_id: int):
+        campaign = (
+            Campaign.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("source")
+            .get(pk=campaign_id)
+        )
+        time.sleep(0.01)  # the window the crossed order leaves open, held open
+        Source_ = type(campaign.source)
+        Source_.objects.select_for_update(no_key=True).filter(pk=campaign.source_id).values_list("pk").get()
+        return campaign
+
+    monkeypatch.setattr(campaigns, "_locked", campaign_first)
+    failures = _edits_side_by_side(sandbox_source, 40)
+    assert any("deadlock detected" in str(f) for f in failures), failures

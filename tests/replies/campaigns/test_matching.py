@@ -162,3 +162,32 @@ def test_approval_sends_the_campaigns_copy_and_records_its_version(instagram, co
     assert result.ok, result.message
     action.refresh_from_db()
     assert (action.copy_version, action.channel) == (f"c{reel.pk}-v1", "public_ack")
+
+
+def test_every_rules_version_is_recorded_from_registration_on(graph):
+    from ingress.services import source_register
+    from replies.models import RulesVersion
+    from tests.providers.meta.integration.conftest import SECRET_ENV
+
+    source, _ = source_register(
+        name="plain",
+        adapter="sandbox-social",
+        account_ref="acct_test_plain",
+        event_types=["comment.created"],
+        purposes=["public_ack"],
+        secret_env=SECRET_ENV,
+    )
+    assert list(RulesVersion.objects.filter(source=source).values_list("version", "campaigns")) == [(1, {})]
+    made = campaign_create(
+        name="plain reel",
+        source_id=source.pk,
+        posts=[MEDIA_A],
+        any_comment=True,
+        copies={"public_ack": ["x"]},
+        activate=True,
+        actor="t",
+    )
+    source.refresh_from_db()
+    assert RulesVersion.objects.get(source=source, version=source.trigger_rule_version).campaigns == {
+        str(made.pk): 1
+    }

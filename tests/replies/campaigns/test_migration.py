@@ -32,12 +32,23 @@ def test_keywords_and_copy_become_the_every_post_campaign_and_nothing_changes():
         old = _migrate(BEFORE)
         shop = _source(old, "shop", "acct_test_m1", ["CHECKLIST", "guide"])
         _source(old, "quiet", "acct_test_m2", [])  # no keywords, no copy, no reply: no campaign
+        odd = _source(old, "odd", "acct_test_m3", [])
         Copy = old.get_model("replies", "ReplyCopy")
         for version, text in (("v1", "First text"), ("v2", "Second text")):
             Copy.objects.create(
                 source=shop,
                 purpose="public_ack",
                 channel="public_reply",
+                text=text,
+                copy_version=version,
+                created_by="owner_test",
+            )
+        # Names out of order: sets follow the rows' age, and the newest stays the current copy.
+        for version, text in (("legacy", "Oldest"), ("v1", "Newest")):
+            Copy.objects.create(
+                source=odd,
+                purpose="public_ack",
+                channel="dm",
                 text=text,
                 copy_version=version,
                 created_by="owner_test",
@@ -76,7 +87,12 @@ def test_keywords_and_copy_become_the_every_post_campaign_and_nothing_changes():
 
         new = _migrate(leaves)
         Campaign = new.get_model("replies", "Campaign")
-        (campaign,) = Campaign.objects.all()
+        campaign = Campaign.objects.get(source__name="shop")
+        odd_sets = (
+            new.get_model("replies", "ReplyCopy").objects.filter(source__name="odd").order_by("copy_set")
+        )
+        assert [(c.copy_version, c.copy_set) for c in odd_sets] == [("legacy", 1), ("v1", 2)]
+        assert Campaign.objects.count() == 2
         assert (campaign.name, campaign.source.name, campaign.state, campaign.account_default) == (
             "shop: every post",
             "shop",
@@ -90,14 +106,16 @@ def test_keywords_and_copy_become_the_every_post_campaign_and_nothing_changes():
             1,
         )
         assert campaign.starts_at.year == 1970  # matches whatever the keywords matched
-        copies = new.get_model("replies", "ReplyCopy").objects.order_by("copy_set")
+        copies = (
+            new.get_model("replies", "ReplyCopy").objects.filter(source__name="shop").order_by("copy_set")
+        )
         assert [(c.copy_version, c.copy_set, c.variant, c.campaign_id) for c in copies] == [
             ("v1", 1, 1, campaign.pk),
             ("v2", 2, 1, campaign.pk),
         ]
         action = new.get_model("replies", "ReplyAction").objects.get()
         assert (action.campaign_id, action.campaign_version, action.copy_version) == (campaign.pk, 1, "v1")
-        version = new.get_model("replies", "CampaignVersion").objects.get()
+        version = new.get_model("replies", "CampaignVersion").objects.get(campaign=campaign)
         assert (version.rule["keywords"], version.copy) == (["CHECKLIST", "guide"], {"public_ack": ["v2"]})
         # Recorded events keep what they were matched under, and no campaign.
         kept = new.get_model("ingress", "InboundEvent").objects.get()
