@@ -147,7 +147,9 @@ class ReplyAction(models.Model):
     )
     purpose = models.CharField(max_length=64)
     # The campaign that matched the event, and the version it matched under: its copy is sent.
-    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="actions")
+    # No index of its own: every ingest writes two actions, and what reads by campaign (its
+    # activity, a catch-up) goes through the events' (source, occurred_at) and event_key indexes.
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="actions", db_index=False)
     campaign_version = models.PositiveIntegerField()
     channel = models.CharField(max_length=64, blank=True, db_default="")
     copy_version = models.CharField(max_length=64, blank=True, db_default="")

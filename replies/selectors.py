@@ -292,9 +292,9 @@ def campaign_activity(campaign: Campaign, *, days: int = 30) -> list[dict]:
         .values_list("day", "n", "matched")
     ):
         row(day).update(comments_in_scope=n, matched=matched)
-    actions = ReplyAction.objects.filter(campaign=campaign, event__occurred_at__gte=since).annotate(
-        day=TruncDate("event__occurred_at", tzinfo=dt_timezone.utc)
-    )
+    actions = ReplyAction.objects.filter(
+        event__source_id=campaign.source_id, event__occurred_at__gte=since, campaign=campaign
+    ).annotate(day=TruncDate("event__occurred_at", tzinfo=dt_timezone.utc))
     expired = Q(
         delivery_state=DeliveryState.CLOSED_NO_REPLY,
         transitions__actor=WINDOW_CLOSER,

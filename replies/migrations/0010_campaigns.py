@@ -140,6 +140,7 @@ class Migration(migrations.Migration):
                 model_name="replyaction",
                 name="campaign",
                 field=models.ForeignKey(
+                    db_index=False,
                     null=True,
                     on_delete=django.db.models.deletion.PROTECT,
                     related_name="actions",

@@ -22,7 +22,10 @@ class Migration(migrations.Migration):
                 model_name="replyaction",
                 name="campaign",
                 field=models.ForeignKey(
-                    on_delete=django.db.models.deletion.PROTECT, related_name="actions", to="replies.campaign"
+                    db_index=False,
+                    on_delete=django.db.models.deletion.PROTECT,
+                    related_name="actions",
+                    to="replies.campaign",
                 ),
             ),
             migrations.AlterField(
