@@ -41,24 +41,34 @@ def event_transition(
 MARK_CHUNK = 2000
 
 
-def events_reopen_for_replies(*, event_ids: list[int], actor: str, at: datetime) -> int:
-    """A person's catch-up planned replies for these closed records (no campaign answered them
-    when they arrived): CLOSED_NO_REPLY -> RECORD_READY, each move recorded. Returns how many moved."""
-    moved = 0
-    for start in range(0, len(event_ids), MARK_CHUNK):
-        moved += transition_many(
-            table=EVENT_TABLE,
+def _events_moved(*, table, ids: list[int], state_field: str, **move) -> int:
+    """`transition_many` over the events `ids`, MARK_CHUNK at a time: how many moved."""
+    return sum(
+        transition_many(
+            table=table,
             model=InboundEvent,
             history=EventTransition,
             owner_field="event",
-            pks=event_ids[start : start + MARK_CHUNK],
-            to="RECORD_READY",
-            actor=actor,
-            reason_code="catch_up_planned",
-            state_field="event_state",
-            at=at,
+            pks=ids[start : start + MARK_CHUNK],
+            state_field=state_field,
+            **move,
         )
-    return moved
+        for start in range(0, len(ids), MARK_CHUNK)
+    )
+
+
+def events_reopen_for_replies(*, event_ids: list[int], actor: str, at: datetime) -> int:
+    """A person's catch-up planned replies for these closed records (no campaign answered them
+    when they arrived): CLOSED_NO_REPLY -> RECORD_READY, each move recorded. Returns how many moved."""
+    return _events_moved(
+        table=EVENT_TABLE,
+        ids=event_ids,
+        state_field="event_state",
+        to="RECORD_READY",
+        actor=actor,
+        reason_code="catch_up_planned",
+        at=at,
+    )
 
 
 def events_occurred_at_correct(*, source: Source, observed, actor: str) -> int:
@@ -95,20 +105,14 @@ def events_reconcile_mark(*, events, to: str, actor: str, reason_code: str, at: 
     """
     # Those already in `to` only get the time; the rest get it with their move (one write each).
     events.filter(reconcile_status=to).update(reconciled_at=at)
-    moved = 0
     ids = list(events.exclude(reconcile_status=to).order_by("pk").values_list("pk", flat=True))
-    for start in range(0, len(ids), MARK_CHUNK):
-        moved += transition_many(
-            table=RECONCILE_TABLE,
-            model=InboundEvent,
-            history=EventTransition,
-            owner_field="event",
-            pks=ids[start : start + MARK_CHUNK],
-            to=to,
-            actor=actor,
-            reason_code=reason_code,
-            state_field="reconcile_status",
-            at=at,
-            extra={"reconciled_at": at},
-        )
-    return moved
+    return _events_moved(
+        table=RECONCILE_TABLE,
+        ids=ids,
+        state_field="reconcile_status",
+        to=to,
+        actor=actor,
+        reason_code=reason_code,
+        at=at,
+        extra={"reconciled_at": at},
+    )
