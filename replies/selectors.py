@@ -92,6 +92,16 @@ def copy_variant(action: ReplyAction, copy_set: int | None) -> ReplyCopy | None:
     return variants[variant_index(action.reply_key, len(variants))] if variants else None
 
 
+def variant_now(action: ReplyAction, copies) -> ReplyCopy | None:
+    """`copy_for` picked from `copies`, every copy of the action's campaign (a page's prefetch)."""
+    mine = [c for c in copies if c.purpose == action.purpose]
+    if not mine:
+        return None
+    newest = max(c.copy_set for c in mine)
+    variants = sorted((c for c in mine if c.copy_set == newest), key=lambda c: c.variant)
+    return variants[variant_index(action.reply_key, len(variants))]
+
+
 def copy_for(action: ReplyAction) -> ReplyCopy | None:
     """The copy this action would be approved with now: the variant its reply key picks from its
     campaign's current copy set for its purpose; None when the campaign has none."""

@@ -1,7 +1,7 @@
 """The queues a person works: review, unknown sends and stranded sends, each action confirmed."""
 
 from django.contrib import admin, messages
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import F, Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -97,12 +97,19 @@ class ReviewQueueAdmin(QueueAdmin):
     change_list_template = "admin/replies/reviewqueue/change_list.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        # The copy set approval would take now (the newest): one subquery per page; its
-        # variants are read once per set (selectors.copy_set_variants).
-        newest = ReplyCopy.objects.filter(
-            campaign_id=OuterRef("campaign_id"), purpose=OuterRef("purpose")
-        ).order_by("-copy_set")
-        return super().get_queryset(request).annotate(copy_set_now=Subquery(newest.values("copy_set")[:1]))
+        # Every copy of the page's campaigns, in one query for the page: each row's current set and
+        # its variant are picked from them (selectors.variant_now).
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(
+                Prefetch(
+                    "campaign__copies",
+                    queryset=ReplyCopy.objects.order_by("purpose", "copy_set", "variant"),
+                    to_attr="copies_all",
+                )
+            )
+        )
 
     def get_list_display(self, request: HttpRequest):
         # Retained buyer content only for staff with the permission.
@@ -121,7 +128,7 @@ class ReviewQueueAdmin(QueueAdmin):
 
     @admin.display(description="copy that would be sent")
     def copy_to_send(self, obj: ReplyAction):
-        copy = selectors.copy_variant(obj, getattr(obj, "copy_set_now", None))
+        copy = selectors.variant_now(obj, obj.campaign.copies_all)
         if copy is None:
             return "-"
         return format_html(

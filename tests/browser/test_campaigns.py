@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_an_editor_makes_a_campaign_from_the_post_list_and_its_comment_reaches_r
     live_server, provider, wire, deliver, django_user_model
 ):
     sync_playwright = _browser_or_skip()
-    from django.contrib.auth.models import Group
+    from django.contrib.auth.models import Permission
 
     state = provider()
     wire(state)
@@ -59,10 +60,25 @@ def test_an_editor_makes_a_campaign_from_the_post_list_and_its_comment_reaches_r
         ],
     )
     # A comment made before the campaign exists: the preview shows it, the catch-up offers it.
-    assert deliver(body(item(1, text="GUIDE please", post_id=REEL))).status_code == 200
+    # Made an hour ago: within the 7 days a sandbox catch-up looks back.
+    made = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+    assert deliver(body(item(1, text="GUIDE please", post_id=REEL, created_at=made))).status_code == 200
     password = "browser-test-only-" + os.urandom(6).hex()
     editor = django_user_model.objects.create_user("editor_browser", password=password, is_staff=True)
-    editor.groups.add(*Group.objects.filter(name__in=["campaign editors", "reviewers"]))
+    # The permissions of the campaign editors and reviewers groups, given directly: an earlier
+    # transactional test's flush takes the groups the migrations made, not the permissions.
+    editor.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="replies",
+            codename__in=[
+                "view_campaign",
+                "edit_campaign",
+                "view_reviewqueue",
+                "view_replyaction",
+                "approve_replyaction",
+            ],
+        )
+    )
     ARTIFACTS.mkdir(exist_ok=True)
 
     with sync_playwright() as p, ThreadPoolExecutor(1) as pool:
