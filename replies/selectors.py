@@ -53,59 +53,34 @@ def campaign_name(campaign_id: int) -> str:
     return Campaign.objects.filter(pk=campaign_id).values_list("name", flat=True).first() or f"#{campaign_id}"
 
 
-def copy_set_variants(*, campaign_id: int, purpose: str, copy_set: int) -> tuple[ReplyCopy, ...]:
-    """One copy set's variants in order. Sets are never edited (a change is a new set), so a set
-    read outside a transaction (committed rows only) is held; inside one it is read each time (a
-    set written there could still be rolled back, and its number used again)."""
-    from django.db import connection
-
-    if connection.in_atomic_block:
-        return _copy_set_read(campaign_id, purpose, copy_set)
-    return _copy_set_held(campaign_id, purpose, copy_set)
-
-
-def _copy_set_read(campaign_id: int, purpose: str, copy_set: int) -> tuple[ReplyCopy, ...]:
-    return tuple(
-        ReplyCopy.objects.filter(campaign_id=campaign_id, purpose=purpose, copy_set=copy_set).order_by(
-            "variant"
-        )
-    )
+def current_sets(copies) -> dict[str, list[ReplyCopy]]:
+    """Each purpose's current copy set among `copies` (its newest copy_set), variants in order."""
+    sets: dict[str, list[ReplyCopy]] = {}
+    for copy in sorted(copies, key=lambda c: (c.purpose, -c.copy_set, c.variant)):
+        held = sets.setdefault(copy.purpose, [])
+        if not held or held[0].copy_set == copy.copy_set:
+            held.append(copy)
+    return sets
 
 
-_copy_set_held = lru_cache(maxsize=4096)(_copy_set_read)
-
-
-def copy_set_now(*, campaign_id: int, purpose: str) -> int | None:
-    return (
-        ReplyCopy.objects.filter(campaign_id=campaign_id, purpose=purpose)
-        .order_by("-copy_set")
-        .values_list("copy_set", flat=True)
-        .first()
-    )
-
-
-def copy_variant(action: ReplyAction, copy_set: int | None) -> ReplyCopy | None:
-    """The variant of `copy_set` (of the action's campaign and purpose) its reply key picks."""
-    if copy_set is None:
-        return None
-    variants = copy_set_variants(campaign_id=action.campaign_id, purpose=action.purpose, copy_set=copy_set)
-    return variants[variant_index(action.reply_key, len(variants))] if variants else None
+def copy_sets_current(*, campaign_id: int) -> dict[str, list[ReplyCopy]]:
+    """The campaign's current copy set for each purpose, variants in order."""
+    return current_sets(ReplyCopy.objects.filter(campaign_id=campaign_id))
 
 
 def variant_now(action: ReplyAction, copies) -> ReplyCopy | None:
-    """`copy_for` picked from `copies`, every copy of the action's campaign (a page's prefetch)."""
-    mine = [c for c in copies if c.purpose == action.purpose]
-    if not mine:
-        return None
-    newest = max(c.copy_set for c in mine)
-    variants = sorted((c for c in mine if c.copy_set == newest), key=lambda c: c.variant)
-    return variants[variant_index(action.reply_key, len(variants))]
+    """The variant its reply key picks from the current set for the action's purpose among
+    `copies` (the campaign's; a page's prefetch holds them all); None when there is none."""
+    variants = current_sets(c for c in copies if c.purpose == action.purpose).get(action.purpose)
+    return variants[variant_index(action.reply_key, len(variants))] if variants else None
 
 
 def copy_for(action: ReplyAction) -> ReplyCopy | None:
     """The copy this action would be approved with now: the variant its reply key picks from its
-    campaign's current copy set for its purpose; None when the campaign has none."""
-    return copy_variant(action, copy_set_now(campaign_id=action.campaign_id, purpose=action.purpose))
+    campaign's current copy set for its purpose (one query); None when the campaign has none."""
+    return variant_now(
+        action, ReplyCopy.objects.filter(campaign_id=action.campaign_id, purpose=action.purpose)
+    )
 
 
 def route_for(*, source_id: int, purpose: str) -> ReplyRoute | None:

@@ -283,10 +283,9 @@ def _fresh_process_caches():
     """Ids restart between test databases; process caches keyed by id must not carry over."""
     from conduit.providers.sandbox.transport import _discovered
     from replies.matching import _RULES
-    from replies.selectors import _copy_set_held, approved_copy
+    from replies.selectors import approved_copy
 
     approved_copy.cache_clear()
-    _copy_set_held.cache_clear()
     _RULES.clear()
     _discovered.cache_clear()
     yield

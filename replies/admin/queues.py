@@ -98,7 +98,7 @@ class ReviewQueueAdmin(QueueAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # Every copy of the page's campaigns, in one query for the page: each row's current set and
-        # its variant are picked from them (selectors.variant_now).
+        # its variant are picked from them (selectors.variant_now, as copy_for picks).
         return (
             super()
             .get_queryset(request)

@@ -20,6 +20,7 @@ from django.utils import timezone
 from ingress.models import Source
 from ingress.services.sources import source_rules_version_next
 from replies.models import Campaign, CampaignState, CampaignVersion, ReplyCopy, RulesVersion
+from replies.selectors import copy_sets_current
 
 MAX_KEYWORD_LENGTH = 64
 # The every-post campaign a source's keyword list makes matches whatever occurred, as the
@@ -139,17 +140,6 @@ def _version_record(campaign: Campaign, actor: str) -> None:
         created_by=actor,
         created_at=timezone.now(),
     )
-
-
-def copy_sets_current(*, campaign_id: int) -> dict[str, list[ReplyCopy]]:
-    """Each purpose's current copy set (its newest), variants in order."""
-    copies = ReplyCopy.objects.filter(campaign_id=campaign_id).order_by("purpose", "-copy_set", "variant")
-    sets: dict[str, list[ReplyCopy]] = {}
-    for copy in copies:
-        held = sets.setdefault(copy.purpose, [])
-        if not held or held[0].copy_set == copy.copy_set:
-            held.append(copy)
-    return sets
 
 
 def _texts_checked(texts) -> list[str]:
@@ -328,8 +318,9 @@ def _state_move(campaign: Campaign, state: str) -> None:
     if state not in STATE_MOVES[campaign.state]:
         raise CampaignRefused(f"campaign {campaign.name!r} is {campaign.state}: it cannot be made {state}")
     if state == CampaignState.ACTIVE:
-        missing = [p for p in campaign.purposes if p not in copy_sets_current(campaign_id=campaign.pk)]
-        if missing or not copy_sets_current(campaign_id=campaign.pk):
+        held = copy_sets_current(campaign_id=campaign.pk)
+        missing = [p for p in campaign.purposes if p not in held]
+        if missing or not held:
             raise CampaignRefused(
                 f"campaign {campaign.name!r} has no approved copy for {', '.join(missing) or 'any purpose'}"
             )
