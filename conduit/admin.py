@@ -12,11 +12,13 @@ from django.template.response import TemplateResponse
 from django.utils.functional import cached_property
 
 from conduit.content import guard_admin
+from conduit.labels import reason_label
 from conduit.sql import fast_paths
 
-# Installed apps whose admin pages are plumbing (django-q2's task tables, DRF's API tokens):
-# superusers only, and absent from everyone else's index and sidebar.
-SUPERUSER_ONLY_APPS = ("django_q", "authtoken")
+# Installed apps whose admin pages are plumbing (django-q2's task tables, DRF's API tokens,
+# django-axes' lockouts, django-otp's devices): superusers only, and absent from everyone
+# else's index and sidebar.
+SUPERUSER_ONLY_APPS = ("django_q", "authtoken", "axes", "otp_totp")
 
 
 def site_configure(site: admin.AdminSite) -> None:
@@ -130,6 +132,33 @@ class LedgerInline(admin.TabularInline):
         return False
 
 
+class HistoryInline(LedgerInline):
+    """A ledger row's transitions in words, folded away: internals a person opens when they ask.
+
+    `states` maps a stored state to its label (the owning model's choices)."""
+
+    classes = ("collapse",)
+    verbose_name_plural = "history (every move, who made it and why)"
+    states: dict[str, str] = {}
+    fields = readonly_fields = ("at", "moved_from", "moved_to", "actor", "why", "refused_mark")
+
+    @admin.display(description="from")
+    def moved_from(self, obj: Any) -> str:
+        return self.states.get(obj.prior_state, obj.prior_state) if obj.prior_state else "(created)"
+
+    @admin.display(description="to")
+    def moved_to(self, obj: Any) -> str:
+        return self.states.get(obj.next_state, obj.next_state)
+
+    @admin.display(description="why")
+    def why(self, obj: Any) -> str:
+        return reason_label(obj.reason_code)
+
+    @admin.display(description="refused")
+    def refused_mark(self, obj: Any) -> str:
+        return "refused: the move was not made" if obj.refused else ""
+
+
 def confirmed_action(
     modeladmin: admin.ModelAdmin,
     request: HttpRequest,
@@ -144,6 +173,7 @@ def confirmed_action(
     describe: Callable[[Any], Any] | None = None,
     note_help: str = "",
     pin: Callable[[Any], str] | None = None,
+    note_choices: tuple[tuple[str, str], ...] = (),
 ) -> HttpResponse | None:
     """Show a confirmation page; on confirm, apply to each row and report each outcome.
 
@@ -154,11 +184,14 @@ def confirmed_action(
     `pin(obj)` names the version of what the page showed (the copy whose text `describe` gave):
     the page carries it, and confirming calls `apply(obj, note, pinned)` with the value the
     page carried ("" if none), so the service can refuse when what it would apply changed since.
+    `note_choices` ((value, label), ...) makes the note a choice among them: any other value is none.
     """
     if single and queryset.count() != 1:
         modeladmin.message_user(request, f"{title}: select exactly one row.", messages.WARNING)
         return None
     note = request.POST.get("note", "").strip()
+    if note_choices and note not in dict(note_choices):
+        note = ""
     if request.POST.get("confirm") == "yes" and (note or not note_required):
         done = 0
         for obj in queryset:
@@ -183,6 +216,7 @@ def confirmed_action(
         "note_required": note_required,
         "note_label": note_label or "Note",
         "note_help": note_help,
+        "note_choices": note_choices,
         "ask_note": bool(note_label) or note_required,
         "note_missing": request.POST.get("confirm") == "yes" and note_required and not note,
         "opts": modeladmin.model._meta,

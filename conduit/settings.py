@@ -138,6 +138,9 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("CONDUIT_LOGIN_COOLOFF_MINUTES", d
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ONLY_ADMIN_SITE = True
+# Off: no "AXES: BEGIN version ..." line at every manage.py start, and a lockout's log line names
+# only the parameters it counts (username, address), not the user agent as well.
+AXES_VERBOSE = False
 
 # HTTPS is ended by a proxy (load balancer, nginx) in front of every web node. On, Django trusts
 # its X-Forwarded-Proto, redirects plain HTTP, marks cookies Secure and sends HSTS. The proxy

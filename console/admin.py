@@ -12,9 +12,10 @@ from conduit.admin import site_configure
 from console.dashboard import WorkRow, work_counts
 from reconcile.selectors import UNEXPECTED_RECEIPTS_QUEUE
 
-# Each front-page row: the model whose admin it opens, and the filter it opens with.
+# Each front-page row: the model whose admin it opens, and the filter it opens with (or, for
+# the replies to review, the admin's own page: the inbox).
 WORK_LINKS = {
-    "review_pending": ("replies.ReviewQueue", ""),
+    "review_pending": ("replies.ReviewQueue", "inbox"),
     "unknown_sends": ("replies.UnknownSendQueue", ""),
     "quarantine": ("ingress.QuarantineReceipt", "?state__exact=QUARANTINED"),
     "retry_candidates": ("reconcile.RetryCandidateQueue", ""),
@@ -38,7 +39,10 @@ def work_rows(request: HttpRequest, site: admin.AdminSite = admin.site) -> list[
         url = ""
         if model_admin is not None and model_admin.has_view_or_change_permission(request):
             opts = model._meta
-            url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist") + query
+            if query and not query.startswith("?"):
+                url = reverse(f"admin:{opts.app_label}_{query}")
+            else:
+                url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist") + query
         rows.append(WorkRow(url=url, **row))
     return rows
 

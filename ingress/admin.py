@@ -8,17 +8,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from conduit.admin import LedgerAdmin, LedgerInline, confirmed_action
+from conduit.admin import HistoryInline, LedgerAdmin, confirmed_action
 from conduit.providers.registry import ADAPTERS, get_adapter
 from ingress import services
 from ingress.admin_connect import SourceConnectViews
 from ingress.admin_connection import SourceConnectionActions
+from ingress.admin_events import InboundEventAdmin  # noqa: F401  (registers the event ledger)
 from ingress.models import (
     DeletionRequest,
     Delivery,
-    EventTransition,
     IgnoredUpdate,
-    InboundEvent,
     QuarantineReceipt,
     QuarantineState,
     QuarantineTransition,
@@ -102,17 +101,19 @@ class AttentionFilter(admin.SimpleListFilter):
 @admin.register(Source)
 class SourceAdmin(SourceConnectViews, SourceConnectionActions, admin.ModelAdmin):
     form = SourceForm
-    list_display = (
-        "name",
-        "adapter",
-        "account_ref",
-        "canary",
-        "trigger_rule_version",
-        "needs_reauth",
-        "subscription_problem",
-        "updated_at",
-    )
+    # What a person decides from, in 1366 px; the rules version and the rest are on its page.
+    list_display = ("name", "adapter", "account_ref", "attention", "canary", "updated_at")
     list_filter = (AttentionFilter, "adapter", "canary")
+
+    @admin.display(description="needs attention")
+    def attention(self, obj: Source) -> str:
+        problems = []
+        if obj.needs_reauth:
+            problems.append("its access token must be re-authorised")
+        if obj.subscription_problem:
+            problems.append(f"notifications: {obj.subscription_problem}")
+        return "; ".join(problems) or "-"
+
     search_fields = ("name", "account_ref")
     readonly_fields = (
         "source_system",
@@ -192,62 +193,6 @@ class SourceAdmin(SourceConnectViews, SourceConnectionActions, admin.ModelAdmin)
         obj.refresh_from_db()
 
 
-class EventTransitionInline(LedgerInline):
-    model = EventTransition
-    fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
-
-
-# Apps built on ingress add their rows to an event's page here, in their AppConfig.ready
-# (replies adds its actions); ingress imports none of them.
-EVENT_INLINES: list[type[admin.options.InlineModelAdmin]] = []
-# ... and name what an event's trigger_campaign refers to (replies names its campaign).
-EVENT_CAMPAIGN_NAMES: list[Callable[[int], str]] = []
-
-
-@admin.register(InboundEvent)
-class InboundEventAdmin(LedgerAdmin):
-    list_display = (
-        "event_key",
-        "source",
-        "event_type",
-        "event_state",
-        "seen_count",
-        "trigger_match",
-        "canary",
-        "reconcile_status",
-        "last_received_at",
-    )
-    # By date through a filter, not date_hierarchy: the hierarchy reads MIN/MAX and the DISTINCT
-    # days of the whole (filtered) ledger on every page view, a full scan at a million events.
-    list_filter = (
-        "source",
-        "event_state",
-        "canary",
-        "trigger_match",
-        "reconcile_status",
-        ("first_received_at", admin.DateFieldListFilter),
-    )
-    # Exact (case-sensitive) matches, each served by an index; "=key" is iexact, UPPER() on both
-    # sides, which no index serves. Keys are stored as the source sent them.
-    search_fields = ("event_key__exact", "source_event_id__exact", "message_ref__exact")
-    exclude = ("message_text",)
-    readonly_fields = ("campaign_matched",)
-
-    @admin.display(description="campaign matched")
-    def campaign_matched(self, obj: InboundEvent) -> str:
-        if obj.trigger_campaign is None:
-            return "none (no active campaign matched it)"
-        name = (
-            EVENT_CAMPAIGN_NAMES[0](obj.trigger_campaign)
-            if EVENT_CAMPAIGN_NAMES
-            else f"#{obj.trigger_campaign}"
-        )
-        return f"{name} (version {obj.trigger_campaign_version}; rules version {obj.trigger_rule_version})"
-
-    def get_inlines(self, request: HttpRequest, obj: Any) -> list:
-        return [*EVENT_INLINES, EventTransitionInline]
-
-
 @admin.register(Delivery)
 class DeliveryAdmin(LedgerAdmin):
     list_display = ("delivery_id", "source", "seen_count", "first_received_at", "last_received_at")
@@ -288,9 +233,9 @@ class DeletionRequestAdmin(LedgerAdmin):
     search_fields = ("=confirmation_code",)
 
 
-class QuarantineTransitionInline(LedgerInline):
+class QuarantineTransitionInline(HistoryInline):
     model = QuarantineTransition
-    fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
+    states = dict(QuarantineState.choices)
 
 
 @admin.register(QuarantineReceipt)

@@ -9,6 +9,7 @@ from django.db.models.functions import Coalesce, Concat
 
 from conduit.content import ContentDigestField, ContentField
 from conduit.statemachine import TransitionRecord
+from ingress.states import EventState, QuarantineState, ReconcileStatus  # noqa: F401 (ingress.models' names)
 
 ENV_NAME = RegexValidator(
     r"\A[A-Z_][A-Z0-9_]{0,127}\Z",
@@ -162,18 +163,6 @@ class SourceCredential(models.Model):
         return f"{self.source_id}: …{self.last_four}"
 
 
-class EventState(models.TextChoices):
-    RECEIVED = "RECEIVED"
-    RECORD_READY = "RECORD_READY"
-    CLOSED_NO_REPLY = "CLOSED_NO_REPLY"
-
-
-class ReconcileStatus(models.TextChoices):
-    UNRECONCILED = "UNRECONCILED"
-    MATCHED = "MATCHED"
-    SOURCE_UNVERIFIED = "SOURCE_UNVERIFIED"
-
-
 class InboundEvent(models.Model):
     """The canonical event ledger: exactly one row per event_key."""
 
@@ -213,6 +202,8 @@ class InboundEvent(models.Model):
     seen_count = models.PositiveIntegerField(default=1)
     # Retained content: purged on the source's retention rule; never logged.
     message_text = ContentField(blank=True)
+    # The author's handle as the platform showed it (Observation.handle): content, purged with the text.
+    sender_handle = ContentField(blank=True, db_default="")
     content_purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -237,6 +228,10 @@ class InboundEvent(models.Model):
             # The admin's search by the source's own ids (exact matches, beside event_key's unique index).
             models.Index(fields=["source_event_id"], name="inbound_event_source_event_id"),
             models.Index(fields=["message_ref"], name="inbound_event_message_ref"),
+            # The inbox's "earlier comments of this person on this post".
+            models.Index(
+                fields=["source", "conversation_ref", "sender_ref"], name="inbound_event_post_sender"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -276,12 +271,6 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.delivery_id}"
-
-
-class QuarantineState(models.TextChoices):
-    QUARANTINED = "QUARANTINED"
-    DISMISSED = "DISMISSED"
-    CORRECTED = "CORRECTED"
 
 
 # The constraint that keeps one waiting receipt per finding of a delivery identified by its body:

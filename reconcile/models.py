@@ -60,11 +60,11 @@ class ScanState(models.Model):
 
 
 class RunState(models.TextChoices):
-    SCANNING = "SCANNING"
+    SCANNING = "SCANNING", "Reading the source"
     # The report and its findings are committed; repairs are being applied.
-    REPAIRING = "REPAIRING"
-    PUBLISHED = "PUBLISHED"
-    DISCARDED = "DISCARDED"
+    REPAIRING = "REPAIRING", "Report written, repairing"
+    PUBLISHED = "PUBLISHED", "Finished"
+    DISCARDED = "DISCARDED", "Discarded"
 
 
 # A run that wrote its report cannot be discarded: its repairs finish and it publishes.
@@ -152,6 +152,8 @@ class StagedEvent(models.Model):
     text = ContentField(blank=True)
     # The comment it answers, for a campaign's top-level-only rule (Observation.parent_ref).
     parent_ref = models.CharField(max_length=200, blank=True, db_default="")
+    # The author's handle (Observation.handle), content as the text is; gone at publication.
+    handle = ContentField(blank=True, db_default="")
 
     class Meta:
         constraints = [
@@ -192,40 +194,40 @@ class ReconcileReport(models.Model):
 
 
 class FindingKind(models.TextChoices):
-    MISSING_LOCAL = "MISSING_LOCAL", "source event missing locally"
-    SOURCE_UNVERIFIED = "SOURCE_UNVERIFIED", "local event without source evidence"
-    IDENTITY_CONFLICT = "IDENTITY_CONFLICT", "same key, different payload"
-    RECEIPT_ATTACHED = "RECEIPT_ATTACHED", "receipt found for an unconfirmed send"
-    RECEIPT_MISSING = "RECEIPT_MISSING", "SENT without a provider receipt"
-    RETRY_CANDIDATE = "RETRY_CANDIDATE", "no receipt: a retry may be safe"
-    UNEXPECTED_RECEIPT = "UNEXPECTED_RECEIPT", "receipt for an action not sent"
-    UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT", "receipt under a key Conduit never planned"
-    INVALID_SOURCE_ITEM = "INVALID_SOURCE_ITEM", "source item the contract refuses"
+    MISSING_LOCAL = "MISSING_LOCAL", "Missed webhook"
+    SOURCE_UNVERIFIED = "SOURCE_UNVERIFIED", "Not seen on the source"
+    IDENTITY_CONFLICT = "IDENTITY_CONFLICT", "Same event, different content"
+    RECEIPT_ATTACHED = "RECEIPT_ATTACHED", "Receipt found"
+    RECEIPT_MISSING = "RECEIPT_MISSING", "Sent, receipt missing"
+    RETRY_CANDIDATE = "RETRY_CANDIDATE", "Retry candidate"
+    UNEXPECTED_RECEIPT = "UNEXPECTED_RECEIPT", "Unexpected receipt"
+    UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT", "Unknown receipt"
+    INVALID_SOURCE_ITEM = "INVALID_SOURCE_ITEM", "Unreadable source item"
 
 
 class Repair(models.TextChoices):
-    NONE = "none"
-    REPLAYED = "replayed_through_ingest"
-    MARKED_UNVERIFIED = "marked_source_unverified"
-    RECEIPT_ATTACHED = "receipt_attached_marked_sent"
-    MARKED_UNKNOWN = "marked_send_status_unknown"
+    NONE = "none", "None"
+    REPLAYED = "replayed_through_ingest", "Replayed through ingest"
+    MARKED_UNVERIFIED = "marked_source_unverified", "Marked not seen on the source"
+    RECEIPT_ATTACHED = "receipt_attached_marked_sent", "Receipt attached, marked sent"
+    MARKED_UNKNOWN = "marked_send_status_unknown", "Marked may or may not have been sent"
 
 
 class Decision(models.TextChoices):
-    RETRY_AUTHORIZED = "RETRY_AUTHORIZED"
-    CLOSED = "CLOSED"
+    RETRY_AUTHORIZED = "RETRY_AUTHORIZED", "Retry authorized"
+    CLOSED = "CLOSED", "Closed"
     # Taken in the unknown-send queue: a person verified the provider's receipt.
-    CONFIRMED_SENT = "CONFIRMED_SENT"
+    CONFIRMED_SENT = "CONFIRMED_SENT", "Confirmed sent"
     # A quarantine review of the receipt that refused the finding's repair (a replay ingest refused).
-    DISMISSED = "DISMISSED"
-    CORRECTED = "CORRECTED"
+    DISMISSED = "DISMISSED", "Dismissed"
+    CORRECTED = "CORRECTED", "Corrected"
 
 
 class RepairOutcome(models.TextChoices):
-    PLANNED = "planned"
-    APPLIED = "applied"
-    REFUSED = "refused"
-    FAILED = "failed"
+    PLANNED = "planned", "Planned"
+    APPLIED = "applied", "Applied"
+    REFUSED = "refused", "Refused"
+    FAILED = "failed", "Failed"
 
 
 class Finding(models.Model):

@@ -36,7 +36,7 @@ class RepliesConfig(AppConfig):
         reply_planner_register(INGEST_PLANNER)
         trigger_rules_register(TRIGGER_RULES)
 
-        from ingress.admin import EVENT_CAMPAIGN_NAMES, EVENT_INLINES
+        from ingress.admin_events import EVENT_CAMPAIGN_NAMES, EVENT_INLINES
         from replies.admin.ledgers import EventReplyActionInline
         from replies.selectors import campaign_name
 

@@ -9,19 +9,20 @@ from ingress.models import InboundEvent
 
 
 class ApprovalState(models.TextChoices):
-    REVIEW_PENDING = "REVIEW_PENDING"
-    APPROVED = "APPROVED"
+    REVIEW_PENDING = "REVIEW_PENDING", "Waiting for review"
+    APPROVED = "APPROVED", "Approved"
 
 
 class DeliveryState(models.TextChoices):
-    REVIEW_PENDING = "REVIEW_PENDING"
-    APPROVED = "APPROVED"
-    SENDING = "SENDING"
-    SENT = "SENT"
-    FAILED_BEFORE_SEND = "FAILED_BEFORE_SEND"
-    SEND_STATUS_UNKNOWN = "SEND_STATUS_UNKNOWN"
-    SUPPRESSED_TEST = "SUPPRESSED_TEST"
-    CLOSED_NO_REPLY = "CLOSED_NO_REPLY"
+    # The labels are what a person reads; conduit.labels says what each means in one line.
+    REVIEW_PENDING = "REVIEW_PENDING", "Waiting for review"
+    APPROVED = "APPROVED", "Approved, waiting to be sent"
+    SENDING = "SENDING", "Being sent"
+    SENT = "SENT", "Sent"
+    FAILED_BEFORE_SEND = "FAILED_BEFORE_SEND", "Not sent: failed before sending"
+    SEND_STATUS_UNKNOWN = "SEND_STATUS_UNKNOWN", "May or may not have been sent"
+    SUPPRESSED_TEST = "SUPPRESSED_TEST", "Test reply, not sent"
+    CLOSED_NO_REPLY = "CLOSED_NO_REPLY", "Closed without reply"
 
 
 class CampaignState(models.TextChoices):
@@ -349,13 +350,34 @@ class CanarySinkRecord(models.Model):
         ordering = ["-id"]
 
 
+class Post(models.Model):
+    """A post as the platform last described it, for the inbox's cards: kept each time the account's
+    recent posts are read (replies.posts). The business's own words and links: no buyer content."""
+
+    source = models.ForeignKey("ingress.Source", on_delete=models.CASCADE, related_name="+", db_index=False)
+    post_ref = models.CharField(max_length=200)  # the events' conversation_ref
+    caption = models.CharField(max_length=200, blank=True)
+    permalink = models.CharField(max_length=1000, blank=True)
+    thumbnail = models.CharField(max_length=2000, blank=True)
+    kind = models.CharField(max_length=32, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    read_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "reply_posts"
+        constraints = [models.UniqueConstraint(fields=["source", "post_ref"], name="reply_post_unique")]
+
+    def __str__(self) -> str:
+        return self.post_ref
+
+
 class ReviewQueue(ReplyAction):
     """Admin queue: actions waiting for a person's approval (REVIEW_PENDING)."""
 
     class Meta:
         proxy = True
         verbose_name = "review queue item"
-        verbose_name_plural = "review queue (REVIEW_PENDING)"
+        verbose_name_plural = "replies waiting for review"
 
 
 class UnknownSendQueue(ReplyAction):
@@ -364,7 +386,7 @@ class UnknownSendQueue(ReplyAction):
     class Meta:
         proxy = True
         verbose_name = "unknown send"
-        verbose_name_plural = "unknown sends (SEND_STATUS_UNKNOWN)"
+        verbose_name_plural = "sends that may or may not have gone out"
 
 
 class StrandedSendQueue(ReplyAction):
@@ -373,7 +395,7 @@ class StrandedSendQueue(ReplyAction):
     class Meta:
         proxy = True
         verbose_name = "stranded send"
-        verbose_name_plural = "stranded sends (FAILED_BEFORE_SEND, exhausted or stopped)"
+        verbose_name_plural = "sends stuck before sending"
         permissions = [
             ("resolve_stranded_send", "Can retry now or close stranded sends (FAILED_BEFORE_SEND)"),
         ]

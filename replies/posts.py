@@ -1,4 +1,5 @@
-"""The account's recent posts, read from its platform, for a person to pick a campaign's posts by what they are."""
+"""The account's recent posts, read from its platform, for a person to pick a campaign's posts by what they are
+(and kept for the inbox's cards)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from conduit.providers.reading import PostSummary, PostsUnavailable
 from conduit.providers.registry import get_adapter
 from ingress.models import Source
 from ingress.selectors import source_config
+from replies.services.posts import posts_remember
 
 POSTS_LISTED = 25
 TIMEOUT = 10.0
@@ -24,4 +26,5 @@ def recent_posts(source: Source) -> tuple[list[PostSummary], str]:
         return [], f"the posts of {source.name!r} could not be listed: {unavailable}"
     except Exception as exc:  # the token could not be read, the adapter is gone: say so, never crash the page
         return [], f"the posts of {source.name!r} could not be listed ({type(exc).__name__})"
+    posts_remember(source_id=source.pk, posts=posts)  # the inbox's cards show what was read
     return posts, ""

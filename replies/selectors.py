@@ -7,6 +7,7 @@ from functools import lru_cache
 from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
 
 from conduit.providers.base import OutboundReply
+from conduit.search import keyed_matching
 from ingress.models import InboundEvent
 from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
 from replies.matching import variant_index
@@ -209,6 +210,11 @@ def review_pending_by_deadline() -> QuerySet[ReplyAction]:
         .select_related("event__source")
         .order_by(F("reply_deadline").asc(nulls_last=True), "-id")
     )
+
+
+def actions_matching(actions: QuerySet[ReplyAction], term: str, *, words: bool) -> QuerySet[ReplyAction]:
+    """`actions` whose reply key starts with `term` or whose event matches it (conduit.search)."""
+    return keyed_matching(actions, term, words=words, events=InboundEvent.objects.all())
 
 
 def time_left(action: ReplyAction, *, now=None) -> str:

@@ -26,7 +26,7 @@ It is also the synthetic platform's read side, which reconciliation scans:
     GET    /sources/<account>/posts?limit=   the account's posts, newest first: {"posts": [{"id",
                              "caption", "kind", "published_at", "permalink"}]} (those published,
                              and any its events are on)
-    POST   /sources/<account>/posts       {"posts": [{"id", "caption"?, "kind"?, "published_at"?}]}
+    POST   /sources/<account>/posts       {"posts": [{"id", "caption"?, "kind"?, "published_at"?, "thumbnail"?}]}
     GET    /stats            {"page_calls": N}
 """
 

@@ -206,7 +206,7 @@ class ProviderState:
                 store.add(dict(item))
 
     def post(self, account: str, posts: list[dict]) -> None:
-        """Publish posts on the account: {"id", "caption"?, "kind"?, "published_at"?}."""
+        """Publish posts on the account: {"id", "caption"?, "kind"?, "published_at"?, "thumbnail"?}."""
         with self.lock:
             held = self.posts.setdefault(account, {})
             for item in posts:
@@ -216,6 +216,7 @@ class ProviderState:
                     "kind": str(item.get("kind", "post")),
                     "published_at": str(item.get("published_at") or datetime.now(timezone.utc).isoformat()),
                     "permalink": f"https://sandbox.example.invalid/posts/{item['id']}",
+                    "thumbnail": str(item.get("thumbnail", "")),
                 }
 
     def recent_posts(self, account: str, limit: int) -> list[dict]:

@@ -9,6 +9,9 @@ from django.contrib.admin import AdminSite
 from django.http import HttpRequest
 from django_otp.admin import OTPAdminAuthenticationForm, OTPAdminSite
 
+# Apps whose pages are accounts and tools rather than Conduit's work: one group, last.
+ADMINISTRATION_APPS = ("auth", "axes", "otp_totp", "django_q", "authtoken")
+
 
 def second_factor_required() -> bool:
     return settings.CONDUIT_ADMIN_2FA == "required"
@@ -34,6 +37,24 @@ class DoorAdminSite(OTPAdminSite):
     def front_page_register(self, key: str, part: Callable[[HttpRequest, AdminSite], object]) -> None:
         """The front page's `key` in its context is `part(request, site)`, read at each visit."""
         self.front_page_parts[key] = part
+
+    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict]:
+        """Conduit's apps as they are, then one "Administration" group holding accounts and the
+        installed tools' pages (sign-in lockouts, second factors, the task queue, API tokens)."""
+        apps = super().get_app_list(request, app_label)
+        if app_label is not None:
+            return apps
+        tools = [app for app in apps if app["app_label"] in ADMINISTRATION_APPS]
+        if not tools:
+            return apps
+        group = {
+            "name": "Administration",
+            "app_label": "administration",
+            "app_url": tools[0]["app_url"],
+            "has_module_perms": True,
+            "models": [model for app in tools for model in app["models"]],
+        }
+        return [app for app in apps if app["app_label"] not in ADMINISTRATION_APPS] + [group]
 
     def index(self, request: HttpRequest, extra_context: dict | None = None):
         parts = {key: part(request, self) for key, part in self.front_page_parts.items()}

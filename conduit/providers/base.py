@@ -130,6 +130,9 @@ class Observation:
     text: str = field(repr=False)
     # The comment it answers ("" on the post): the trigger rules read it, no key or contract does.
     parent_ref: str = field(default="", repr=False)
+    # The author's display handle (Instagram's username, a Page commenter's name): buyer content,
+    # retained beside the text and purged with it; no key, hash or contract reads it.
+    handle: str = field(default="", repr=False)
 
     def contract_values(self) -> dict[str, Any]:
         """The event contract's fields (not the batch index, not the retained text)."""
@@ -149,7 +152,19 @@ class Observation:
         )
 
 
-NOT_CONTRACT = ("index", "text", "parent_ref")  # an observation's fields the event contract leaves out
+NOT_CONTRACT = ("index", "text", "parent_ref", "handle")
+MAX_HANDLE_LENGTH = 200
+
+
+def handle_of(value: Any) -> str:
+    """An author's display handle as sent, or "" when absent or not text: a handle is shown and
+    searched, never a reason to refuse an event."""
+    if not isinstance(value, str):
+        return ""
+    return value.replace("\x00", "\ufffd")[:MAX_HANDLE_LENGTH]
+
+
+# an observation's fields the event contract leaves out
 
 
 @functools.cache

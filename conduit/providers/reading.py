@@ -123,6 +123,7 @@ class PostSummary:
     permalink: str
     published_at: datetime | None
     kind: str  # the platform's word for it (IMAGE, REELS, a Page post...)
+    thumbnail: str = ""  # an https:// image of it where the platform gives one
 
 
 class PostsUnavailable(Exception):

@@ -43,6 +43,7 @@ EVENT_COLUMNS = [
     "last_received_at",
     "seen_count",
     "message_text",
+    "sender_handle",
 ]
 
 
@@ -111,6 +112,7 @@ def _body(
                 at,
                 1,
                 observation.text,
+                observation.handle,
             ]
         )
         # Each record is written once, already in the state its plan puts it in; its

@@ -25,8 +25,10 @@ def retention_purge(*, now: datetime | None = None, dry_run: bool = False) -> di
         due = InboundEvent.objects.filter(
             source=source,
             first_received_at__lt=now - timedelta(days=source.retention_days),
-        ).exclude(message_text="")
-        purged[source.name] = due.count() if dry_run else due.update(message_text="", content_purged_at=now)
+        ).exclude(message_text="", sender_handle="")
+        purged[source.name] = (
+            due.count() if dry_run else due.update(message_text="", sender_handle="", content_purged_at=now)
+        )
     if not dry_run:
         logger.info(
             "retention purge %s", " ".join(f"{name}={n}" for name, n in purged.items()) or "no sources"

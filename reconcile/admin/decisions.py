@@ -6,6 +6,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from reconcile.admin.words import VERDICT_WORDS
 from reconcile.decisions.service import InvalidRequest, decision_make
 from reconcile.selectors import reply_decision_request, reply_decision_request_declared, with_decision_inputs
 from replies.admin import UnknownSendQueueAdmin
@@ -24,12 +25,12 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
     the decision with the capabilities the provider reports.
     """
 
-    fields = readonly_fields = ("in_plain_words", *UnknownSendQueueAdmin.fields, "replay_decision")
+    lead_fields = ("in_plain_words", *UnknownSendQueueAdmin.lead_fields, "replay_decision")
     list_display = (*UnknownSendQueueAdmin.list_display, "verdict")
     change_form_template = "admin/replies/unknownsendqueue/change_form.html"
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        action = ReplyAction.objects.filter(pk=object_id).only("delivery_state").first()
+        action = self.get_object(request, object_id)  # None for an id that is no row's
         context = {
             "decide_buttons": action is not None
             and action.delivery_state == self.state
@@ -107,10 +108,11 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
         except InvalidRequest:
             return None
 
-    @admin.display(description="decision (declared capabilities)")
+    @admin.display(description="replay decision")
     def verdict(self, obj: ReplyAction) -> str:
+        """From the transport's declared capabilities; the page asks the provider's."""
         decision = self._decision(reply_decision_request_declared(obj))
-        return f"{decision['verdict']}: {decision['next']['action']}" if decision else "-"
+        return VERDICT_WORDS.get(decision["verdict"], decision["verdict"]) if decision else "-"
 
     @admin.display(description="replay decision")
     def replay_decision(self, obj: ReplyAction):
@@ -133,7 +135,7 @@ class UnknownSendDecisionAdmin(UnknownSendQueueAdmin):
         nxt = decision["next"]
         return format_html(
             "<div><strong>{}</strong>: {} <em>({}, for {})</em></div><ul>{}</ul>",
-            decision["verdict"],
+            VERDICT_WORDS.get(decision["verdict"], decision["verdict"]),
             nxt["text"],
             nxt["action"],
             nxt["role"],

@@ -2,9 +2,12 @@
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils.formats import localize
+from django.utils.timezone import localtime
 
 from reconcile import services
-from reconcile.models import ScanState
+from reconcile.admin.words import label
+from reconcile.models import RunState, ScanState
 
 
 class FailingScanFilter(admin.SimpleListFilter):
@@ -28,37 +31,48 @@ class FailingScanFilter(admin.SimpleListFilter):
 class ScanStateAdmin(admin.ModelAdmin):
     """Each source's scan: checkpoint, active scan, schedule, last error. Operators ask for a scan here."""
 
-    list_display = (
-        "source",
-        "checkpoint_until",
-        "last_completed_at",
-        "active_run",
-        "next_due_at",
-        "error",
-        "failures",
-        "interval_seconds",
-    )
+    # The columns a person decides from; the checkpoint, counts and codes are on each source's page.
+    list_display = ("source", "last_completed_at", "scanning_now", "next_due_at", "error")
     list_select_related = ("source", "active_run")
     list_filter = (FailingScanFilter,)
-    fields = (
-        "source",
-        "interval_seconds",
-        "checkpoint_until",
-        "checkpoint_scan_id",
-        "last_completed_at",
-        "last_run",
-        "active_run",
-        "next_due_at",
-        "requested_at",
-        "requested_by",
-        "lease_expires_at",
-        "failures",
-        "last_error_class",
-        "last_error_code",
-        "last_error_message",
-        "last_error_at",
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "source",
+                    "next_scan",
+                    "last_completed_at",
+                    "scanning_now",
+                    "next_due_at",
+                    "interval_seconds",
+                    "requested_at",
+                    "requested_by",
+                    "error",
+                )
+            },
+        ),
+        (
+            "Details",
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "checkpoint_until",
+                    "checkpoint_scan_id",
+                    "last_run",
+                    "active_run",
+                    "lease_expires_at",
+                    "failures",
+                    "last_error_class",
+                    "last_error_code",
+                    "last_error_at",
+                ),
+            },
+        ),
     )
-    readonly_fields = tuple(f for f in fields if f != "interval_seconds")
+    readonly_fields = tuple(
+        f for _, options in fieldsets for f in options["fields"] if f != "interval_seconds"
+    )
     actions = ["reconcile_now"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -67,9 +81,28 @@ class ScanStateAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
-    @admin.display(description="last error")
+    @admin.display(description="last page")
     def error(self, obj: ScanState) -> str:
-        return f"{obj.last_error_class}/{obj.last_error_code}" if obj.last_error_code else "-"
+        if not obj.last_error_code:
+            return "read fine" if obj.last_completed_at or obj.active_run_id else "-"
+        times = "" if obj.failures <= 1 else f" ({obj.failures} times in a row)"
+        return f"failed{times}: {obj.last_error_message or obj.last_error_code}"
+
+    @admin.display(description="scanning now")
+    def scanning_now(self, obj: ScanState) -> str:
+        run = obj.active_run
+        if run is None:
+            return "no"
+        return f"scan {run.pk}: {label(RunState, run.state).lower()}, {run.pages} page(s) read"
+
+    @admin.display(description="next scan of this source")
+    def next_scan(self, obj: ScanState) -> str:
+        if obj.checkpoint_until is None:
+            return "Reads everything the source holds: no complete scan has finished yet."
+        return (
+            f"Is told that everything up to {localize(localtime(obj.checkpoint_until))} was read "
+            "by the last complete scan."
+        )
 
     @admin.action(description="Reconcile now", permissions=["change"])
     def reconcile_now(self, request, queryset):

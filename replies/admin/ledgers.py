@@ -8,7 +8,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
 
-from conduit.admin import LedgerAdmin, LedgerInline, short_key
+from conduit.admin import HistoryInline, LedgerAdmin, LedgerInline, short_key
+from conduit.content import MESSAGE_CONTENT
+from conduit.labels import state_html
+from conduit.search import PersonSearchMixin
 from replies import selectors
 from replies.models import (
     ApprovalState,
@@ -27,13 +30,14 @@ class EventReplyActionInline(LedgerInline):
     fields = readonly_fields = ("reply_key", "purpose", "approval_state", "delivery_state", "attempt_count")
 
 
-class ReplyTransitionInline(LedgerInline):
+class ReplyTransitionInline(HistoryInline):
     model = ReplyTransition
-    fields = readonly_fields = ("at", "prior_state", "next_state", "actor", "reason_code", "refused")
+    states = dict(DeliveryState.choices)
 
 
 class SendAttemptInline(LedgerInline):
     model = SendAttempt
+    classes = ("collapse",)
     fields = readonly_fields = (
         "attempt_number",
         "at",
@@ -66,7 +70,7 @@ class DeclaredPurposeFilter(admin.AllValuesFieldListFilter):
         )
 
 
-class ActionAdmin(LedgerAdmin):
+class ActionAdmin(PersonSearchMixin, LedgerAdmin):
     """Shared by the ledger and both queues: context, history and attempts of each action."""
 
     list_display = (
@@ -79,32 +83,54 @@ class ActionAdmin(LedgerAdmin):
         "created_at",
     )
     list_filter = ("event__source", ("purpose", DeclaredPurposeFilter), "delivery_state")
-    # Exact matches on indexed keys; "=key" would be iexact, UPPER() on both sides, a full scan.
-    search_fields = ("reply_key__exact", "event__event_key__exact")
     list_select_related = ("event__source", "campaign")
     ordering = ("-id",)
     inlines = [ReplyTransitionInline, SendAttemptInline]
-    fields = readonly_fields = (
+    # What a person decides from first; the internals folded under "Details".
+    lead_fields: tuple[str, ...] = (
+        "message_content",
+        "on_post",
+        "approved_copy",
+        "status",
+        "missing",
+        "window",
+        "campaign_matched",
+    )
+    detail_fields: tuple[str, ...] = (
         "reply_key",
         "event",
         "source",
         "purpose",
-        "campaign_matched",
-        "delivery_state",
         "approval_state",
         "approved_by",
         "approved_at",
         "channel",
         "copy_version",
-        "approved_copy",
-        "missing",
         "provider_reply_id",
         "attempt_count",
         "last_error_code",
         "canary",
         "event_context",
-        "message_content",
     )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None):
+        return (*self.lead_fields, *self.detail_fields)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None):
+        # Retained buyer content only for staff with the permission.
+        lead = [f for f in self.lead_fields if f != "message_content" or may_read_content(request)]
+        return [
+            (None, {"fields": lead}),
+            ("Details", {"fields": self.detail_fields, "classes": ("collapse",)}),
+        ]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        action = self.get_object(request, object_id)  # None for an id that is no row's
+        context = {"title": action_title(action), "subtitle": None} if action is not None else {}
+        return super().change_view(request, object_id, form_url, {**context, **(extra_context or {})})
+
+    def search_rows(self, queryset: QuerySet, term: str, *, words: bool) -> QuerySet:
+        return selectors.actions_matching(queryset, term, words=words)
 
     @admin.display(ordering="event__source__name")
     def source(self, obj: ReplyAction) -> str:
@@ -146,6 +172,22 @@ class ActionAdmin(LedgerAdmin):
         )
         return f"{copy.copy_version} ({copy.channel}): {copy.text}" if copy else "-"
 
+    # Not `state`: a queue's class names the state it shows by that attribute.
+    @admin.display(description="state")
+    def status(self, obj: ReplyAction):
+        return state_html(obj.get_delivery_state_display(), obj.delivery_state)
+
+    @admin.display(description="on post")
+    def on_post(self, obj: ReplyAction) -> str:
+        return obj.event.conversation_ref
+
+    @admin.display(description="time left to reply")
+    def window(self, obj: ReplyAction) -> str:
+        left = selectors.time_left(obj)
+        if left == "expired":
+            return "the platform's reply window has closed"
+        return f"{left} left in the platform's reply window" if left else "no window: the platform sets none"
+
     @admin.display(description="event")
     def event_context(self, obj: ReplyAction):
         event = obj.event
@@ -159,16 +201,35 @@ class ActionAdmin(LedgerAdmin):
         ]
         return format_html_join("", "<div>{}: {}</div>", rows)
 
-    @admin.display(description="message (retained content)")
-    def message_content(self, obj: ReplyAction) -> str:
-        return obj.event.message_text or "purged by the retention rule"
+    @admin.display(description="they wrote")
+    def message_content(self, obj: ReplyAction):
+        event = obj.event
+        if not event.message_text:
+            return "purged by the retention rule"
+        who = event.sender_handle or "the buyer"
+        return format_html('<strong>{}</strong><div class="conduit-said">{}</div>', who, event.message_text)
 
-    def get_fields(self, request: HttpRequest, obj: Any = None):
-        # Retained buyer content only for staff with the permission.
-        fields = super().get_fields(request, obj)
-        if request.user.has_perm("ingress.view_message_content"):
-            return fields
-        return [f for f in fields if f != "message_content"]
+
+CHANNEL_WORDS = {"public_reply": "Public reply", "private_reply": "Private reply", "dm": "Direct message"}
+
+
+def action_title(action: ReplyAction) -> str:
+    """What the reply is, for a page's title: "Public reply to a comment on post 1789…"."""
+    channel = action.channel
+    if not channel:
+        copy = selectors.copy_for(action)
+        channel = copy.channel if copy is not None else ""
+    kind = CHANNEL_WORDS.get(channel) or (
+        "Private reply" if "private" in action.purpose or "dm" in action.purpose.split("_") else "Reply"
+    )
+    event = action.event
+    if event.event_type.startswith("comment"):
+        return f"{kind} to a comment on post {event.conversation_ref} ({action.purpose})"
+    return f"{kind} to a message from {event.sender_handle or 'a buyer'} ({action.purpose})"
+
+
+def may_read_content(request: HttpRequest) -> bool:
+    return request.user.has_perm(MESSAGE_CONTENT)
 
 
 class DecidedFilter(admin.SimpleListFilter):

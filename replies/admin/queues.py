@@ -8,7 +8,9 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from conduit.admin import confirmed_action
+from conduit.content import MESSAGE_CONTENT
 from replies import selectors, services
+from replies.admin.inbox import CLOSE_REASONS, InboxViews
 from replies.admin.ledgers import ActionAdmin, DeclaredPurposeFilter
 from replies.models import DeliveryState, ReplyAction, ReplyCopy, ReviewQueue, StrandedSendQueue
 
@@ -59,6 +61,11 @@ def confirmed_each(
 class QueueAdmin(ActionAdmin):
     state = ""
     close_reason = ""
+    change_list_template = "admin/conduit/queue_change_list.html"
+    empty_text = "Nothing is waiting here."
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        return super().changelist_view(request, {"empty_text": self.empty_text, **(extra_context or {})})
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).filter(delivery_state=self.state)
@@ -82,11 +89,12 @@ class QueueAdmin(ActionAdmin):
 
 
 @admin.register(ReviewQueue)
-class ReviewQueueAdmin(QueueAdmin):
+class ReviewQueueAdmin(InboxViews, QueueAdmin):
     """What a reviewer decides: the comment, the copy that would go out, and Approve or Close."""
 
     state = DeliveryState.REVIEW_PENDING
     close_reason = "closed_by_reviewer"
+    empty_text = "Nothing is waiting for review: every reply has been decided."
     list_display = ("key", "comment", "copy_to_send", "source", "purpose", "age", "missing")
     list_display_links = ("key",)
     list_filter = ("event__source", ("purpose", DeclaredPurposeFilter))
@@ -155,7 +163,7 @@ class ReviewQueueAdmin(QueueAdmin):
         return request.user.has_perm("replies.approve_replyaction")
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        action = ReplyAction.objects.filter(pk=object_id).only("delivery_state").first()
+        action = self.get_object(request, object_id)  # None for an id that is no row's
         context = {
             "decide_buttons": action is not None
             and action.delivery_state == self.state
@@ -176,14 +184,22 @@ class ReviewQueueAdmin(QueueAdmin):
                 copies[action.pk] = selectors.copy_for(action)
             return copies[action.pk]
 
-        def outgoing(action: ReplyAction) -> str:
-            """The exact text approval sends (the newest copy version), or why it cannot be approved."""
+        def outgoing(action: ReplyAction):
+            """The comment and the exact text approval sends (the newest copy version), side by
+            side, or why it cannot be approved."""
             copy = shown(action)
             if copy is None:
-                return f"Cannot be approved: {selectors.no_copy_reason(action)}"
-            return (
-                f"Will send as {copy.channel} (copy {copy.copy_version}):\n{copy.text}\n"
-                f"(campaign {action.campaign.name})"
+                return beside(request, action, f"Cannot be approved: {selectors.no_copy_reason(action)}")
+            return beside(
+                request,
+                action,
+                format_html(
+                    '<strong>Will send as {} (copy {}):</strong><div>{}</div><span class="quiet">campaign {}</span>',
+                    copy.channel,
+                    copy.copy_version,
+                    copy.text,
+                    action.campaign.name,
+                ),
             )
 
         def pin(action: ReplyAction) -> str:
@@ -210,7 +226,52 @@ class ReviewQueueAdmin(QueueAdmin):
 
     @admin.action(permissions=["approve"], description="Close selected without reply")
     def close(self, request: HttpRequest, queryset: QuerySet):
-        return self._close(request, queryset)
+        return self.close_with_reason(request, queryset)
+
+    def close_with_reason(self, request: HttpRequest, queryset: QuerySet):
+        """Close without reply, the reviewer choosing why (kept as the history's reason code)."""
+
+        def apply(action: ReplyAction, reason: str) -> tuple[bool, str]:
+            result = services.reply_close(
+                action_id=action.pk,
+                actor=request.user.get_username(),
+                reason_code=reason,
+                expected=self.state,
+            )
+            return result.ok, result.message
+
+        return confirmed_action(
+            self,
+            request,
+            queryset,
+            title="Close without reply",
+            action="close",
+            apply=apply,
+            describe=lambda action: beside(request, action, "Nothing will be sent."),
+            note_required=True,
+            note_label="Why it is closed",
+            note_choices=CLOSE_REASONS,
+        )
+
+
+def beside(request: HttpRequest, action: ReplyAction, outgoing):
+    """What the buyer wrote (with the content permission) beside what will go out."""
+    event = action.event
+    if not request.user.has_perm(MESSAGE_CONTENT):
+        said = format_html(
+            '<span class="quiet">{}</span>', "(the comment is shown only with the content permission)"
+        )
+    elif not event.message_text:
+        said = format_html('<span class="quiet">{}</span>', "(purged by the retention rule)")
+    else:
+        said = format_html(
+            "<strong>{} wrote:</strong><div>{}</div>", event.sender_handle or "The buyer", event.message_text
+        )
+    return format_html(
+        '<div class="conduit-beside"><div class="conduit-they">{}</div><div class="conduit-we">{}</div></div>',
+        said,
+        outgoing,
+    )
 
 
 class UnknownSendQueueAdmin(QueueAdmin):
@@ -218,6 +279,7 @@ class UnknownSendQueueAdmin(QueueAdmin):
 
     state = DeliveryState.SEND_STATUS_UNKNOWN
     close_reason = "closed_by_operator"
+    empty_text = "No send is in doubt: every attempted reply is known sent or not sent."
     list_display = (
         "key",
         "event_short",
@@ -280,6 +342,7 @@ class StrandedSendQueueAdmin(QueueAdmin):
 
     state = DeliveryState.FAILED_BEFORE_SEND
     close_reason = "closed_stranded_by_operator"
+    empty_text = "No reply is stuck before sending."
     list_display = (
         "key",
         "event_short",
@@ -292,7 +355,8 @@ class StrandedSendQueueAdmin(QueueAdmin):
         "created_at",
     )
     list_filter = ("event__source", ("purpose", DeclaredPurposeFilter), "last_error_code")
-    fields = readonly_fields = ("stranded", "last_attempt", *ActionAdmin.fields, "next_attempt_at")
+    lead_fields = ("stranded", "last_attempt", *ActionAdmin.lead_fields)
+    detail_fields = (*ActionAdmin.detail_fields, "next_attempt_at")
     actions = ["retry_now", "close"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

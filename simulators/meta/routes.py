@@ -108,6 +108,7 @@ class Router:
             "updated_time": iso(row["created"]),
             "message": row["caption"],
             "permalink_url": f"https://www.facebook.com/{row['id']}",
+            "full_picture": f"https://scontent.example.invalid/v/t39.30808-6/{row['id']}_n.jpg",
         }
         return _select(item, set(tree) if tree else None, {"id", "created_time", "message"})
 

@@ -120,6 +120,11 @@ def action_state(i: int, purpose: str) -> str:
     return "SENT"
 
 
+def handle(i: int) -> str:
+    """Event i's author's handle: one per person (sender_ref person_test_<i % 10007>)."""
+    return f"buyer_test_{i % 10007:05d}"
+
+
 def keys(sources: list[Source], i: int) -> tuple[Source, str, str]:
     source = sources[i % len(sources)]
     ident = f"evt_test_{i:08d}"
@@ -149,7 +154,8 @@ def generate(sources: list[Source], lo: int, hi: int):
             f"{eid}\t{key}\t{source.pk}\tsandbox-social\t{source.account_ref}\t{ident}\tcomment.created\t"
             f"post_test_{i % 997}\tmsg_test_{i:08d}\tperson_test_{i % 10007}\t{ts(occurred)}\t{ts(occurred)}\t"
             f"{'%064x' % i}\tevent-v1\t{'t' if canary else 'f'}\t1\t{'f' if closed else 't'}\t{state}\t"
-            f"UNRECONCILED\t\\N\t{ts(received)}\t{ts(received)}\t1\tPlease send the CHECKLIST {i}\t\\N\n"
+            f"UNRECONCILED\t\\N\t{ts(received)}\t{ts(received)}\t1\tPlease send the CHECKLIST {i}\t\\N\t"
+            f"{handle(i)}\n"
         )
         event_trans.append(
             f"{2 * eid - 1}\t{eid}\tevent\t\\N\tRECEIVED\t{ts(received)}\tingress\taccepted\tf\n"
@@ -200,7 +206,8 @@ COLUMNS = {
         "id, event_key, source_id, source_system, source_account_ref, source_event_id, event_type, "
         "conversation_ref, message_ref, sender_ref, occurred_at, occurred_at_original, payload_hash, "
         "contract_version, canary, trigger_rule_version, trigger_match, event_state, reconcile_status, "
-        "reconciled_at, first_received_at, last_received_at, seen_count, message_text, content_purged_at"
+        "reconciled_at, first_received_at, last_received_at, seen_count, message_text, content_purged_at, "
+        "sender_handle"
     ),
     "inbound_event_transitions": "id, event_id, ledger, prior_state, next_state, at, actor, reason_code, refused",
     "reply_actions": (
@@ -270,19 +277,59 @@ def pages(sources: list[Source], size: int) -> list[tuple[str, str, str]]:
     source, ident, key = keys(sources, pick)
     from django.utils.http import urlencode
 
+    # Pending: an event whose replies wait for review (2% of them), for the inbox's searches.
+    pending = pick + 1
+    while action_state(pending, "public_ack") != "REVIEW_PENDING":
+        pending += 1
+    _, pending_ident, _ = keys(sources, pending)
+    events = "/admin/ingress/inboundevent/"
+    actions = "/admin/replies/replyaction/"
+    inbox = "/admin/replies/reviewqueue/inbox/"
+    action_key = reply_key(key, "public_ack")
     return [
         ("review queue", "admin", "/admin/replies/reviewqueue/"),
+        ("inbox", "admin", inbox),
+        ("inbox, by handle", "admin", f"{inbox}?{urlencode({'q': handle(pending)})}"),
+        ("inbox, by event id", "admin", f"{inbox}?{urlencode({'q': pending_ident})}"),
         ("unknown-send queue", "admin", "/admin/replies/unknownsendqueue/"),
-        ("events changelist", "admin", "/admin/ingress/inboundevent/"),
+        ("events changelist", "admin", events),
         (
             "events, filtered",
             "admin",
-            f"/admin/ingress/inboundevent/?{urlencode({'source__id__exact': source.pk, 'event_state__exact': 'CLOSED_NO_REPLY'})}",
+            f"{events}?{urlencode({'source__id__exact': source.pk, 'event_state__exact': 'CLOSED_NO_REPLY'})}",
         ),
-        ("events, searched", "admin", f"/admin/ingress/inboundevent/?{urlencode({'q': key})}"),
+        ("events, by whole key", "admin", f"{events}?{urlencode({'q': key})}"),
+        ("events, by event id", "admin", f"{events}?{urlencode({'q': ident})}"),
+        ("events, by comment id", "admin", f"{events}?{urlencode({'q': f'msg_test_{pick:08d}'})}"),
+        ("events, by part of key", "admin", f"{events}?{urlencode({'q': key[-20:-3]})}"),
+        ("events, by post id", "admin", f"{events}?{urlencode({'q': f'post_test_{pick % 997}'})}"),
+        ("events, by handle", "admin", f"{events}?{urlencode({'q': handle(pick)})}"),
+        ("events, by a rare word", "admin", f"{events}?{urlencode({'q': f'checklist {pick}'})}"),
+        ("events, by a common word", "admin", f"{events}?{urlencode({'q': 'please'})}"),
+        ("events, by a word in none", "admin", f"{events}?{urlencode({'q': 'nowhere_test'})}"),
+        ("actions, by event id", "admin", f"{actions}?{urlencode({'q': ident})}"),
+        ("actions, by reply key start", "admin", f"{actions}?{urlencode({'q': action_key[:12]})}"),
         ("event page", "admin", f"/admin/ingress/inboundevent/{pick + 1}/change/"),
         ("GET /api/events/?event_key=", "api", f"/api/events/?{urlencode({'event_key': key})}"),
     ]
+
+
+# What each searched page must show: the searched row (a search that finds nothing fast is no search).
+FOUND = {
+    "events, by whole key": b"evt_test_",
+    "events, by event id": b"evt_test_",
+    "events, by comment id": b"evt_test_",
+    "events, by part of key": b"evt_test_",
+    "events, by post id": b"evt_test_",
+    "events, by handle": b"evt_test_",
+    "events, by a rare word": b"evt_test_",
+    "events, by a common word": b"evt_test_",
+    "actions, by event id": b"public_ack",
+    "actions, by reply key start": b"public_ack",
+    "inbox, by handle": b"conduit-card",
+    "inbox, by event id": b"conduit-card",
+    "inbox": b"conduit-card",
+}
 
 
 def measure(clients: dict[str, Client], sources: list[Source], size: int, samples: int) -> dict[str, tuple]:
@@ -298,8 +345,13 @@ def measure(clients: dict[str, Client], sources: list[Source], size: int, sample
             response = client.get(url)
             times.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, (name, url, response.status_code)
-        if name == "events, searched" or name.startswith("GET /api"):
-            assert b"evt_test_" in response.content, (name, "the searched event is not on the page")
+        if name in FOUND or name.startswith("GET /api"):
+            assert FOUND.get(name, b"evt_test_") in response.content, (
+                name,
+                "the searched row is not on the page",
+            )
+        if name == "events, by a word in none":
+            assert b"0 inbound events" in response.content or b"0 results" in response.content, name
         times.sort()
         p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
         results[name] = (statistics.median(times), p95)

@@ -105,6 +105,10 @@ def test_the_tour_from_login_to_the_canary_report(
 
         # The oldest pending reply: its comment and the copy that would go out.
         page.click("#work-review_pending a")
+        page.wait_for_url(re.compile(r".*/admin/replies/reviewqueue/inbox/$"))
+        card = page.inner_text(".conduit-card")
+        assert comment[:40] in card and COPY in card
+        page.click("text=The review queue as a list")
         page.wait_for_url(re.compile(r".*/admin/replies/reviewqueue/$"))
         row = page.locator("#result_list tbody tr").first
         assert comment[:40] in row.inner_text() and COPY in row.inner_text()
@@ -126,7 +130,7 @@ def test_the_tour_from_login_to_the_canary_report(
         assert "approved by tour_browser" in page.inner_text("#result_list")
         _no_overflow(page, "06-recently-decided")
         page.goto(f"{live_server.url}/admin/replies/replyaction/{pending.pk}/change/")
-        assert page.inner_text("div.field-delivery_state div.readonly") == "Sent"
+        assert page.inner_text("div.field-status div.readonly").startswith("Sent")
 
         # The unknown send, in plain words, resolved by looking the receipt up.
         page.goto(f"{live_server.url}/admin/")

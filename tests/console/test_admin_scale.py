@@ -1,7 +1,8 @@
-"""The admin at a million rows (docs/benchmarks.md#admin): no whole-ledger counts, scans or UPPER() searches per page.
+"""The admin at a million rows (docs/benchmarks.md#admin): no whole-ledger counts or scans per page.
 
 `make bench-admin` measures the pages at 1M events; these tests pin the query shapes that
-made them fast, each with a positive control putting the old behaviour back.
+made them fast, each with a positive control putting the old behaviour back. Searches read
+their trigram indexes: tests/console/test_search.py.
 """
 
 import re
@@ -81,25 +82,6 @@ def test_the_events_changelist_has_no_date_hierarchy_scan(admin_client, events):
 def test_positive_control_the_date_hierarchy_scans(admin_client, events, monkeypatch):
     monkeypatch.setattr(admin.site._registry[InboundEvent], "date_hierarchy", "first_received_at")
     assert [sql for sql in _sql(admin_client, EVENTS) if 'MIN("inbound_events"' in sql]
-
-
-def test_key_searches_are_exact_and_use_no_upper(admin_client, events):
-    """`=key` in search_fields is iexact: UPPER() on both sides, which no index serves."""
-    for url, key in (
-        (EVENTS, events.event_key),
-        ("/admin/replies/reviewqueue/", events.event_key),
-        (EVENTS, events.message_ref),
-        (EVENTS, events.source_event_id),
-    ):
-        queries = _sql(admin_client, f"{url}?q={key}")
-        assert not [sql for sql in queries if "UPPER(" in sql], url
-        assert "0 results" not in admin_client.get(url, {"q": key}).content.decode()
-    assert "0 results" in admin_client.get(EVENTS, {"q": events.event_key.upper()}).content.decode()
-
-
-def test_positive_control_an_iexact_search_uses_upper(admin_client, events, monkeypatch):
-    monkeypatch.setattr(admin.site._registry[InboundEvent], "search_fields", ("=event_key",))
-    assert [sql for sql in _sql(admin_client, f"{EVENTS}?q={events.event_key}") if "UPPER(" in sql]
 
 
 def test_the_purpose_filter_lists_declared_purposes_without_a_distinct_scan(admin_client, events):

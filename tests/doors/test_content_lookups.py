@@ -88,7 +88,9 @@ def test_the_content_columns_are_declared():
     declared = {(f.model._meta.app_label, f.model._meta.model_name, f.name) for f in content_fields()}
     assert declared == {
         ("ingress", "inboundevent", "message_text"),
+        ("ingress", "inboundevent", "sender_handle"),
         ("reconcile", "stagedevent", "text"),
+        ("reconcile", "stagedevent", "handle"),
         ("ingress", "inboundevent", "payload_hash"),
         ("reconcile", "stagedevent", "payload_hash"),
     }
@@ -234,11 +236,11 @@ def test_the_payload_hash_confirms_no_guess(client, event):
     right, wrong = _answer(client, url + event.payload_hash), _answer(client, url + "0" * 64)
     assert right[0] == wrong[0] == 400 and right == wrong
     page = client.get(f"/admin/ingress/inboundevent/{event.pk}/change/").content.decode()
-    assert event.payload_hash not in page
+    assert event.payload_hash not in page and HIDDEN not in page and "They wrote" not in page
     assert event.event_key in page  # the page itself is served
 
 
 def test_the_payload_hash_is_shown_with_the_permission(client, event):
     _login(client, _user("hash_reader_test", groups=("reviewers",), content=True))
     page = client.get(f"/admin/ingress/inboundevent/{event.pk}/change/").content.decode()
-    assert event.payload_hash in page
+    assert event.payload_hash in page and HIDDEN in page

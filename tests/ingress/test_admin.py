@@ -40,8 +40,11 @@ def test_every_ledger_page_renders_and_ledgers_are_read_only(admin_client, deliv
         response = admin_client.get(url)
         assert response.status_code == 200, url
     page = admin_client.get(f"/admin/ingress/inboundevent/{event.pk}/change/").content.decode()
-    assert "RECORD_READY" in page and "public_ack" in page
-    assert "CHECKLIST" not in page  # retained content is not shown on the ledger page
+    assert "Replies planned" in page and "public_ack" in page
+    # The buyer's words lead the event's page for staff with the content permission (a superuser
+    # here); tests/doors/test_content_lookups.py holds them from everyone else.
+    assert page.index("They wrote") < page.index("Details") and "CHECKLIST" in page
+    assert "CHECKLIST" not in admin_client.get("/admin/ingress/inboundevent/").content.decode()
     assert admin_client.get("/admin/ingress/inboundevent/add/").status_code == 403
     assert admin_client.post(f"/admin/ingress/inboundevent/{event.pk}/delete/").status_code == 403
 

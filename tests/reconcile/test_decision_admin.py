@@ -2,6 +2,7 @@
 
 import pytest
 
+from reconcile.admin.words import VERDICT_WORDS
 from reconcile.decisions.schema import violations
 from reconcile.selectors import reply_decision_request, reply_digest
 from replies.sender import reply_send
@@ -57,9 +58,9 @@ def test_with_verified_deduplication_the_page_says_retry(admin_client, unknown):
     sandbox is the conservative one: query the destination first."""
     action = unknown("timeout_after_accept")
     page = admin_client.get(f"/admin/replies/unknownsendqueue/{action.pk}/change/").content.decode()
-    assert "<strong>retry</strong>" in page
+    assert f"<strong>{VERDICT_WORDS['retry']}</strong>" in page  # retry, in words
     queue = admin_client.get("/admin/replies/unknownsendqueue/").content.decode()
-    assert "reconcile: query_destination" in queue and "retry: retry_delivery" not in queue
+    assert VERDICT_WORDS["reconcile"] in queue and VERDICT_WORDS["retry"] not in queue
 
 
 def test_a_transport_class_declaring_deduplication_makes_the_column_say_retry(
@@ -83,5 +84,5 @@ def test_a_transport_class_declaring_deduplication_makes_the_column_say_retry(
     monkeypatch.setitem(registry.TRANSPORTS, DeclaresDedupe.name, DeclaresDedupe)
     ReplyRoute.objects.update(transport_name=DeclaresDedupe.name)
     queue = admin_client.get("/admin/replies/unknownsendqueue/").content.decode()
-    assert "retry: retry_delivery" in queue
+    assert VERDICT_WORDS["retry"] in queue  # "retry: retry_delivery", in words
     assert action.reply_key[:12] in queue

@@ -129,8 +129,8 @@ def test_the_report_page_shows_decisions_taken_since_the_previous_report(
     second = ReconcileReport.objects.get(pk=scan(source).report_id)
     page = admin_client.get(f"/admin/reconcile/reconcilereport/{second.pk}/change/").content.decode()
     section = page.split('id="later-decisions"', 1)[1]
-    assert f"report {finding.report_id}</a>: RECEIPT_MISSING" in section
-    assert "operator_test" in section and "CLOSED" in section
+    assert f"report {finding.report_id}</a>: Sent, receipt missing" in section
+    assert "operator_test" in section and "Closed" in section
 
 
 def test_a_retry_now_in_the_stranded_queue_decides_the_actions_open_findings(receipt_missing):

@@ -63,7 +63,7 @@ def test_report_page_and_export_show_counts_findings_and_decisions(admin_client,
     assert action.delivery_state == "APPROVED" and action.reply_key == finding.reply_key  # same key
 
     page = admin_client.get(f"/admin/reconcile/reconcilereport/{report.pk}/change/").content.decode()
-    assert "RETRY_AUTHORIZED" in page and "thread checked: no reply there" in page
+    assert "Retry authorized" in page and "thread checked: no reply there" in page
     export = admin_client.get(f"/admin/reconcile/reconcilereport/{report.pk}/export/")
     document = json.loads(b"".join(export.streaming_content))
     assert document["report"] == report.pk and document["counts"]["retry_candidates"] == 1

@@ -134,7 +134,10 @@ def test_the_report_page_and_export_show_refused_replays_apart(
     for name, value in (("missing_found", 2), ("missing_recovered", 1), ("missing_replay_refused", 1)):
         row = page.split(f'id="counter-{name}"', 1)[1].split("</tr>", 1)[0]
         assert f"<td>{value}</td>" in row, (name, row)
-    assert "Replays refused" in page and "<code>replay_refused</code> 1" in page
+    assert (
+        "Replays refused" in page
+        and '<span title="replay_refused">ingest refused the replayed batch</span>: 1' in page
+    )
     listing = admin_client.get("/admin/reconcile/reconcilereport/").content.decode()
     assert 'class="field-replays_refused">1<' in listing and 'class="field-recovered">1<' in listing
     export = admin_client.get(f"/admin/reconcile/reconcilereport/{report.pk}/export/")

@@ -9,11 +9,12 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.utils.html import escape
 
 from reconcile import services
 from reconcile.models import Finding, ReconcileReport
 from replies import services as reply_services
-from replies.models import ReplyAction
+from replies.models import DeliveryState, ReplyAction
 from replies.services import resolution
 from tests.reconcile.conftest import approved_and_sent, held_and_delivered
 from tests.replies.test_replies_admin import act, member
@@ -143,7 +144,7 @@ def test_the_admin_queue_lists_it_and_an_acknowledgement_closes_it(buried, clien
     queue = client.get("/admin/reconcile/finding/?queue=unexpected_receipts")
     assert queue.status_code == 200
     page = queue.content.decode()
-    assert action.reply_key[:12] in page and "CLOSED_NO_REPLY" in page
+    assert action.reply_key[:12] in page and escape(DeliveryState.CLOSED_NO_REPLY.label) in page
     finding = Finding.objects.get(kind="UNEXPECTED_RECEIPT")
     client.post(
         "/admin/reconcile/finding/",

@@ -202,18 +202,20 @@ def test_owners_add_a_route_only_for_a_declared_purpose(client, sandbox_source):
 
 
 @pytest.mark.parametrize(
-    "queue, group, reason",
+    "queue, group, chosen, reason",
     [
-        ("reviewqueue", "reviewers", "closed_by_reviewer"),
-        ("unknownsendqueue", "operators", "closed_by_operator"),
+        # A reviewer says why (the confirmation's choice); an operator's close is its queue's.
+        ("reviewqueue", "reviewers", {"note": "closed_not_a_buyer"}, "closed_not_a_buyer"),
+        ("reviewqueue", "reviewers", {"note": "closed_by_reviewer"}, "closed_by_reviewer"),
+        ("unknownsendqueue", "operators", {}, "closed_by_operator"),
     ],
 )
-def test_each_queue_closes_with_its_own_reason(client, pending, queue, group, reason):
+def test_each_queue_closes_with_its_own_reason(client, pending, queue, group, chosen, reason):
     (action, _), _ = pending
     if queue == "unknownsendqueue":
         ReplyAction.objects.filter(pk=action.pk).update(delivery_state="SEND_STATUS_UNKNOWN")
     client.force_login(member(f"{group}_test", group))
-    act(client, queue, "close", [action], confirm="yes")
+    act(client, queue, "close", [action], confirm="yes", **chosen)
     action.refresh_from_db()
     assert action.delivery_state == "CLOSED_NO_REPLY"
     last = ReplyTransition.objects.filter(action=action).last()

@@ -21,6 +21,7 @@ class _RecentPosts:
     posts_text = ""  # the field holding a post's text
     posts_time = ""
     posts_link = ""
+    posts_images: tuple[str, ...] = ()  # the fields holding an image of the post, preferred first
 
     def post_kind(self, item: dict) -> str:
         raise NotImplementedError
@@ -57,6 +58,14 @@ class _RecentPosts:
                     permalink=link if isinstance(link, str) and link.startswith("https://") else "",
                     published_at=_when(item.get(self.posts_time)),
                     kind=self.post_kind(item),
+                    thumbnail=next(
+                        (
+                            url
+                            for url in (item.get(name) for name in self.posts_images)
+                            if isinstance(url, str) and url.startswith("https://")
+                        ),
+                        "",
+                    ),
                 )
             )
         return posts
@@ -91,8 +100,10 @@ class MetaInstagramReader(_RecentPosts, _GraphFanOutReader):
     )
     comment_params: dict[str, str] = {}
     posts_edge = "media"
-    posts_fields = "id,caption,permalink,timestamp,media_type,media_product_type"
+    posts_fields = "id,caption,permalink,timestamp,media_type,media_product_type,media_url,thumbnail_url"
     posts_text, posts_time, posts_link = "caption", "timestamp", "permalink"
+    # A video's media_url is the video: its thumbnail_url is the picture.
+    posts_images = ("thumbnail_url", "media_url")
 
     def post_kind(self, item: dict) -> str:
         # REELS, FEED, STORY...; the older media_type (IMAGE, VIDEO, CAROUSEL_ALBUM) where it is all there is.
@@ -169,8 +180,9 @@ class MetaPageReader(_RecentPosts, _GraphFanOutReader):
     comment_params = {"filter": "stream"}
     # The Page's own posts (the feed has visitors' posts too): what a business runs a campaign on.
     posts_edge = "posts"
-    posts_fields = "id,message,permalink_url,created_time"
+    posts_fields = "id,message,permalink_url,created_time,full_picture"
     posts_text, posts_time, posts_link = "message", "created_time", "permalink_url"
+    posts_images = ("full_picture",)
 
     def post_kind(self, item: dict) -> str:
         return "Page post"

@@ -58,6 +58,7 @@ from conduit.providers.base import (
     Rejection,
     SourceAdapter,
     SourceConfig,
+    handle_of,
     reply_text_digest,
 )
 
@@ -158,6 +159,7 @@ class MetaWebhookAdapter(SourceAdapter):
         hashed: dict,
         text: str,
         parent: str = "",
+        handle: Any = None,
     ) -> Observation:
         return Observation(
             index=index,
@@ -175,6 +177,7 @@ class MetaWebhookAdapter(SourceAdapter):
             canary=config.canary,
             text=text.replace("\x00", "\ufffd"),
             parent_ref=parent,
+            handle=handle_of(handle),
         )
 
     def _message(self, index: int, event: Any, account: str, config: SourceConfig, entry_time: Any):
@@ -294,6 +297,7 @@ class MetaInstagramWebhook(MetaWebhookAdapter):
             },
             text=text,
             parent=parent,
+            handle=author.get("username"),
         )
 
 
@@ -370,4 +374,5 @@ class MetaPageWebhook(MetaWebhookAdapter):
             },
             text=text,
             parent="" if parent == post else parent,
+            handle=author.get("name"),
         )

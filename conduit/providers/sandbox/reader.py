@@ -64,6 +64,9 @@ class SandboxReader(SourceReader):
                     permalink=str(post.get("permalink", "")),
                     published_at=published,
                     kind=str(post.get("kind", "post"))[:32],
+                    thumbnail=str(post.get("thumbnail", ""))
+                    if str(post.get("thumbnail", "")).startswith("https://")
+                    else "",
                 )
             )
         return summaries

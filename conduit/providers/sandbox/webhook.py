@@ -20,6 +20,7 @@ from conduit.providers.base import (
     SecretUnavailable,
     SourceAdapter,
     SourceConfig,
+    handle_of,
     strict_json,
 )
 from conduit.providers.sandbox import standard_webhooks
@@ -177,4 +178,5 @@ class SandboxSocialAdapter(SandboxReader, SourceAdapter):
             canary=config.canary,
             # PostgreSQL text cannot hold NUL; the hash above keeps the original.
             text=text.replace("\x00", "\ufffd"),
+            handle=handle_of(item.get("from_handle")),
         )

@@ -145,9 +145,9 @@ class Command(BaseCommand):
         if outcome.state == "failed":
             error = outcome.error
             self.stderr.write(
-                f"run {outcome.run_id}: page failed: {error.error_class}/{error.code}: {error.message}"
+                f"run {outcome.run_id}: a page read failed: {error.message} ({error.error_class}/{error.code})"
             )
-            self.stderr.write("staged pages are kept; run the command again to resume")
+            self.stderr.write("the pages read so far are kept; run the command again to resume")
             sys.exit(1)
         if outcome.state == "discarded":
             error = outcome.error
@@ -158,7 +158,7 @@ class Command(BaseCommand):
             )
             self.stderr.write(
                 f"run {outcome.run_id}: {why}; "
-                "its staging was discarded and the last complete checkpoint stands"
+                "the pages it read were dropped; what the last complete scan read still stands"
             )
             sys.exit(1)
         self.stderr.write(f"run {outcome.run_id}: this worker lost the scan lease; another worker continues")

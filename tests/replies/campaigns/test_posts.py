@@ -27,9 +27,12 @@ def test_instagram_media_are_read_from_the_recorded_media_list():
     answer = recorded("instagram/answer_media__list_page")
     config = config_for("17841000000000901", "meta-instagram")
     posts, query = _read(MetaInstagramAdapter(), config, answer)
-    assert query["fields"] == "id,caption,permalink,timestamp,media_type,media_product_type"
-    assert [(p.id, p.caption, p.permalink, p.kind) for p in posts] == [
-        (item["id"], "", item["permalink"], item["media_type"]) for item in answer["data"]
+    assert (
+        query["fields"]
+        == "id,caption,permalink,timestamp,media_type,media_product_type,media_url,thumbnail_url"
+    )
+    assert [(p.id, p.caption, p.permalink, p.kind, p.thumbnail) for p in posts] == [
+        (item["id"], "", item["permalink"], item["media_type"], item["media_url"]) for item in answer["data"]
     ]  # the recorded media have no caption: Graph leaves the field out
     assert posts[0].published_at == datetime(2021, 8, 13, 8, 25, 28, tzinfo=timezone.utc)
 
@@ -38,11 +41,19 @@ def test_page_posts_are_read_from_the_recorded_posts_list():
     answer = recorded("page/answer_posts__time_paged")
     config = config_for("4", "meta-page")
     posts, query = _read(MetaPageAdapter(), config, answer)
-    assert query["fields"] == "id,message,permalink_url,created_time"
+    assert query["fields"] == "id,message,permalink_url,created_time,full_picture"
     assert [(p.id, p.caption, p.kind) for p in posts] == [
         (item["id"], item["message"], "Page post") for item in answer["data"]
     ]
     assert {p.permalink for p in posts} == {""}  # not in the recorded answer (not asked for there)
+
+
+def test_a_page_post_s_picture_is_its_recorded_full_picture():
+    answer = recorded("page/answer_feed__cursor_paged")  # the recorded feed carries full_picture
+    config = config_for("4", "meta-page")
+    posts, _ = _read(MetaPageAdapter(), config, answer)
+    pictures = [item.get("full_picture", "") for item in answer["data"]]
+    assert [p.thumbnail for p in posts] == pictures and any(pictures) and not all(pictures)
 
 
 def test_a_refusal_says_why_in_conduits_words():

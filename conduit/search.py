@@ -1,0 +1,124 @@
+"""What a person types into a search box, answered from an index.
+
+A reviewer types what they have in front of them: an event id (`evt_test_c1`), a comment or
+message id, a post id, part of a key, a buyer's handle or words of the comment. Each word
+typed (three characters or more) must appear somewhere in the row, in any case:
+
+- in its identifiers: the event key (which holds the platform's event id), the post
+  (`conversation_ref`) and the comment or message (`message_ref`), read through one
+  trigram index on their joined text (`inbound_event_ids_trgm`, PostgreSQL's pg_trgm);
+- or, only for a person with the content permission, in what the buyer wrote: the handle
+  and the text, through a second trigram index (`inbound_event_words_trgm`).
+
+The expressions below are spelled exactly as those indexes are (ingress migration 0021):
+PostgreSQL uses an expression index only for the same expression. A term shorter than three
+characters has no trigram: it is matched whole against the ids' own indexes instead.
+A reply key is hexadecimal and shown by its start (`short_key`): its part is a prefix, read
+from the key's unique index as a range.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db.models import F, Func, Q, QuerySet, TextField
+
+from conduit.content import MESSAGE_CONTENT
+
+MIN_SUBSTRING = 3  # pg_trgm indexes words of three characters and more
+MAX_WORDS = 6  # more words than this add nothing a person would type, only index scans
+_HEX = re.compile(r"[0-9a-f]{3,64}")
+
+ID_COLUMNS = ("event_key", "conversation_ref", "message_ref")
+WORD_COLUMNS = ("sender_handle", "message_text")
+
+
+class Haystack(Func):
+    """UPPER(a || ' ' || b ...): one row's searchable text, as its trigram index holds it."""
+
+    template = "UPPER(%(expressions)s)"
+    arg_joiner = " || ' ' || "
+    output_field = TextField()
+
+
+def haystack_sql(columns: tuple[str, ...]) -> str:
+    """The index expression for `columns` (the migration creates the index from this)."""
+    return "UPPER(" + " || ' ' || ".join(columns) + ")"
+
+
+def words_of(term: str) -> list[str]:
+    """The words of a search term that a trigram index can answer, at most MAX_WORDS."""
+    return [w for w in term.split() if len(w) >= MIN_SUBSTRING][:MAX_WORDS]
+
+
+def may_search_words(user) -> bool:
+    """Words of the comment and handles are buyer content: searched only with its permission."""
+    return user.has_perm(MESSAGE_CONTENT)
+
+
+def events_matching(events: QuerySet, term: str, *, words: bool) -> QuerySet:
+    """`events` (InboundEvent rows) holding every word of `term`; `words` also reads the content."""
+    term = term.strip()
+    if not term:
+        return events
+    found = words_of(term)
+    if not found:
+        # Too short for a trigram: the whole term, exactly, as one of the platform's ids.
+        return events.filter(Q(event_key=term) | Q(source_event_id=term) | Q(message_ref=term))
+    events = events.alias(_ids=Haystack(*(F(c) for c in ID_COLUMNS)))
+    if words:
+        events = events.alias(_words=Haystack(*(F(c) for c in WORD_COLUMNS)))
+    for word in found:
+        wanted = Q(_ids__contains=word.upper())
+        if words:
+            wanted |= Q(_words__contains=word.upper())
+        events = events.filter(wanted)
+    return events
+
+
+def reply_key_prefix(term: str) -> Q | None:
+    """Reply keys starting with `term`, as a range of the key's unique index; None if `term`
+    cannot start one. Between `term` and `term + "g"` lie exactly the hexadecimal keys that
+    start with it, in any collation: each of their next characters sorts below "g"."""
+    term = term.strip().lower()
+    if not _HEX.fullmatch(term):
+        return None
+    return Q(reply_key__gte=term, reply_key__lt=term + "g")
+
+
+def keyed_matching(
+    rows: QuerySet, term: str, *, words: bool, events: QuerySet, event_field: str = "event_id"
+) -> QuerySet:
+    """`rows` of a ledger keyed by reply key and event key (reply actions, findings) whose reply
+    key starts with `term` or whose event (`event_field` holds its key; `events` is the event
+    ledger) matches it."""
+    term = term.strip()
+    if not term:
+        return rows
+    by_event = Q(**{f"{event_field}__in": events_matching(events, term, words=words).values("event_key")})
+    by_key = reply_key_prefix(term)
+    if by_key is None:
+        return rows.filter(by_event)
+    # Each branch from its own index: an OR of the two in one WHERE reads every row.
+    every = rows.model.objects
+    either = every.filter(by_key).values("pk").union(every.filter(by_event).values("pk"))
+    return rows.filter(pk__in=either)
+
+
+class PersonSearchMixin:
+    """An admin whose search box reads `search_rows`: what a person types, never a whole-table scan.
+
+    `search_fields` only makes Django draw the box; `search_help_text` says what it finds."""
+
+    search_fields = ("pk",)
+    search_help_text = (
+        "An event, comment, message or post id, part of a key, or a handle or words of the comment."
+    )
+
+    def search_rows(self, queryset: QuerySet, term: str, *, words: bool) -> QuerySet:
+        raise NotImplementedError
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        return self.search_rows(queryset, search_term, words=may_search_words(request.user)), False
