@@ -10,9 +10,11 @@ typed (three characters or more) must appear somewhere in the row, in any case:
 - or, only for a person with the content permission, in what the buyer wrote: the handle
   and the text, through a second trigram index (`inbound_event_words_trgm`).
 
-The expressions below are spelled exactly as those indexes are (ingress migration 0021):
-PostgreSQL uses an expression index only for the same expression. A term shorter than three
-characters has no trigram: it is matched whole against the ids' own indexes instead.
+A single token that is a whole id (an event key, the platform's event id, a comment or message
+id, a post id) finds exactly the rows with that id, from each id's own index. The expressions
+below are spelled exactly as the trigram indexes are (ingress migration 0023): PostgreSQL uses an
+expression index only for the same expression. A term shorter than three characters has no
+trigram: it finds only a whole id.
 A reply key is hexadecimal and shown by its start (`short_key`): its part is a prefix, read
 from the key's unique index as a range.
 """
@@ -46,9 +48,18 @@ def haystack_sql(columns: tuple[str, ...]) -> str:
     return "UPPER(" + " || ' ' || ".join(columns) + ")"
 
 
+_TRIGRAM = re.compile(r"[^\W_]{3}")  # pg_trgm's trigrams are of letters and digits only
+
+
 def words_of(term: str) -> list[str]:
-    """The words of a search term that a trigram index can answer, at most MAX_WORDS."""
-    return [w for w in term.split() if len(w) >= MIN_SUBSTRING][:MAX_WORDS]
+    """The words of a search term that a trigram index can answer (three letters or digits in a
+    row: "___" has no trigram, and would read the whole index), at most MAX_WORDS."""
+    return [w for w in term.split() if _TRIGRAM.search(w)][:MAX_WORDS]
+
+
+def cleaned(term: str) -> str:
+    """A term as searched: stripped, without NUL (no PostgreSQL text holds one)."""
+    return term.replace("\x00", "").strip()
 
 
 def may_search_words(user) -> bool:
@@ -58,13 +69,18 @@ def may_search_words(user) -> bool:
 
 def events_matching(events: QuerySet, term: str, *, words: bool) -> QuerySet:
     """`events` (InboundEvent rows) holding every word of `term`; `words` also reads the content."""
-    term = term.strip()
+    term = cleaned(term)
     if not term:
         return events
+    if len(term.split()) == 1:
+        # One token: first as a whole id (each from its own index), what a pasted id is; a part
+        # of one, or a term too short for a trigram that is no whole id, is searched below.
+        whole = events.filter(
+            Q(event_key=term) | Q(source_event_id=term) | Q(message_ref=term) | Q(conversation_ref=term)
+        )
+        if whole.exists() or len(term) < MIN_SUBSTRING:
+            return whole
     found = words_of(term)
-    if not found:
-        # Too short for a trigram: the whole term, exactly, as one of the platform's ids.
-        return events.filter(Q(event_key=term) | Q(source_event_id=term) | Q(message_ref=term))
     events = events.alias(_ids=Haystack(*(F(c) for c in ID_COLUMNS)))
     if words:
         events = events.alias(_words=Haystack(*(F(c) for c in WORD_COLUMNS)))
@@ -91,18 +107,20 @@ def keyed_matching(
 ) -> QuerySet:
     """`rows` of a ledger keyed by reply key and event key (reply actions, findings) whose reply
     key starts with `term` or whose event (`event_field` holds its key; `events` is the event
-    ledger) matches it."""
-    term = term.strip()
+    ledger) matches it, or whose own event key is `term` (a finding's event may be one Conduit
+    has not recorded)."""
+    term = cleaned(term)
     if not term:
         return rows
     by_event = Q(**{f"{event_field}__in": events_matching(events, term, words=words).values("event_key")})
+    # Each branch from its own index: an OR of them in one WHERE reads every row.
+    every = rows.model.objects.order_by()
+    branches = [every.filter(by_event), every.filter(**{event_field: term})]
     by_key = reply_key_prefix(term)
-    if by_key is None:
-        return rows.filter(by_event)
-    # Each branch from its own index: an OR of the two in one WHERE reads every row.
-    every = rows.model.objects
-    either = every.filter(by_key).values("pk").union(every.filter(by_event).values("pk"))
-    return rows.filter(pk__in=either)
+    if by_key is not None:
+        branches.append(every.filter(by_key))
+    first, *rest = (branch.values("pk") for branch in branches)
+    return rows.filter(pk__in=first.union(*rest))
 
 
 class PersonSearchMixin:
@@ -119,6 +137,6 @@ class PersonSearchMixin:
         raise NotImplementedError
 
     def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
+        if not cleaned(search_term):
             return queryset, False
         return self.search_rows(queryset, search_term, words=may_search_words(request.user)), False

@@ -228,10 +228,8 @@ class InboundEvent(models.Model):
             # The admin's search by the source's own ids (exact matches, beside event_key's unique index).
             models.Index(fields=["source_event_id"], name="inbound_event_source_event_id"),
             models.Index(fields=["message_ref"], name="inbound_event_message_ref"),
-            # The inbox's "earlier comments of this person on this post".
-            models.Index(
-                fields=["source", "conversation_ref", "sender_ref"], name="inbound_event_post_sender"
-            ),
+            # A post's events: the search for a post id, the inbox's "earlier comments by this person".
+            models.Index(fields=["conversation_ref", "sender_ref"], name="inbound_event_post_sender"),
         ]
 
     def __str__(self) -> str:

@@ -10,7 +10,7 @@ from reconcile.models import StagedEvent
 
 
 def staging_purge(*, now: datetime | None = None, dry_run: bool = False) -> int:
-    """Staged source text of scans older than their source's retention period (a scan left
+    """Staged source text and handles of scans older than their source's retention period (a scan left
     SCANNING that long holds content nothing else keeps): blanked, the scan kept."""
     now = now or clock.now()
     total = 0
@@ -18,6 +18,6 @@ def staging_purge(*, now: datetime | None = None, dry_run: bool = False) -> int:
         stale = StagedEvent.objects.filter(
             run__source=source,
             run__created_at__lt=now - timedelta(days=source.retention_days),
-        ).exclude(text="")
-        total += stale.count() if dry_run else stale.update(text="")
+        ).exclude(text="", handle="")
+        total += stale.count() if dry_run else stale.update(text="", handle="")
     return total

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Min, Prefetch, QuerySet
+from django.db.models import Prefetch
 
 from ingress.models import InboundEvent
 from replies import selectors
@@ -39,13 +39,42 @@ class Card:
         return selectors.time_left(min(deadlines, key=lambda a: a.reply_deadline)) if deadlines else ""
 
 
-def waiting(*, term: str = "", words: bool = False) -> QuerySet:
-    """The events with a reply waiting for review, oldest first, as (event_key, first id) rows:
-    what the inbox pages through. `term` searches as every ledger does (conduit.search)."""
+@dataclass
+class Page:
+    """One page of the inbox: its events, oldest first, and where the next page starts."""
+
+    event_keys: list[str]
+    after: int | None  # the next page's cursor (an action id), None on the last page
+    waiting: int  # replies waiting (matching the search), counted up to COUNTED
+    more: bool  # more than COUNTED wait
+
+
+COUNTED = 10_000
+
+
+def waiting_page(*, term: str = "", words: bool = False, after: int = 0, size: int = 20) -> Page:
+    """The events with a reply waiting for review, oldest first (by their replies' ids), from the
+    action after `after` on: read from the queue's (delivery_state, id) index a batch at a time,
+    never grouping or counting the whole queue. `term` searches as every ledger does."""
     pending = ReplyAction.objects.filter(delivery_state=DeliveryState.REVIEW_PENDING)
     if term.strip():
         pending = selectors.actions_matching(pending, term, words=words)
-    return pending.values("event_id").annotate(first=Min("id")).order_by("first")
+    keys: list[str] = []
+    cursor, following, batch = after, None, size * 4
+    while following is None:
+        rows = list(pending.filter(id__gt=cursor).order_by("id").values_list("id", "event_id")[:batch])
+        for pk, key in rows:
+            if key in keys:
+                continue
+            if len(keys) == size:
+                following = pk - 1  # the next page starts with this event
+                break
+            keys.append(key)
+        if len(rows) < batch:
+            break
+        cursor = rows[-1][0]
+    counted = pending.order_by().values("pk")[: COUNTED + 1].count()
+    return Page(keys, following, min(counted, COUNTED), counted > COUNTED)
 
 
 def cards(event_keys: list[str]) -> list[Card]:

@@ -1,9 +1,8 @@
-"""An event keeps its author's handle (content, purged with the text), and is searched by trigrams.
+"""An event keeps its author's handle (content, purged with the text); pg_trgm for its search.
 
-Two GIN trigram indexes (pg_trgm) answer what a person types (conduit.search): one over the
-event's identifiers, one over its handle and text. Their expressions are conduit.search's,
-as the queries spell them. pg_trgm is a trusted extension (PostgreSQL 13+): the
-database's owner creates it. SQLite, the demo's database, searches without them.
+The search's indexes are built by migration 0023, without blocking ingest. pg_trgm is a trusted
+extension (PostgreSQL 13+): the database's owner creates it. SQLite, the demo's database,
+searches without it.
 """
 
 from django.db import migrations
@@ -12,24 +11,13 @@ import conduit.content
 from conduit.references import Reference, sqlite_table_remade
 from conduit.storage import vendor_sql
 
-# As conduit.search.haystack_sql spells them (tests/ingress/test_search.py holds the two equal).
-INDEXES = (
-    ("inbound_event_ids_trgm", "UPPER(event_key || ' ' || conversation_ref || ' ' || message_ref)"),
-    ("inbound_event_words_trgm", "UPPER(sender_handle || ' ' || message_text)"),
-)
-
 
 def create(vendor: str) -> list[str]:
-    if vendor != "postgresql":
-        return []
-    return ["CREATE EXTENSION IF NOT EXISTS pg_trgm"] + [
-        f"CREATE INDEX {name} ON inbound_events USING gin ({expression} gin_trgm_ops)"
-        for name, expression in INDEXES
-    ]
+    return ["CREATE EXTENSION IF NOT EXISTS pg_trgm"] if vendor == "postgresql" else []
 
 
 def drop(vendor: str) -> list[str]:
-    return [f"DROP INDEX IF EXISTS {name}" for name, _ in INDEXES] if vendor == "postgresql" else []
+    return []  # the extension may serve others; it stays
 
 
 class Migration(migrations.Migration):

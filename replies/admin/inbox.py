@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -31,6 +30,11 @@ CLOSE_REASONS = (
 )
 
 
+def numbers(values: list[str]) -> list[int]:
+    """The posted values that are row ids; anything else (a word, "²") is no row's."""
+    return [int(v) for v in values if v.isascii() and v.isdecimal()]
+
+
 class InboxViews:
     """Mixed into the review queue's admin (replies.admin.queues.ReviewQueueAdmin)."""
 
@@ -49,14 +53,16 @@ class InboxViews:
             return self._inbox_decide(request)
         term = request.GET.get("q", "").strip()
         content = may_search_words(request.user)
-        page = Paginator(inbox.waiting(term=term, words=content), CARDS_PER_PAGE).get_page(
-            request.GET.get("p")
+        after = request.GET.get("after", "")
+        page = inbox.waiting_page(
+            term=term, words=content, after=(numbers([after]) or [0])[0], size=CARDS_PER_PAGE
         )
         context = {
             **self.admin_site.each_context(request),
             "title": "Inbox: comments waiting for a reply",
             "opts": self.model._meta,
-            "cards": inbox.cards([row["event_id"] for row in page.object_list]),
+            "cards": inbox.cards(page.event_keys),
+            "first_page": not numbers([after]) or after == "0",
             "page": page,
             "q": term,
             "show_content": content,
@@ -72,16 +78,18 @@ class InboxViews:
         verb = request.POST.get("action", "")
         if verb == "read_posts":
             return self._read_posts(request)
-        ids = set(request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME))
-        cards = request.POST.getlist("card")
+        ids = set(numbers(request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME)))
+        cards = numbers(request.POST.getlist("card"))
         if cards:
-            waiting = ReplyAction.objects.filter(
-                event__pk__in=cards, delivery_state=DeliveryState.REVIEW_PENDING
-            ).values_list("pk", flat=True)
-            ids |= {str(pk) for pk in waiting}
+            ids |= set(
+                ReplyAction.objects.filter(
+                    event__pk__in=cards, delivery_state=DeliveryState.REVIEW_PENDING
+                ).values_list("pk", flat=True)
+            )
         queryset = (
             self.get_queryset(request)
-            .filter(pk__in=[i for i in ids if i.isdigit()])
+            .filter(pk__in=ids)
+            .select_related("event__source", "campaign")
             .order_by("event_id", "purpose")
         )
         if not queryset.exists():
@@ -100,7 +108,7 @@ class InboxViews:
         """Read each source's recent posts from its platform, for the cards' captions and pictures."""
         from ingress.models import Source
 
-        for source in Source.objects.filter(pk__in=request.POST.getlist("source")).order_by("name"):
+        for source in Source.objects.filter(pk__in=numbers(request.POST.getlist("source"))).order_by("name"):
             posts, why = recent_posts(source)
             if why:
                 self.message_user(request, why, messages.WARNING)

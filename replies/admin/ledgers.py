@@ -126,7 +126,8 @@ class ActionAdmin(PersonSearchMixin, LedgerAdmin):
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         action = self.get_object(request, object_id)  # None for an id that is no row's
-        context = {"title": action_title(action), "subtitle": None} if action is not None else {}
+        title = action_title(action, content=may_read_content(request)) if action is not None else ""
+        context = {"title": title, "subtitle": None} if action is not None else {}
         return super().change_view(request, object_id, form_url, {**context, **(extra_context or {})})
 
     def search_rows(self, queryset: QuerySet, term: str, *, words: bool) -> QuerySet:
@@ -213,8 +214,9 @@ class ActionAdmin(PersonSearchMixin, LedgerAdmin):
 CHANNEL_WORDS = {"public_reply": "Public reply", "private_reply": "Private reply", "dm": "Direct message"}
 
 
-def action_title(action: ReplyAction) -> str:
-    """What the reply is, for a page's title: "Public reply to a comment on post 1789…"."""
+def action_title(action: ReplyAction, *, content: bool = False) -> str:
+    """What the reply is, for a page's title: "Public reply to a comment on post 1789…"; the
+    buyer's handle (content) only with `content`."""
     channel = action.channel
     if not channel:
         copy = selectors.copy_for(action)
@@ -225,7 +227,8 @@ def action_title(action: ReplyAction) -> str:
     event = action.event
     if event.event_type.startswith("comment"):
         return f"{kind} to a comment on post {event.conversation_ref} ({action.purpose})"
-    return f"{kind} to a message from {event.sender_handle or 'a buyer'} ({action.purpose})"
+    who = event.sender_handle if content and event.sender_handle else "a buyer"
+    return f"{kind} to a message from {who} ({action.purpose})"
 
 
 def may_read_content(request: HttpRequest) -> bool:

@@ -95,6 +95,11 @@ class Router:
                 "media_product_type": product,
                 "media_type": "VIDEO" if product in ("REELS", "LIVE") else "IMAGE",
                 "media_url": f"https://scontent.example.invalid/v/t51.29350-15/{row['id']}_n.jpg",
+                **(
+                    {"thumbnail_url": f"https://scontent.example.invalid/v/t51.29350-15/{row['id']}_t.jpg"}
+                    if product in ("REELS", "LIVE")
+                    else {}
+                ),
                 "permalink": f"https://www.instagram.com/p/{_shortcode(row['id'])}/",
                 "like_count": 0,
                 "comments_count": len(self.state.comment_rows(media_id=row["id"])),

@@ -332,9 +332,16 @@ FOUND = {
 }
 
 
+ONLY: tuple[str, ...] = ()  # --only
+
+
+def measured(sources: list[Source], size: int) -> list[tuple[str, str, str]]:
+    return [page for page in pages(sources, size) if not ONLY or any(part in page[0] for part in ONLY)]
+
+
 def measure(clients: dict[str, Client], sources: list[Source], size: int, samples: int) -> dict[str, tuple]:
     results = {}
-    for name, who, url in pages(sources, size):
+    for name, who, url in measured(sources, size):
         client = clients[who]
         for _ in range(2):  # warm: the first render compiles templates and fills caches
             response = client.get(url)
@@ -385,7 +392,12 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=10_000, help="events at the baseline level")
     parser.add_argument("--samples", type=int, default=20, help="timed renders per page and level")
     parser.add_argument("--explain", action="store_true", help="print each page's SQL with EXPLAIN ANALYZE")
+    parser.add_argument(
+        "--only", default="", help="measure only the pages whose name holds one of these (comma-separated)"
+    )
     args = parser.parse_args()
+    global ONLY
+    ONLY = tuple(part.strip() for part in args.only.split(",") if part.strip())
     if connection.vendor != "postgresql":
         print("bench-admin needs PostgreSQL (DATABASE_URL)", file=sys.stderr)
         return 2
@@ -428,7 +440,7 @@ def explain(clients: dict[str, Client], sources: list[Source], size: int) -> Non
     from django.db import reset_queries
     from django.test.utils import CaptureQueriesContext
 
-    for name, who, url in pages(sources, size):
+    for name, who, url in measured(sources, size):
         with CaptureQueriesContext(connection) as queries:
             clients[who].get(url)
         print(f"\n== {name}: {len(queries)} queries")

@@ -137,6 +137,8 @@ def test_the_inbox_by_keyboard_alone(live_server, provider, wire, deliver, scan,
         assert "second_buyer_test wrote:" in page.inner_text("#content")
         _fits(page, "05-close-confirm")
         _accessible(page, "close confirmation")
+        assert page.input_value("select#id_note") == ""  # no reason is chosen for the reviewer
+        page.keyboard.press("ArrowDown")  # "Not a buyer's question"
         page.keyboard.press("ArrowDown")  # "Already answered elsewhere"
         page.keyboard.press("Tab")
         page.keyboard.press("Enter")

@@ -121,6 +121,21 @@ def test_a_term_too_short_for_trigrams_matches_a_whole_id(client, comments):
     assert _found(client, EVENTS, "c1") == []  # no event's id is "c1"
 
 
+def test_a_whole_id_finds_exactly_its_rows_and_a_part_finds_every_row_holding_it(client, comments, deliver):
+    assert deliver(_body(11, text="CHECKLIST too", post="post_test_07")).status_code == 200
+    client.force_login(_staff("viewer_test", content=False))
+    c1, c11 = (InboundEvent.objects.get(source_event_id=f"evt_test_c{n}").event_key for n in (1, 11))
+    assert _found(client, EVENTS, "evt_test_c1") == [c1]
+    assert _found(client, EVENTS, "test_c1") == sorted([c1, c11])
+
+
+@pytest.mark.parametrize("term", ["___", "abc\x00def", "...", "%", "_"])
+def test_a_term_with_no_trigram_or_a_nul_is_answered_not_refused(client, comments, term):
+    client.force_login(_staff("reader_test", content=True))
+    for url in (EVENTS, ACTIONS, QUEUE, "/admin/replies/reviewqueue/inbox/"):
+        assert client.get(url, {"q": term}).status_code == 200, (url, term)
+
+
 def test_retention_purges_the_handle_with_the_text(comments):
     from datetime import timedelta
 
@@ -138,7 +153,7 @@ def test_retention_purges_the_handle_with_the_text(comments):
 def test_the_migration_creates_the_indexes_the_queries_spell():
     from importlib import import_module
 
-    migration = import_module("ingress.migrations.0021_event_search")
+    migration = import_module("ingress.migrations.0023_search_indexes")
     assert dict(migration.INDEXES) == {
         "inbound_event_ids_trgm": search.haystack_sql(search.ID_COLUMNS),
         "inbound_event_words_trgm": search.haystack_sql(search.WORD_COLUMNS),
@@ -162,7 +177,7 @@ pg_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_trgm 
 @pytest.mark.parametrize(
     ("term", "words", "index"),
     [
-        ("evt_test_c1", False, "inbound_event_ids_trgm"),
+        ("test_c1", False, "inbound_event_ids_trgm"),  # part of an id (a whole one reads its own index)
         ("northstar", True, "inbound_event_words_trgm"),
     ],
 )
@@ -176,7 +191,7 @@ def test_each_search_reads_its_trigram_index(comments, term, words, index):
 @pg_only
 def test_positive_control_an_expression_spelled_otherwise_reads_no_index(comments, monkeypatch):
     monkeypatch.setattr(search.Haystack, "arg_joiner", " || '|' || ")
-    events = search.events_matching(InboundEvent.objects.all(), "evt_test_c1", words=False)
+    events = search.events_matching(InboundEvent.objects.all(), "test_c1", words=False)
     assert "inbound_event_ids_trgm" not in _plan(events)
 
 

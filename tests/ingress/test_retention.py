@@ -55,13 +55,14 @@ def test_stalled_scan_staging_is_purged_too(source_side, settings):
 
     settings.CONDUIT_RECONCILE_PAGE_SIZE = 1
     state, source = source_side
-    state.hold_events(item(1), item(2))
+    state.hold_events(item(1, from_handle="buyer_test_09"), item(2, from_handle="buyer_test_09"))
     assert reconcile_page(source=source).state == "staged"
+    assert StagedEvent.objects.get().handle == "buyer_test_09"  # the author's handle is staged too
     ReconcileRun.objects.update(created_at=timezone.now() - timedelta(days=source.retention_days + 1))
     from reconcile.tasks import purge_retained
 
     assert purge_retained() == 1
-    assert StagedEvent.objects.get().text == ""
+    assert StagedEvent.objects.values_list("text", "handle").get() == ("", "")
 
 
 def test_the_daily_schedule_exists():

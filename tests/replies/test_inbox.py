@@ -257,3 +257,18 @@ def test_an_empty_queue_says_so(admin_client, wire, url, says):
     wire()
     assert says in _text(admin_client.get(url))
     assert "matches the search" in _text(admin_client.get(url, {"q": "nothing_test"}))
+
+
+def test_the_inbox_pages_on_from_the_last_card(client, inbox, monkeypatch):
+    from replies.admin import inbox as inbox_admin
+
+    monkeypatch.setattr(inbox_admin, "CARDS_PER_PAGE", 2)
+    client.force_login(_reviewer())
+    first = client.get(INBOX)
+    assert [c.event.message_text for c in first.context["cards"]] == ["CHECKLIST first", "CHECKLIST second"]
+    assert "6 replies waiting for review" in _text(first)
+    after = first.context["page"].after
+    second = client.get(INBOX, {"after": after})
+    assert [c.event.message_text for c in second.context["cards"]] == ["CHECKLIST third"]
+    assert second.context["page"].after is None and "First page" in _text(second)
+    assert client.get(INBOX, {"after": "not-a-number"}).status_code == 200

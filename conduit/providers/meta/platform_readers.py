@@ -23,6 +23,9 @@ class _RecentPosts:
     posts_link = ""
     posts_images: tuple[str, ...] = ()  # the fields holding an image of the post, preferred first
 
+    def image_fields(self, item: dict) -> tuple[str, ...]:
+        return self.posts_images
+
     def post_kind(self, item: dict) -> str:
         raise NotImplementedError
 
@@ -61,7 +64,7 @@ class _RecentPosts:
                     thumbnail=next(
                         (
                             url
-                            for url in (item.get(name) for name in self.posts_images)
+                            for url in (item.get(name) for name in self.image_fields(item))
                             if isinstance(url, str) and url.startswith("https://")
                         ),
                         "",
@@ -104,6 +107,10 @@ class MetaInstagramReader(_RecentPosts, _GraphFanOutReader):
     posts_text, posts_time, posts_link = "caption", "timestamp", "permalink"
     # A video's media_url is the video: its thumbnail_url is the picture.
     posts_images = ("thumbnail_url", "media_url")
+
+    def image_fields(self, item: dict) -> tuple[str, ...]:
+        # A video's media_url is the video file, no picture: only its thumbnail_url is one.
+        return ("thumbnail_url",) if item.get("media_type") == "VIDEO" else self.posts_images
 
     def post_kind(self, item: dict) -> str:
         # REELS, FEED, STORY...; the older media_type (IMAGE, VIDEO, CAROUSEL_ALBUM) where it is all there is.

@@ -61,7 +61,9 @@ class SandboxReader(SourceReader):
                 PostSummary(
                     id=post["id"],
                     caption=str(post.get("caption", ""))[:120],
-                    permalink=str(post.get("permalink", "")),
+                    permalink=str(post.get("permalink", ""))
+                    if str(post.get("permalink", "")).startswith("https://")
+                    else "",
                     published_at=published,
                     kind=str(post.get("kind", "post"))[:32],
                     thumbnail=str(post.get("thumbnail", ""))
