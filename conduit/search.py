@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from django.db import connections, transaction
 from django.db.models import F, Func, Q, QuerySet, TextField
 
 from conduit.content import MESSAGE_CONTENT
@@ -69,9 +70,14 @@ def may_search_words(user) -> bool:
 
 def events_matching(events: QuerySet, term: str, *, words: bool) -> QuerySet:
     """`events` (InboundEvent rows) holding every word of `term`; `words` also reads the content."""
+    return _matching(events, term, words=words)[0]
+
+
+def _matching(events: QuerySet, term: str, *, words: bool) -> tuple[QuerySet, bool]:
+    """(the matching rows, whether they are read by substring: the trigram indexes)."""
     term = cleaned(term)
     if not term:
-        return events
+        return events, False
     if len(term.split()) == 1:
         # One token: first as a whole id (each from its own index), what a pasted id is; a part
         # of one, or a term too short for a trigram that is no whole id, is searched below.
@@ -79,7 +85,7 @@ def events_matching(events: QuerySet, term: str, *, words: bool) -> QuerySet:
             Q(event_key=term) | Q(source_event_id=term) | Q(message_ref=term) | Q(conversation_ref=term)
         )
         if whole.exists() or len(term) < MIN_SUBSTRING:
-            return whole
+            return whole, False
     found = words_of(term)
     events = events.alias(_ids=Haystack(*(F(c) for c in ID_COLUMNS)))
     if words:
@@ -89,7 +95,46 @@ def events_matching(events: QuerySet, term: str, *, words: bool) -> QuerySet:
         if words:
             wanted |= Q(_words__contains=word.upper())
         events = events.filter(wanted)
-    return events
+    return events, True
+
+
+FOUND_AT_MOST = 10_001  # a list page counts exactly up to 10,000 (conduit.admin)
+WINDOW = 20_000  # the newest event ids, where a word of many comments is found
+DENSE = 100  # matches among them that make a term dense: a page of them is near
+
+
+def event_ids(events: QuerySet, term: str, *, words: bool) -> QuerySet | list[int]:
+    """The ids of the events matching `term`, read with a plan that does not rest on the
+    planner's guess of how many match (filter a list page with `pk__in=`).
+
+    A whole id is read from its own index. A substring that is dense among the newest events (a
+    word in many comments) is left to the planner, which reads the newest rows backwards and
+    finds a page of them at once. A sparse one (a part of an id, a rare word) is read from the
+    trigram indexes, newest first, at most FOUND_AT_MOST: PostgreSQL alone, guessing a few
+    thousand matches, would read the primary key backwards for them, a second at a million
+    events when they are all old (ids are made in time order, and so are their parts).
+    """
+    found, substring = _matching(events, term, words=words)
+    if not substring:
+        return found.values("id")
+    newest = events.model.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    near = found.filter(id__gt=newest - WINDOW).order_by().values("id")[:DENSE].count()
+    if near >= DENSE:
+        return found.values("id")
+    newest_first = found.order_by("-id").values_list("id", flat=True)[:FOUND_AT_MOST]
+    connection = connections[events.db]
+    if connection.vendor != "postgresql":
+        return list(newest_first)
+    with transaction.atomic(using=events.db), connection.cursor() as cursor:
+        # From the trigram indexes: neither the primary key backwards nor the whole table. Reset
+        # after: SET LOCAL would last to the end of a request's transaction, past this query.
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        try:
+            return list(newest_first)
+        finally:
+            cursor.execute("RESET enable_indexscan")
+            cursor.execute("RESET enable_seqscan")
 
 
 def reply_key_prefix(term: str) -> Q | None:
@@ -112,7 +157,8 @@ def keyed_matching(
     term = cleaned(term)
     if not term:
         return rows
-    by_event = Q(**{f"{event_field}__in": events_matching(events, term, words=words).values("event_key")})
+    found = events.model.objects.filter(pk__in=event_ids(events, term, words=words)).values("event_key")
+    by_event = Q(**{f"{event_field}__in": found})
     # Each branch from its own index: an OR of them in one WHERE reads every row.
     every = rows.model.objects.order_by()
     branches = [every.filter(by_event), every.filter(**{event_field: term})]

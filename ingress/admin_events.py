@@ -10,7 +10,7 @@ from django.utils.timesince import timesince
 
 from conduit.admin import HistoryInline, LedgerAdmin, short_key
 from conduit.labels import state_html
-from conduit.search import PersonSearchMixin, events_matching, may_search_words
+from conduit.search import PersonSearchMixin, event_ids, may_search_words
 from ingress.models import EventState, EventTransition, InboundEvent, ReconcileStatus
 
 
@@ -171,4 +171,4 @@ class InboundEventAdmin(PersonSearchMixin, LedgerAdmin):
         return [*EVENT_INLINES, EventTransitionInline]
 
     def search_rows(self, queryset: QuerySet, term: str, *, words: bool) -> QuerySet:
-        return events_matching(queryset, term, words=words)
+        return queryset.filter(pk__in=event_ids(InboundEvent.objects.all(), term, words=words))

@@ -17,7 +17,6 @@ from django.db import connection
 from conduit import search
 from conduit.content import MESSAGE_CONTENT
 from ingress.models import InboundEvent
-from replies import selectors
 from replies.models import ReplyAction
 
 EVENTS = "/admin/ingress/inboundevent/"
@@ -183,9 +182,7 @@ pg_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_trgm 
 )
 def test_each_search_reads_its_trigram_index(comments, term, words, index):
     events = search.events_matching(InboundEvent.objects.all(), term, words=words)
-    assert index in _plan(events)
-    actions = selectors.actions_matching(ReplyAction.objects.all(), term, words=words)
-    assert index in _plan(actions)
+    assert index in _plan(events)  # the ledgers and the inbox read their events' ids through it
 
 
 @pg_only
@@ -208,3 +205,35 @@ def test_a_finding_is_found_by_its_event_s_id(admin_client, provider, wire, deli
     assert [row.pk for row in response.context["cl"].result_list] == [finding.pk]
     response = admin_client.get("/admin/reconcile/finding/", {"q": "evt_test_none"})
     assert list(response.context["cl"].result_list) == []
+
+
+@pytest.mark.parametrize("dense", [1, 100])
+def test_the_ids_found_are_the_filter_s_however_they_are_read(comments, deliver, monkeypatch, dense):
+    """event_ids leaves a dense term to the planner and reads a sparse one from the index: either
+    way, the same rows."""
+    for n in range(3, 9):
+        assert deliver(_body(n, text=f"CHECKLIST number {n}")).status_code == 200
+    monkeypatch.setattr(search, "DENSE", dense)
+    for term, words in (("checklist", True), ("test_c", False), ("number", True), ("evt_test_c3", False)):
+        expected = set(
+            search.events_matching(InboundEvent.objects.all(), term, words=words).values_list("id", flat=True)
+        )
+        assert expected, term
+        found = search.event_ids(InboundEvent.objects.all(), term, words=words)
+        assert set(InboundEvent.objects.filter(pk__in=found).values_list("id", flat=True)) == expected, term
+        if isinstance(found, list):
+            assert found == sorted(expected, reverse=True), term  # newest first
+
+
+@pg_only
+def test_the_sparse_rest_is_read_from_the_trigram_index(comments, monkeypatch):
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(search, "DENSE", 100)  # two comments are no page: sparse, read from the index
+    with CaptureQueriesContext(connection) as queries:
+        search.event_ids(InboundEvent.objects.all(), "test_c", words=False)
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert "SET LOCAL enable_indexscan = off" in sql and "RESET enable_indexscan" in sql
+    with connection.cursor() as cursor:  # nothing of it outlives the query
+        cursor.execute("SHOW enable_indexscan")
+        assert cursor.fetchone()[0] == "on"
