@@ -52,6 +52,8 @@ REASONS: dict[str, str] = {
     "live_send_disabled": "Live sending is off",
     "worker_lease_expired": "A worker stopped mid-send",
     "catch_up_planned": "Planned by a campaign's catch-up",
+    "status_seen": "Sent: the platform reported the message's status",
+    "outside_service_window": "Past the platform's free-form window, and no template",
 }
 
 

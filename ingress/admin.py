@@ -1,11 +1,13 @@
 """Ingress in the admin: sources (editable), event, delivery and quarantine ledgers (read-only)."""
 
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from conduit.admin import HistoryInline, LedgerAdmin, confirmed_action
@@ -18,11 +20,13 @@ from ingress.models import (
     DeletionRequest,
     Delivery,
     IgnoredUpdate,
+    MessageStatus,
     QuarantineReceipt,
     QuarantineState,
     QuarantineTransition,
     SelfAuthoredItem,
     Source,
+    UndeliveredMessage,
 )
 from ingress.selectors import access_token_words, source_identity_holder
 
@@ -283,4 +287,51 @@ class QuarantineReceiptAdmin(LedgerAdmin):
     def mark_corrected(self, request: HttpRequest, queryset: QuerySet):
         return self._review(
             request, queryset, QuarantineState.CORRECTED, "Mark receipts corrected", "mark_corrected"
+        )
+
+
+@admin.register(MessageStatus)
+class MessageStatusAdmin(LedgerAdmin):
+    """What the platform reported of each message the account sent: receipt evidence."""
+
+    list_display = ("provider_id", "source", "status", "error_code", "occurred_at", "seen_count")
+    list_filter = ("source", "status")
+    search_fields = ("=provider_id", "=correlation")
+
+
+@admin.register(UndeliveredMessage)
+class UndeliveredMessageAdmin(LedgerAdmin):
+    """Messages the platform accepted and then could not deliver: the reply stays sent, and a
+    person decides what to do (write to the buyer another way, or leave it)."""
+
+    list_display = ("provider_id", "source", "failure", "occurred_at", "reply")
+    list_filter = ("source",)
+    search_fields = ("=provider_id", "=correlation")
+    actions = ["mark_reviewed"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).filter(status="failed", reviewed_at__isnull=True)
+
+    @admin.display(description="what the platform said")
+    def failure(self, obj: MessageStatus) -> str:
+        return get_adapter(obj.source.adapter).delivery_failure(obj.error_code)
+
+    @admin.display(description="reply")
+    def reply(self, obj: MessageStatus):
+        if not obj.correlation:
+            return "not sent by Conduit"
+        url = reverse("admin:replies_replyaction_changelist") + "?" + urlencode({"q": obj.correlation[:64]})
+        return format_html('<a href="{}">{}</a>', url, obj.correlation[:12])
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("ingress.change_messagestatus")
+
+    @admin.action(description="Mark reviewed", permissions=["review"])
+    def mark_reviewed(self, request: HttpRequest, queryset: QuerySet):
+        def apply(obj: MessageStatus, note: str) -> tuple[bool, str]:
+            done = services.message_status_review(status_id=obj.pk, actor=request.user.get_username())
+            return done, f"{obj.provider_id}: " + ("reviewed" if done else "already reviewed")
+
+        return confirmed_action(
+            self, request, queryset, title="Mark reviewed", action="mark_reviewed", apply=apply
         )

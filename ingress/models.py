@@ -204,6 +204,8 @@ class InboundEvent(models.Model):
     message_text = ContentField(blank=True)
     # The author's handle as the platform showed it (Observation.handle): content, purged with the text.
     sender_handle = ContentField(blank=True, db_default="")
+    # Where a reply is addressed when sender_ref is opaque (Observation.address): content, purged with the text.
+    reply_address = ContentField(blank=True, db_default="")
     content_purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -435,3 +437,6 @@ class IgnoredUpdate(models.Model):
 
 # Registered with the app's models (a module of its own: this one is at its size).
 from ingress.deletion_requests import DeletionRequest  # noqa: E402, F401
+
+# What the platform reported of messages the account sent: a ledger of its own room.
+from ingress.statuses import MessageStatus, UndeliveredMessage  # noqa: E402, F401

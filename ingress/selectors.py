@@ -4,8 +4,10 @@ import copy
 import functools
 import logging
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import QuerySet
+from django.utils.crypto import salted_hmac
 
 from conduit.credentials import CredentialUndecryptable, opened
 from conduit.logging import register_secret
@@ -82,7 +84,15 @@ def source_config(source: Source, *, with_token: bool = False) -> SourceConfig:
         canary=source.canary,
         access_token=token,
         connected_at=source.connected_at,
+        ref_key=sender_ref_key(settings.SECRET_KEY),
     )
+
+
+@functools.lru_cache(maxsize=4)
+def sender_ref_key(secret_key: str) -> bytes:
+    """The key sender refs made from phone numbers are hashed with (SourceConfig.ref_key), derived
+    from SECRET_KEY for that one use: changing SECRET_KEY gives a person a new sender ref."""
+    return salted_hmac("conduit.sender_ref", "whatsapp", secret=secret_key, algorithm="sha256").digest()
 
 
 @functools.cache

@@ -11,6 +11,11 @@ quarantine_corrected = Signal()
 # parent_ref, correlation).
 self_authored_seen = Signal()
 
+# The platform reported what became of messages the account sent (WhatsApp's statuses): evidence
+# that settles the reply that sent each. Sent on commit with source_id and items (dicts:
+# provider_id, status, correlation, error_code).
+message_statuses_seen = Signal()
+
 # A person reviewed a quarantine receipt (dismissed or corrected). Sent inside the review's
 # transaction, so what a receiver records commits or rolls back with it: receipt_id (str),
 # source_id, outcome (DISMISSED | CORRECTED), actor, note, at.

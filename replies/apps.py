@@ -10,6 +10,13 @@ def _self_authored_seen(sender, *, source_id: int, items: list[dict], **kwargs) 
     self_authored_resolve(source_id=source_id, items=items)
 
 
+def _message_statuses_seen(sender, *, source_id: int, items: list[dict], **kwargs) -> None:
+    # Statuses ingress recorded (WhatsApp's): settle the sends they show.
+    from replies.statuses import statuses_settle
+
+    statuses_settle(source_id=source_id, items=items)
+
+
 def _source_connected(sender, *, source_id: int, **kwargs) -> None:
     # An owner connected an account: its purposes get the adapter's default routes.
     from replies.services.routes import reply_routes_default
@@ -22,9 +29,10 @@ class RepliesConfig(AppConfig):
     verbose_name = "Replies"
 
     def ready(self) -> None:
-        from ingress.signals import self_authored_seen, source_connected
+        from ingress.signals import message_statuses_seen, self_authored_seen, source_connected
 
         self_authored_seen.connect(_self_authored_seen, dispatch_uid="replies.self_authored_seen")
+        message_statuses_seen.connect(_message_statuses_seen, dispatch_uid="replies.message_statuses_seen")
         source_connected.connect(_source_connected, dispatch_uid="replies.source_connected")
 
         from ingress.hooks import reply_planner_register, trigger_rules_register

@@ -226,6 +226,12 @@ class ReplyTransition(TransitionRecord):
         db_table = "reply_action_transitions"
 
 
+TEMPLATE_HELP = (
+    "Optional. A WhatsApp template approved for this copy, sent once the 24-hour window has closed: "
+    '{"name": "order_update", "language": "en_US", "parameters": ["..."]}'
+)
+
+
 class ReplyCopy(models.Model):
     """Approved copy per (campaign, purpose): a set of one or more variant texts. A new set is a new
     version (`copy_set`); old ones are kept. A reply uses one variant of the set current when it
@@ -239,6 +245,9 @@ class ReplyCopy(models.Model):
     variant = models.PositiveSmallIntegerField(default=1, editable=False)
     channel = models.CharField(max_length=64, help_text="Destination, e.g. public_reply or dm.")
     text = models.TextField()
+    # The approved template sent instead of the text where free-form text is no longer allowed
+    # (WhatsApp past 24 hours): {"name", "language", "parameters": [text, ...]}; {}: none.
+    template = models.JSONField(default=dict, blank=True, help_text=TEMPLATE_HELP)
     copy_version = models.CharField(max_length=64, editable=False)
     created_by = models.CharField(max_length=150, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import lru_cache
 
-from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Exists, F, Max, OuterRef, Prefetch, Q, QuerySet
 
 from conduit.providers.base import OutboundReply
+from conduit.providers.registry import ADAPTERS
 from conduit.search import keyed_matching
 from ingress.models import InboundEvent
 from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
@@ -27,8 +29,22 @@ def approved_copy(*, source_id: int, purpose: str, copy_version: str) -> ReplyCo
     return ReplyCopy.objects.get(source_id=source_id, purpose=purpose, copy_version=copy_version)
 
 
+def free_form_until(event: InboundEvent) -> datetime | None:
+    """Until when free-form text may answer the event's author: their last message to the source
+    plus the platform's free-form window (WhatsApp's 24 hours); None where no such window holds."""
+    adapter = ADAPTERS.get(event.source.adapter)
+    window = adapter.free_form_window if adapter is not None else None
+    if window is None:
+        return None
+    last = InboundEvent.objects.filter(
+        source_id=event.source_id, conversation_ref=event.conversation_ref, sender_ref=event.sender_ref
+    ).aggregate(last=Max("occurred_at"))["last"]
+    return max(last or event.occurred_at, event.occurred_at) + window
+
+
 def outbound_reply(action: ReplyAction, copy: ReplyCopy) -> OutboundReply:
-    """What a transport is handed for an action: its keys, destination and approved copy."""
+    """What a transport is handed for an action: its keys, destination and approved copy (with
+    its template and the free-form window's end, where the platform has one)."""
     return OutboundReply(
         reply_key=action.reply_key,
         event_key=action.event_id,
@@ -38,6 +54,9 @@ def outbound_reply(action: ReplyAction, copy: ReplyCopy) -> OutboundReply:
         text=copy.text,
         conversation_ref=action.event.conversation_ref,
         message_ref=action.event.message_ref,
+        address=action.event.reply_address,
+        template=copy.template or None,
+        free_form_until=free_form_until(action.event),
     )
 
 

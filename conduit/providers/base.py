@@ -17,6 +17,9 @@ from typing import Any, Mapping
 
 from conduit.canonical import sha256_hex
 
+# What a body holds besides events, kept as receipt evidence (a module of its own).
+from conduit.providers.evidence import OwnItem, StatusItem, reply_text_digest  # noqa: E402, F401
+
 # A source reader's pages and a transport's sends are modules of their own (reading, transport);
 # their names are imported from here as well, as every platform and app does.
 from conduit.providers.reading import (  # noqa: F401
@@ -37,6 +40,8 @@ from conduit.providers.transport import (  # noqa: F401
     ANSWERS_COMMENT,
     ANSWERS_MESSAGE,
     CALLS,
+    TEMPLATE,
+    TEXT,
     Ambiguous,
     Capabilities,
     NotSent,
@@ -44,6 +49,8 @@ from conduit.providers.transport import (  # noqa: F401
     Receipt,
     SendFailure,
     Transport,
+    message_form,
+    template_valid,
 )
 
 # An occurred_at_original starting so is a stand-in time (the platform sent none with the
@@ -103,6 +110,9 @@ class SourceConfig:
     access_token: str = field(default="", repr=False)
     # When the account was connected: what occurred before is history, not new work.
     connected_at: datetime | None = None
+    # The key a platform whose people are named by phone number hashes them with into opaque
+    # sender refs (conduit.providers.whatsapp.webhook.sender_ref); never in repr or logs.
+    ref_key: bytes = field(default=b"", repr=False)
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,9 @@ class Observation:
     # The author's display handle (Instagram's username, a Page commenter's name): buyer content,
     # retained beside the text and purged with it; no key, hash or contract reads it.
     handle: str = field(default="", repr=False)
+    # Where a reply is addressed when the sender ref is opaque and the platform needs the real
+    # address (a WhatsApp number): buyer content, retained and purged with the text.
+    address: str = field(default="", repr=False)
 
     def contract_values(self) -> dict[str, Any]:
         """The event contract's fields (not the batch index, not the retained text)."""
@@ -152,7 +165,7 @@ class Observation:
         )
 
 
-NOT_CONTRACT = ("index", "text", "parent_ref", "handle")
+NOT_CONTRACT = ("index", "text", "parent_ref", "handle", "address")
 MAX_HANDLE_LENGTH = 200
 
 
@@ -182,33 +195,6 @@ class Rejection:
 
 
 @dataclass(frozen=True)
-class OwnItem:
-    """Something the account itself authored (its comment, the echo of its message).
-
-    Receipt evidence for replies Conduit sent, never an inbound event: nothing
-    is planned for it.
-    """
-
-    index: int
-    kind: str  # comment | message
-    provider_id: str
-    parent_ref: str  # the comment it answers, or the person a message went to
-    correlation: str  # what the platform echoed back for correlation (Messenger's metadata)
-    occurred_at: datetime
-    # reply_text_digest of the item's text: a receipt is matched to the approved copy by it, so a
-    # reply a person wrote by hand is never taken for Conduit's. Text itself is never kept.
-    text_digest: str = ""
-
-
-def reply_text_digest(text: str | None) -> str:
-    """SHA-256 of a reply's text with its whitespace collapsed ("" for no text): the one form in
-    which an approved copy and the account's own item read back are compared."""
-    collapsed = " ".join(text.split()) if isinstance(text, str) else ""
-    # surrogatepass: a lone surrogate (hostile input) still digests, never raises.
-    return sha256_hex(collapsed.encode("utf-8", "surrogatepass")) if collapsed else ""
-
-
-@dataclass(frozen=True)
 class Parsed:
     observations: list[Observation]
     rejections: list[Rejection]
@@ -217,6 +203,8 @@ class Parsed:
     # Updates outside the source's allowlist (unsubscribed fields, other event types),
     # counted by name and otherwise ignored.
     ignored: Counter = field(default_factory=Counter)
+    # What became of messages the account sent, recorded as receipt evidence.
+    statuses: list[StatusItem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -324,6 +312,9 @@ class SourceAdapter:
     send_budgets: Mapping[str, tuple[int, int]] = MappingProxyType({})
     # The transport each purpose goes through unless routed otherwise (none: every purpose is routed).
     default_routes: Mapping[str, str] = MappingProxyType({})
+    # How long after the buyer's last message free-form text may answer them; past it only an
+    # approved template may (WhatsApp's customer service window). None: no such window.
+    free_form_window: timedelta | None = None
 
     def family(self, event_type: str) -> Family:
         """The declared family of an event type, or the adapter's answer for an undeclared one."""
@@ -365,6 +356,10 @@ class SourceAdapter:
         there) where its webhook carried only an approximate one."""
         raise NotImplementedError(".comment_created_at() must be overridden.")
 
+    def delivery_failure(self, error_code: str) -> str:
+        """What the platform's code on a message it accepted and could not deliver means, in words."""
+        return f"The platform could not deliver the message (code {error_code or 'none given'})."
+
     def parse_delivery(self, *, body: bytes, config: SourceConfig) -> Parsed:
         """`parse` behind the boundary: an input error refuses the whole body, never raises."""
         try:
@@ -379,6 +374,7 @@ class SourceAdapter:
         observations: list[Observation] = []
         rejections: list[Rejection] = []
         own: list[OwnItem] = []
+        statuses: list[StatusItem] = []
         ignored: Counter = Counter()
         for index, item in enumerate(events):
             try:
@@ -395,13 +391,15 @@ class SourceAdapter:
                 ignored[result.name] += 1
             elif isinstance(result, OwnItem):
                 own.append(result)
+            elif isinstance(result, StatusItem):
+                statuses.append(result)
             else:
                 (observations if isinstance(result, Observation) else rejections).append(result)
-        return Parsed(observations, rejections, own, ignored)
+        return Parsed(observations, rejections, own, ignored, statuses)
 
     def observe(
         self, index: int, item: Any, account: str, config: SourceConfig
-    ) -> Observation | Rejection | OwnItem | Ignored:
+    ) -> Observation | Rejection | OwnItem | StatusItem | Ignored:
         """One event of a body or page mapped onto the contract, or why it cannot be."""
         raise NotImplementedError(".observe() must be overridden.")
 

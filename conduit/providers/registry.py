@@ -16,12 +16,16 @@ from conduit.providers.meta.login import LOGINS as META_LOGINS
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
 from conduit.providers.sandbox.transport import SandboxTransport
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
+from conduit.providers.whatsapp.adapter import MetaWhatsAppAdapter
+from conduit.providers.whatsapp.transport import MetaWhatsAppTransport
 
 ADAPTERS: dict[str, type[SourceAdapter]] = {
-    cls.name: cls for cls in (SandboxSocialAdapter, MetaInstagramAdapter, MetaPageAdapter)
+    cls.name: cls
+    for cls in (SandboxSocialAdapter, MetaInstagramAdapter, MetaPageAdapter, MetaWhatsAppAdapter)
 }
 TRANSPORTS: dict[str, type[Transport]] = {
-    cls.name: cls for cls in (SandboxTransport, MetaCommentReplyTransport, MetaPrivateReplyTransport)
+    cls.name: cls
+    for cls in (SandboxTransport, MetaCommentReplyTransport, MetaPrivateReplyTransport, MetaWhatsAppTransport)
 }
 
 # The login flows an owner connects accounts through (the admin's Connect buttons), by URL name.

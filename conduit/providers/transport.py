@@ -6,8 +6,10 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from types import MappingProxyType
+from typing import Any
 
 # What a reply to an event answers: a transport declares which of these it can serve.
 ANSWERS_COMMENT = "comment"
@@ -49,6 +51,41 @@ class OutboundReply:
     text: str
     conversation_ref: str
     message_ref: str
+    # The real address where the sender ref is opaque (a WhatsApp number): content, never logged.
+    address: str = field(default="", repr=False)
+    # The approved template to send instead of free-form text once `free_form_until` has passed
+    # (a platform with a free-form window): {"name", "language", "parameters"}; None: text only.
+    template: Mapping | None = None
+    # Until when free-form text may go out (the buyer's last message + the platform's window).
+    free_form_until: datetime | None = None
+
+
+# How a reply goes out on a platform with a free-form window (message_form).
+TEXT = "text"
+TEMPLATE = "template"
+
+
+def message_form(
+    *, free_form_until: datetime | None, template: Mapping | None, now: datetime | None = None
+) -> str:
+    """How a reply goes out now: TEXT inside the window (or where none holds), TEMPLATE past it
+    when the copy has one, "" when it cannot go out at all (past the window, no template)."""
+    now = now or datetime.now(timezone.utc)
+    if free_form_until is None or now < free_form_until:
+        return TEXT
+    return TEMPLATE if template_valid(template) else ""
+
+
+def template_valid(template: Any) -> bool:
+    """Whether an approved copy's template names what WhatsApp needs: a name and a language."""
+    return (
+        isinstance(template, Mapping)
+        and isinstance(template.get("name"), str)
+        and bool(template["name"].strip())
+        and isinstance(template.get("language"), str)
+        and bool(template["language"].strip())
+        and all(isinstance(p, str) for p in template.get("parameters") or [])
+    )
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ EVENT_COLUMNS = [
     "seen_count",
     "message_text",
     "sender_handle",
+    "reply_address",
 ]
 
 
@@ -113,6 +114,7 @@ def _body(
                 1,
                 observation.text,
                 observation.handle,
+                observation.address,
             ]
         )
         # Each record is written once, already in the state its plan puts it in; its

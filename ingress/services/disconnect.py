@@ -146,8 +146,8 @@ def deletion_request_receive(
         ]
         blanked = (
             InboundEvent.objects.filter(source__in=sources, sender_ref=user_ref, first_received_at__lte=now)
-            .exclude(message_text="", sender_handle="")
-            .update(message_text="", sender_handle="", content_purged_at=now)
+            .exclude(message_text="", sender_handle="", reply_address="")
+            .update(message_text="", sender_handle="", reply_address="", content_purged_at=now)
         )
         request = DeletionRequest.objects.create(
             confirmation_code=secrets.token_urlsafe(18),

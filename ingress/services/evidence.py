@@ -1,5 +1,6 @@
-"""What a body holds besides events: what the account itself authored, kept as receipt evidence,
-and the updates outside a source's allowlist, counted.
+"""What a body holds besides events: what the account itself authored and what the platform
+reported of the account's messages, kept as receipt evidence, and the updates outside a source's
+allowlist, counted.
 
 Concurrent bodies lock what they share in one order: each source's own items (by kind and id),
 then its ignored counts (by name), each table in one statement.
@@ -12,10 +13,10 @@ from datetime import datetime
 
 from django.db import connection, models, transaction
 
-from conduit.providers.base import OwnItem, SharedCallback
+from conduit.providers.base import OwnItem, SharedCallback, StatusItem
 from conduit.sql import columns_sql, fast_paths, json_casts, json_encoded
-from ingress.models import IgnoredUpdate, SelfAuthoredItem, Source
-from ingress.signals import self_authored_seen
+from ingress.models import IgnoredUpdate, MessageStatus, SelfAuthoredItem, Source
+from ingress.signals import message_statuses_seen, self_authored_seen
 
 
 def _upsert(
@@ -127,6 +128,66 @@ def self_authored_record(source: Source, items: list[OwnItem], at: datetime) -> 
     # After commit: whoever listens (replies) reads what this transaction recorded.
     transaction.on_commit(
         lambda: self_authored_seen.send(sender=SelfAuthoredItem, source_id=source.pk, items=seen)
+    )
+
+
+STATUS_COLUMNS = (
+    "source",
+    "provider_id",
+    "status",
+    "correlation",
+    "error_code",
+    "occurred_at",
+    "first_seen_at",
+    "seen_count",
+)
+
+
+def message_statuses_record(source: Source, items: list[StatusItem], at: datetime) -> None:
+    """Keep what the platform reported of the account's messages (ingress.statuses), once per
+    (message, status): one upsert in that order, a repeat counted on its row; whoever listens
+    (replies) hears of each after commit, repeats included, as a settlement is idempotent."""
+    first: dict[tuple[str, str], StatusItem] = {}
+    for item in items:
+        first.setdefault((item.provider_id, item.status), item)
+    if not first:
+        return
+    ordered = sorted(first.items())
+    rows = [
+        [source.pk, wamid, status, item.correlation, item.error_code, item.occurred_at, at, 1]
+        for (wamid, status), item in ordered
+    ]
+    _upsert(
+        MessageStatus,
+        STATUS_COLUMNS,
+        rows,
+        conflict=("source", "provider_id", "status"),
+        assign="seen_count = held.seen_count + 1, "
+        "correlation = COALESCE(NULLIF(held.correlation, ''), EXCLUDED.correlation)",
+        returning=("provider_id",),
+    )
+    seen = [
+        {
+            "provider_id": wamid,
+            "status": status,
+            "correlation": item.correlation,
+            "error_code": item.error_code,
+        }
+        for (wamid, status), item in ordered
+    ]
+    transaction.on_commit(
+        lambda: message_statuses_seen.send(sender=MessageStatus, source_id=source.pk, items=seen)
+    )
+
+
+def message_status_review(*, status_id: int, actor: str, at: datetime | None = None) -> bool:
+    """A person has looked at a failed delivery: it leaves the queue. False if it already had."""
+    from django.utils import timezone
+
+    return bool(
+        MessageStatus.objects.filter(pk=status_id, reviewed_at__isnull=True).update(
+            reviewed_at=at or timezone.now(), reviewed_by=actor[:150] or "unknown"
+        )
     )
 
 

@@ -25,9 +25,11 @@ def retention_purge(*, now: datetime | None = None, dry_run: bool = False) -> di
         due = InboundEvent.objects.filter(
             source=source,
             first_received_at__lt=now - timedelta(days=source.retention_days),
-        ).exclude(message_text="", sender_handle="")
+        ).exclude(message_text="", sender_handle="", reply_address="")
         purged[source.name] = (
-            due.count() if dry_run else due.update(message_text="", sender_handle="", content_purged_at=now)
+            due.count()
+            if dry_run
+            else due.update(message_text="", sender_handle="", reply_address="", content_purged_at=now)
         )
     if not dry_run:
         logger.info(

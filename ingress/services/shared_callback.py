@@ -36,7 +36,7 @@ from conduit.providers.base import CallbackBody, ProofError, Rejection, SecretUn
 from conduit.providers.registry import ADAPTERS, callback_adapters, get_adapter
 from ingress.models import ONE_WAITING_RECEIPT, QuarantineReceipt, Source
 from ingress.selectors import source_config
-from ingress.services.evidence import ignored_count, self_authored_record
+from ingress.services.evidence import ignored_count, message_statuses_record, self_authored_record
 from ingress.services.ingest import observations_accept
 from ingress.services.quarantine import _proof_failure_record, _quarantine
 from ingress.services.results import EventResult, ProofRefused
@@ -337,6 +337,7 @@ def _source_accept(
     )
     if not outcome.refused:
         self_authored_record(source, parsed.own, now)
+        message_statuses_record(source, parsed.statuses, now)
     ignored_count(source, parsed.ignored, now, callback=callback)
     return outcome.results, sum(parsed.ignored.values())
 

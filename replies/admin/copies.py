@@ -13,7 +13,7 @@ from replies.models import ReplyCopy
 class ReplyCopyForm(forms.ModelForm):
     class Meta:
         model = ReplyCopy
-        fields = ["source", "purpose", "channel", "text"]
+        fields = ["source", "purpose", "channel", "text", "template"]
 
 
 @admin.register(ReplyCopy)
@@ -38,6 +38,7 @@ class ReplyCopyAdmin(admin.ModelAdmin):
                 channel=obj.channel,
                 text=obj.text,
                 actor=request.user.get_username(),
+                template=obj.template or None,
             )
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None

@@ -7,11 +7,19 @@ from datetime import timezone as dt_timezone
 from django.db import transaction
 from django.utils import timezone
 
+from conduit.providers.base import TEMPLATE, message_form
 from replies import sender
 from replies.ledger import reply_action_transition
 from replies.models import ApprovalState, ReplyAction, ReplyCopy
 from replies.models import DeliveryState as S
-from replies.selectors import action_route, approved_copy, copy_for, no_copy_reason, no_route_reason
+from replies.selectors import (
+    action_route,
+    approved_copy,
+    copy_for,
+    free_form_until,
+    no_copy_reason,
+    no_route_reason,
+)
 from replies.services.results import Result, _refused
 from replies.services.window import reply_deadline_fill
 
@@ -85,6 +93,10 @@ def reply_approve(
                 )
             if action_route(action) is None:
                 return Result(False, f"cannot approve: {no_route_reason(action)}")
+            until = free_form_until(action.event)
+            form = message_form(free_form_until=until, template=copy.template or None)
+            if not form:
+                return Result(False, f"cannot approve: {_window_closed(until, copy)}")
             extra = {
                 "approval_state": ApprovalState.APPROVED,
                 "approved_by": actor,
@@ -93,7 +105,7 @@ def reply_approve(
                 "channel": copy.channel,
             }
         else:
-            extra = {}
+            extra, form = {}, ""
         outcome = reply_action_transition(
             action_id=action_id,
             to=S.APPROVED,
@@ -105,4 +117,16 @@ def reply_approve(
         if not outcome.applied:
             return _refused(outcome)
         _enqueue_on_commit(action_id)
-    return Result(True, f"approved with copy {extra['copy_version']}; the send is queued")
+    sent_as = (
+        f" (as template {copy.template['name']}: the free-form window has closed)" if form == TEMPLATE else ""
+    )
+    return Result(True, f"approved with copy {extra['copy_version']}; the send is queued{sent_as}")
+
+
+def _window_closed(until, copy: ReplyCopy) -> str:
+    return (
+        f"free-form text may answer this buyer only until "
+        f"{until.astimezone(dt_timezone.utc):%Y-%m-%d %H:%M:%S} UTC (the platform's window after their "
+        f"last message), and copy {copy.copy_version} has no template to send instead; add an approved "
+        "template to the copy (Replies > Reply copies) or wait for the buyer to write again"
+    )

@@ -151,13 +151,17 @@ def _texts_checked(texts) -> list[str]:
     return texts
 
 
-def _copy_set_write(campaign: Campaign, purpose: str, texts: list[str], channel: str, actor: str) -> bool:
-    """Write `texts` as the purpose's next copy set; False (nothing written) when they are the
+def _copy_set_write(
+    campaign: Campaign, purpose: str, texts: list[str], channel: str, actor: str, template: dict | None = None
+) -> bool:
+    """Write `texts` as the purpose's next copy set (each variant with `template`, where the
+    platform needs one past its free-form window); False (nothing written) when they are the
     current set already. Runs under the campaign's lock."""
+    template = dict(template or {})
     current = copy_sets_current(campaign_id=campaign.pk).get(purpose, [])
     # No channel given (the admin's copy box): the purpose's current one, else the purpose's name.
     channel = channel.strip() or (current[0].channel if current else purpose)
-    if [(c.text, c.channel) for c in current] == [(t, channel) for t in texts]:
+    if [(c.text, c.channel, c.template) for c in current] == [(t, channel, template) for t in texts]:
         return False
     number = (
         ReplyCopy.objects.filter(campaign=campaign, purpose=purpose).aggregate(n=Max("copy_set"))["n"] or 0
@@ -175,6 +179,7 @@ def _copy_set_write(campaign: Campaign, purpose: str, texts: list[str], channel:
             purpose=purpose,
             channel=channel,
             text=text,
+            template=template,
             copy_set=number,
             variant=n,
             copy_version=f"{prefix}v{number}" + (f".{n}" if len(texts) > 1 else ""),

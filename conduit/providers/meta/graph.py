@@ -75,12 +75,20 @@ def _connection(base_url: str, timeout: float) -> tuple[http.client.HTTPConnecti
     return http.client.HTTPConnection(*address, timeout=timeout), prefix
 
 
+def _headers(body: bytes | None) -> dict[str, str]:
+    return {
+        "Accept": "application/json",
+        **({"Content-Type": "application/json"} if body is not None else {}),
+    }
+
+
 def _exchange_kept(
     base_url: str,
     method: str,
     path: str,
     timeout: float,
     max_bytes: int,
+    body: bytes | None = None,
 ) -> tuple[int, http.client.HTTPMessage, bytes]:
     """The request on this thread's kept-alive connection to the Graph host
     (conduit.providers.keepalive: the sandbox transport's guards), failures as GraphCallFailed."""
@@ -96,7 +104,7 @@ def _exchange_kept(
         scheme, (host, port) = "http", address
     kept = kept_connection(scheme, host, port, timeout)
     try:
-        return kept.exchange(method, path, None, {"Accept": "application/json"}, max_bytes=max_bytes)
+        return kept.exchange(method, path, body, _headers(body), max_bytes=max_bytes)
     except ExchangeFailed as exc:
         timed_out = isinstance(exc.__cause__, TimeoutError)
         if exc.stage == "connect":  # the connection never opened: nothing left the process
@@ -122,9 +130,11 @@ def graph_request(
     timeout: float,
     max_bytes: int = DEFAULT_MAX_BYTES,
     keep_alive: bool = False,
+    json_body: Mapping | None = None,
 ) -> GraphResponse:
     """One Graph call: `<base_url>/<path>?<params>&access_token=...`, its JSON object back
-    (`access_token` None: a call that carries none, as a login's code exchange).
+    (`access_token` None: a call that carries none, as a login's code exchange). `json_body` is
+    sent as the request's JSON body (the WhatsApp Cloud API takes its messages so).
 
     Raises GraphError when Meta answers an error, GraphCallFailed otherwise. The
     answer is read to at most `max_bytes` + 1 bytes: one byte past the limit
@@ -136,10 +146,11 @@ def graph_request(
         # Checked before anything is built: the token never leaves for any other host.
         raise GraphCallFailed("url_refused", f"the Graph URL is refused: {refusal}", sent=False)
     query = urlencode({**params, **({} if access_token is None else {"access_token": access_token})})
+    body = None if json_body is None else json.dumps(json_body, separators=(",", ":")).encode()
     if keep_alive:
         prefix = urlsplit(base_url).path.rstrip("/")
         status, headers, payload = _exchange_kept(
-            base_url, method, f"{prefix}/{path.lstrip('/')}?{query}", timeout, max_bytes
+            base_url, method, f"{prefix}/{path.lstrip('/')}?{query}", timeout, max_bytes, body
         )
         return _graph_answer(
             status, headers, payload, max_bytes=max_bytes, had_cursor=_carries_position(params)
@@ -150,7 +161,7 @@ def graph_request(
         conn.connect()
         # Connected: from here the request may reach Meta, whatever fails next.
         sent = True
-        conn.request(method, f"{prefix}/{path.lstrip('/')}?{query}", headers={"Accept": "application/json"})
+        conn.request(method, f"{prefix}/{path.lstrip('/')}?{query}", body=body, headers=_headers(body))
         response = conn.getresponse()
         payload = response.read(max_bytes + 1)
     except (socket.timeout, TimeoutError):

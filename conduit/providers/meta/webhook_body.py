@@ -43,6 +43,42 @@ class MetaBody:
     entries: list[Entry]
 
 
+WHATSAPP_OBJECT = "whatsapp_business_account"
+
+
+def _whatsapp_entries(index: int, business: str, changes: list) -> list[Entry] | Rejection:
+    """A WhatsApp entry is the business account's; its changes are each phone number's, named
+    by `value.metadata.phone_number_id`, the account a source is for. Each message and each status
+    of a change is one item; a change naming no number stays the business account's (a source
+    owns no such account, so it meets a receipt rather than vanishing)."""
+    by_account: dict[str, list[dict]] = {}
+    for change in changes:
+        if not isinstance(change, dict):
+            return Rejection(None, "invalid_body", "each change must be an object")
+        field = change.get("field") if isinstance(change.get("field"), str) else ""
+        value = change.get("value")
+        metadata = value.get("metadata") if isinstance(value, dict) else None
+        number = metadata.get("phone_number_id") if isinstance(metadata, dict) else None
+        if not isinstance(number, str) or not number.strip() or not number.isprintable() or len(number) > 200:
+            by_account.setdefault(business, []).append(
+                {"object": WHATSAPP_OBJECT, "field": field, "kind": "change", "value": value}
+            )
+            continue
+        contacts = value.get("contacts") if isinstance(value.get("contacts"), list) else []
+        items = by_account.setdefault(number, [])
+        for kind, key in (("message", "messages"), ("status", "statuses")):
+            listed = value.get(key, [])
+            if not isinstance(listed, list):
+                return Rejection(None, "invalid_body", f"{key} must be a list")
+            items += [
+                {"object": WHATSAPP_OBJECT, "field": field, "kind": kind, "value": item, "contacts": contacts}
+                for item in listed
+            ]
+        if not value.get("messages") and not value.get("statuses"):
+            items.append({"object": WHATSAPP_OBJECT, "field": field, "kind": "change", "value": value})
+    return [Entry(index, account, items) for account, items in by_account.items()]
+
+
 def body_split(body: bytes) -> MetaBody | Rejection:
     """The body's object and entries, or why it cannot be read (a refusal of the whole body)."""
     try:
@@ -76,6 +112,13 @@ def body_split(body: bytes) -> MetaBody | Rejection:
         changes = entry.get("changes") or []
         if not isinstance(changes, list):
             return Rejection(None, "invalid_body", "changes must be a list")
+        if document["object"] == WHATSAPP_OBJECT:
+            split = _whatsapp_entries(index, account, changes)
+            if isinstance(split, Rejection):
+                return split
+            updates += sum(len(e.items) for e in split)
+            entries += split
+            continue
         items: list[dict] = []
         for change in changes:
             if not isinstance(change, dict):
