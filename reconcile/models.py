@@ -203,6 +203,7 @@ class FindingKind(models.TextChoices):
     UNEXPECTED_RECEIPT = "UNEXPECTED_RECEIPT", "Unexpected receipt"
     UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT", "Unknown receipt"
     INVALID_SOURCE_ITEM = "INVALID_SOURCE_ITEM", "Unreadable source item"
+    NO_STATUS = "NO_STATUS", "Sent, no status from the platform"
 
 
 class Repair(models.TextChoices):

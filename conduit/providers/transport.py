@@ -7,7 +7,7 @@ import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any
 
@@ -147,6 +147,9 @@ class Transport:
     # a reason token this transport stores -> applied | not_applied | not_established.
     evidence_rule: str = ""
     evidence_answers: Mapping[str, str] = MappingProxyType({})
+    # How soon the platform reports a status of every message sent (WhatsApp's status webhooks),
+    # or None where it reports none: a reply sent longer ago with no status is a finding.
+    status_expected_within: timedelta | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         # Every transport's entry points are counted, whoever calls them.

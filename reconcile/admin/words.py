@@ -28,6 +28,8 @@ FINDING_MEANINGS = {
     "acknowledges it.",
     FindingKind.INVALID_SOURCE_ITEM: "An item on the source that Conduit could not read: nothing was "
     "changed.",
+    FindingKind.NO_STATUS: "Marked sent, but the platform has reported nothing of the message since (no "
+    "sent, delivered, read or failed): a person checks the conversation; nothing is resent.",
 }
 
 DECISION_MEANINGS = {

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.utils import timezone
 
 from conduit.providers.base import COMPLETE
-from conduit.providers.registry import get_adapter
-from ingress.models import InboundEvent, Source
+from conduit.providers.registry import TRANSPORTS, get_adapter
+from ingress.models import InboundEvent, MessageStatus, Source
 from reconcile.models import ReconcileRun, StagedEvent, StagedReceipt
 from replies.models import DeliveryState as S
-from replies.models import ReplyAction, ReplyRoute
+from replies.models import ReplyAction, ReplyRoute, ReplyTransition
 
 UNCONFIRMED = (S.SENDING, S.SEND_STATUS_UNKNOWN)
+_NEVER = Q(Value(False, output_field=BooleanField()))
 
 
 # -- compare ------------------------------------------------------------------
@@ -36,6 +39,7 @@ class Comparison:
     unknown_receipts: QuerySet  # a receipt under a key Conduit never planned
     receipt: QuerySet  # the staged receipt of an outer action (for Exists/Subquery)
     compared_purposes: list[str] | None  # purposes whose receipts the read shows whenever they exist
+    silent: QuerySet  # SENT through a transport that reports statuses, none reported in time
 
 
 def _local_in_window(source: Source, run: ReconcileRun) -> QuerySet:
@@ -54,7 +58,10 @@ def recoverable(source: Source, events: QuerySet) -> QuerySet:
     declared = {family.event_type: family.recovery == COMPLETE for family in adapter.families}
     if adapter.undeclared_family("").recovery == COMPLETE:
         return events.exclude(event_type__in=sorted(t for t, whole in declared.items() if not whole))
-    return events.filter(event_type__in=sorted(t for t, whole in declared.items() if whole))
+    whole = sorted(t for t, whole in declared.items() if whole)
+    # An empty IN cannot be compiled into the findings' INSERT ... SELECT: a plain false instead
+    # (a platform none of whose families a read shows whole: WhatsApp).
+    return events.filter(event_type__in=whole) if whole else events.filter(_NEVER)
 
 
 def compared_purposes(source: Source) -> list[str] | None:
@@ -65,6 +72,23 @@ def compared_purposes(source: Source) -> list[str] | None:
         return None
     routes = ReplyRoute.objects.filter(source=source, transport_name__in=sorted(transports))
     return sorted(routes.values_list("purpose", flat=True))
+
+
+def silent_sends(source: Source, now: datetime) -> QuerySet:
+    """The source's replies SENT through a transport whose platform reports a status of every
+    message (`status_expected_within`) that it has reported none of in that time: a finding for a
+    person, never a resend."""
+    silent = _NEVER
+    for purpose, name in ReplyRoute.objects.filter(source=source).values_list("purpose", "transport_name"):
+        within = TRANSPORTS[name].status_expected_within if name in TRANSPORTS else None
+        if within is None:
+            continue
+        sent_before = ReplyTransition.objects.filter(
+            action=OuterRef("pk"), next_state=S.SENT, at__lt=now - within
+        )
+        reported = MessageStatus.objects.filter(source=source, provider_id=OuterRef("provider_reply_id"))
+        silent |= Q(Exists(sent_before), ~Exists(reported), purpose=purpose)
+    return ReplyAction.objects.filter(silent, event__source=source, delivery_state=S.SENT)
 
 
 def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
@@ -105,6 +129,7 @@ def generation_compare(source: Source, run: ReconcileRun) -> Comparison:
             ~Exists(ReplyAction.objects.filter(reply_key=OuterRef("reply_key")))
         ),
         receipt=receipt,
+        silent=silent_sends(source, timezone.now()),
     )
 
 

@@ -183,6 +183,12 @@ def reply_findings_write(
             Repair.NONE,
             "the provider shows a reply for an action Conduit did not send",
         ),
+        (
+            FindingKind.NO_STATUS,
+            c.silent,
+            Repair.NONE,
+            "SENT, but the platform has reported no status of the message since: nothing resent",
+        ),
     ):
         carried[kind] = _findings_write(
             report, kind, rows, repair, detail, actions=True, total=total.get(kind)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 # Findings a person closes: one open row per reply and kind (reconcile migration 0006).
-RECEIPT_KINDS = ("UNEXPECTED_RECEIPT", "UNKNOWN_RECEIPT")
+# Kinds a person acknowledges once per action state (NO_STATUS: a sent reply the platform never
+# reported on).
+RECEIPT_KINDS = ("UNEXPECTED_RECEIPT", "UNKNOWN_RECEIPT", "NO_STATUS")
 PERSON_KINDS = ("RETRY_CANDIDATE", *RECEIPT_KINDS)
 UNEXPECTED_RECEIPTS_QUEUE = "unexpected_receipts"
 

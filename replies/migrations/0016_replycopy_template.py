@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('replies', '0015_posts_read'),
+        ("replies", "0015_posts_read"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='replycopy',
-            name='template',
-            field=models.JSONField(blank=True, default=dict, help_text='Optional. A WhatsApp template approved for this copy, sent once the 24-hour window has closed: {"name": "order_update", "language": "en_US", "parameters": ["..."]}'),
+            model_name="replycopy",
+            name="template",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text='Optional. A WhatsApp template approved for this copy, sent once the 24-hour window has closed: {"name": "order_update", "language": "en_US", "parameters": ["..."]}',
+            ),
         ),
     ]

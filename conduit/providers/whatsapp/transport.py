@@ -18,6 +18,7 @@ the request may have left is Ambiguous; a connection that never opened is NotSen
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, Mapping
 from urllib.parse import quote, urlsplit
@@ -65,6 +66,9 @@ class MetaWhatsAppTransport(Transport):
     answers = frozenset({ANSWERS_MESSAGE})
     # Receipts come as status webhooks carrying the reply key; there is nothing to look up.
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
+    # WhatsApp sends a status webhook for every message, in seconds; Meta retries one for up to 7
+    # days. A day with none is worth a person's look.
+    status_expected_within = timedelta(hours=24)
     evidence_rule = "http-semantics/whatsapp-error-table"
     evidence_answers = MappingProxyType(errors.EVIDENCE_ANSWERS)
 
