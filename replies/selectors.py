@@ -10,7 +10,7 @@ from django.db.models import Exists, F, Max, OuterRef, Prefetch, Q, QuerySet
 from conduit.providers.base import OutboundReply
 from conduit.providers.registry import ADAPTERS
 from conduit.search import keyed_matching
-from ingress.models import InboundEvent
+from ingress.models import InboundEvent, MessageStatus
 from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
 from replies.matching import variant_index
 from replies.models import (
@@ -40,6 +40,15 @@ def free_form_until(event: InboundEvent) -> datetime | None:
         source_id=event.source_id, conversation_ref=event.conversation_ref, sender_ref=event.sender_ref
     ).aggregate(last=Max("occurred_at"))["last"]
     return max(last or event.occurred_at, event.occurred_at) + window
+
+
+def delivery_statuses(action: ReplyAction) -> list[MessageStatus]:
+    """What the platform reported of the action's message, oldest first (at most 20)."""
+    return list(
+        MessageStatus.objects.filter(
+            source_id=action.event.source_id, provider_id=action.provider_reply_id
+        ).order_by("occurred_at", "id")[:20]
+    )
 
 
 def outbound_reply(action: ReplyAction, copy: ReplyCopy) -> OutboundReply:

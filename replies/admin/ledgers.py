@@ -94,6 +94,7 @@ class ActionAdmin(PersonSearchMixin, LedgerAdmin):
         "status",
         "missing",
         "window",
+        "delivery_statuses",
         "campaign_matched",
     )
     detail_fields: tuple[str, ...] = (
@@ -188,6 +189,23 @@ class ActionAdmin(PersonSearchMixin, LedgerAdmin):
         if left == "expired":
             return "the platform's reply window has closed"
         return f"{left} left in the platform's reply window" if left else "no window: the platform sets none"
+
+    @admin.display(description="delivery statuses")
+    def delivery_statuses(self, obj: ReplyAction):
+        """What the platform reported of the message, in the order it happened (WhatsApp's statuses)."""
+        if not obj.provider_reply_id:
+            return "none: nothing was sent yet"
+        rows = selectors.delivery_statuses(obj)
+        if not rows:
+            return "none reported"
+        return format_html_join(
+            "",
+            "<div>{} at {}{}</div>",
+            (
+                (row.status, row.occurred_at, f" (seen {row.seen_count} times)" if row.seen_count > 1 else "")
+                for row in rows
+            ),
+        )
 
     @admin.display(description="event")
     def event_context(self, obj: ReplyAction):

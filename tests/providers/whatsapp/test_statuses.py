@@ -61,6 +61,15 @@ def test_statuses_reordered_and_repeated_keep_one_history(action, deliver):
     assert seen == {"read": 1, "delivered": 2, "sent": 2}
 
 
+def test_the_reply_page_shows_its_status_history(action, deliver, admin_client):
+    _move(action, "SENDING", "SEND_STATUS_UNKNOWN")
+    for state in ("read", "sent", "delivered", "sent"):
+        deliver(body(status(SENT_ID, state, key=action.reply_key)))
+    page = admin_client.get(f"/admin/replies/replyaction/{action.pk}/change/").content.decode()
+    assert "Delivery statuses" in page
+    assert "sent at" in page and "delivered at" in page and "read at" in page and "seen 2 times" in page
+
+
 def test_a_failure_after_sent_keeps_sent_and_waits_for_a_person(action, deliver, admin_client):
     _move(action, "SENDING", "SEND_STATUS_UNKNOWN")
     deliver(body(status(SENT_ID, "sent", key=action.reply_key)))
