@@ -8,8 +8,9 @@ class PlatformsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The order is the report's and the acceptance table's: the sandbox first, then Meta.
-        from platforms import meta, sandbox
+        # The order is the report's and the acceptance table's: the sandbox, Meta, then WhatsApp.
+        from platforms import meta, sandbox, whatsapp
 
         sandbox.register()
         meta.register()
+        whatsapp.register()

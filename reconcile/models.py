@@ -154,6 +154,8 @@ class StagedEvent(models.Model):
     parent_ref = models.CharField(max_length=200, blank=True, db_default="")
     # The author's handle (Observation.handle), content as the text is; gone at publication.
     handle = ContentField(blank=True, db_default="")
+    # Where a reply is addressed (Observation.address), content as the text is; gone at publication.
+    address = ContentField(blank=True, db_default="")
 
     class Meta:
         constraints = [

@@ -18,6 +18,6 @@ def staging_purge(*, now: datetime | None = None, dry_run: bool = False) -> int:
         stale = StagedEvent.objects.filter(
             run__source=source,
             run__created_at__lt=now - timedelta(days=source.retention_days),
-        ).exclude(text="", handle="")
-        total += stale.count() if dry_run else stale.update(text="", handle="")
+        ).exclude(text="", handle="", address="")
+        total += stale.count() if dry_run else stale.update(text="", handle="", address="")
     return total

@@ -244,3 +244,31 @@ def test_a_meta_canary_source_reading_off_this_host_fails_closed(monkeypatch):
     code, out, err = run("--actor", "operator_test", "--platform", "meta")
     assert code == 2 and "it reads its source off this host" in err
     assert attempted == []
+
+
+def test_the_canary_proves_a_whatsapp_shaped_source_without_an_external_call(monkeypatch):
+    """`--platform whatsapp`: a WhatsApp message body (meta_whatsapp/canary__message) twice through
+    /webhooks/meta/0/, the reply into the sink, a scan that reads nothing back (WhatsApp has none);
+    no connection leaves the host, and the buyer's number is in no key."""
+    import socket
+
+    attempted = []
+    real = socket.create_connection
+
+    def guarded(address, *args, **kwargs):
+        attempted.append(address[0])
+        return real(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", guarded)
+    code, out, err = run("--actor", "operator_test", "--platform", "whatsapp")
+    assert code == 0, out + err
+    event = InboundEvent.objects.get(source__name="canary-whatsapp")
+    run_id = CanaryReport.objects.get().summary["run_id"]
+    assert event.event_key == f"meta-whatsapp:acct_test_wa_01:message.created:evt_test_wa_canary_{run_id}"
+    assert "15550100099" not in event.sender_ref and event.seen_count == 2
+    assert [a.delivery_state for a in ReplyAction.objects.filter(event=event)] == ["SUPPRESSED_TEST"]
+    assert set(attempted) <= {"127.0.0.1"}
+    (report,) = CanaryReport.objects.filter(summary__source="canary-whatsapp")
+    found = {e["name"]: e["found"] for e in report.expectations}
+    assert found["reconciliation: nothing read back, nothing matched"] == 0
+    assert found["reconciliation: zero external calls"] == 0
