@@ -35,12 +35,26 @@ route sets on one port, and keeps its state in SQLite so a restart loses nothing
     POST /{ig-id}/messages    (same body)             private reply -> {"recipient_id", "message_id"}
                                                       (Instagram host; on the Facebook host the Page
                                                       node sends and /{ig-id}/messages answers (#3))
+    POST /{phone-number-id}/messages  (WhatsApp Cloud API, Facebook host; JSON, or form fields with
+                                      JSON-encoded objects) {"messaging_product": "whatsapp",
+                                      "recipient_type"?: "individual", "to", "context"?: {"message_id"},
+                                      "type": "text", "text": {"body", "preview_url"?} | "type": "template",
+                                      "template": {"name", "language": {"code"}, "components"?},
+                                      "biz_opaque_callback_data"?}
+         -> {"messaging_product", "contacts": [{"input", "wa_id"}], "messages": [{"id": <wamid>,
+            "message_status": "accepted" (templates only)}]}; refused, nothing applied, in WhatsApp's
+            envelope (`error_data {messaging_product, details}`): a text when the buyer last wrote
+            more than 24 hours ago by the simulator's clock, or never (131047); a template not
+            registered for the number and language (132001); a bad to/type/body (100); an unknown
+            phone number id: Graph's 100/33 "Unsupported post request" (all HTTP 400, as recorded)
 
 Ids have Meta's shapes: Instagram media and comments 17 digits; Instagram message ids (`mid`, the
 private reply's `message_id`) are Meta's Z-escaped base64 of `ig_dm_item:1:IGMessageID:<ig-id>:
 <thread>:<number>` (about 164 characters, `aWdf...`) and conversation ids of `ig_dm:1:IGMessageThread:
 <ig-id>:<thread>` (about 110); Page posts `<page-id>_<digits>`, Page comments `<post-digits>_<digits>`,
-Messenger mids `m_` + 86 base64url characters, Messenger conversations `t_<digits>`.
+Messenger mids `m_` + 86 base64url characters, Messenger conversations `t_<digits>`. A wamid is
+`wamid.` + base64 of `1c 18 <len> <number> 15 02 00 <11 out | 12 in> 18 <len> <hex id> 00` (58
+characters for an 11-digit number, as recorded).
 
 Paging, as recorded: media and comment edges by cursor (`paging.cursors.{before,after}`, `next`
 absent on the last page); `/feed` and `/posts` by time (`paging.previous` carries `since=<newest>`,
@@ -80,9 +94,42 @@ The control API (never counted as Graph calls):
     GET  /_sim/notifications  what was posted to the callback, with the answers
     GET  /_sim/applied        {"public": {comment_id: n}, "private": {comment_id: n}}
 
+    WhatsApp (fixtures/meta_whatsapp/recorded/, its PROVENANCE.md):
+    POST /_sim/whatsapp/numbers   {"phone_number_id", "waba_id", "app_id"?, "display_phone_number"?}
+                                  register (idempotent); the first time, the app (`app_id`, else the
+                                  callback's) is subscribed to the WABA's `messages` (/_sim/subscriptions
+                                  with "account": <waba_id> and "fields": [] unsubscribes it)
+    POST /_sim/whatsapp/templates {"phone_number_id", "name", "language"? ("en_US"), "category"?
+                                  ("utility"|"marketing"|"authentication")}   an approved template
+    POST /_sim/whatsapp/messages  {"phone_number_id", "from", "text"?, "type"? ("text"|"interactive"
+                                  (a button_reply)|"button"|"image"|"reaction"), "name"?, "timestamp"?,
+                                  "context"? (a wamid replied to), "payload"? (button id), "message_id"?
+                                  (what a reaction is to), "notify"? (true)} -> {"id": <wamid>}: the
+                                  buyer's message, opening the 24-hour window for (number, buyer), and
+                                  its webhook (entry id: the WABA; `value` then `field`, as recorded)
+    POST /_sim/whatsapp/status_plan {"statuses"? (["sent", "delivered", "read"]; [] none; ["sent"]
+                                  when only fail_code is given), "shuffle"?, "duplicate"? (extra copies
+                                  of each), "fail_code"? (a `failed` status after `sent`), "seed"?,
+                                  "pricing_model"? ("CBP", as recorded; "PMP": v24+, no conversation)}
+                                  how later sends' statuses come; DELETE restores the default; GET shows it
+    GET  /_sim/whatsapp/sent      {"sent": [{"id", "phone_number_id", "to", "type", "text"|"template",
+                                  "context"?, "biz_opaque_callback_data", "at"}], "by_callback_data":
+                                  {<reply key>: n}}: every applied send, oldest first
+
+Every applied WhatsApp send (apply_then_* faults included) is reported by one status webhook per
+planned status, each its own body, in the plan's order: `sent` with the conversation (and its
+expiration) and pricing, `delivered` with both (no expiration), `read` bare, `failed` with `errors`
+and, as Meta documents it, without `biz_opaque_callback_data`. Like a Graph write's echoes they are
+posted at once from a background thread (the answer does not wait on the receiver), or queued for
+/_sim/notify when batching. Faults planted on the send's path answer WhatsApp's envelope for
+WhatsApp's codes (130429 with Meta's subcode 2494055, 131056, 131047, ...); the fired log's target
+is the send's `biz_opaque_callback_data`, else its `to`.
+
 Its rooms: `server` (HTTP, the control API, `serve`), `routes` (Graph reads and writes as
 answers), `paging`, `errors` (Meta's envelope), `shapes` (ids, times, `fields`), and the state
-(`state` composes `store`, `content`, `reads`, `writes`, `notifications` and `faults`).
+(`state` composes `store`, `content`, `reads`, `writes`, `notifications` and `faults`). WhatsApp's
+are `whatsapp` (numbers, templates, buyers' messages, the plan, the control API), `whatsapp_send`,
+`whatsapp_statuses`, `whatsapp_errors` and `whatsapp_shapes`.
 """
 
 from simulators.meta.errors import GraphError, not_found

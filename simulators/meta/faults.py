@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from simulators.meta.errors import GraphError
+from simulators.meta.whatsapp_errors import WHATSAPP_CODES, WhatsAppError
 
 READ_MODES = ("error", "timeout", "drop", "latency", "usage")
 WRITE_MODES = ("apply_then_error", "apply_then_timeout", "apply_then_drop")
@@ -38,7 +39,10 @@ class Fault:
             return False
         return self.path_contains in path
 
-    def error(self) -> GraphError:
+    def error(self, *, whatsapp: bool = False) -> GraphError:
+        """The planted answer; on a Cloud API send a WhatsApp code carries WhatsApp's `error_data`."""
+        if whatsapp and self.code in WHATSAPP_CODES:
+            return WhatsAppError(self.code, subcode=self.subcode, status=self.status, message=self.message)
         return GraphError(
             self.code,
             subcode=self.subcode,

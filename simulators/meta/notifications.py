@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 
 from simulators.meta.shapes import _hash_digits
+from simulators.meta.whatsapp_shapes import WHATSAPP_OBJECT
 
 
 def encode_body(payload: dict) -> bytes:
@@ -87,6 +88,25 @@ class Notifications:
         sent = self.flush()
         return sent[-1] if sent else None
 
+    def _emit_series(self, object: str, account: str, kind: str, items: list[dict]) -> None:
+        """Several notifications of one write (a WhatsApp send's statuses), each its own body,
+        posted in order from one background thread; queued together when batching."""
+        if not self.callback or not items:
+            return
+        if self.batch:
+            for item in items:
+                self._emit(object, account, kind, item)
+            return
+
+        def post_in_order() -> None:
+            try:
+                for item in items:
+                    self._emit(object, account, kind, item)
+            except sqlite3.ProgrammingError:  # closed meanwhile: nothing to send to
+                pass
+
+        threading.Thread(target=post_in_order, daemon=True).start()
+
     def _flush_quietly(self) -> None:
         try:
             self.flush()
@@ -109,7 +129,8 @@ class Notifications:
             for (account, kind), items in entries.items():
                 latest = max(at for at, _ in items)
                 entry_time = int(latest * 1000) if kind == "messaging" else int(latest)
-                payload["entry"].append({"id": account, "time": entry_time, kind: [i for _, i in items]})
+                timed = {} if object == WHATSAPP_OBJECT else {"time": entry_time}  # recorded: id, changes
+                payload["entry"].append({"id": account, **timed, kind: [i for _, i in items]})
             results.append(self._post(payload, rows=[r for r in rows if r["object"] == object]))
         return results
 

@@ -374,6 +374,8 @@ class Router:
         raise GraphError(100, message=f"(#100) Tried accessing nonexisting field ({edge})")
 
     def post(self, host: str, node: str, edge: str | None, params: dict) -> dict:
+        if edge == "messages" and host == "facebook" and self.state.whatsapp_route(node, params):
+            return self.state.whatsapp_send(phone_number_id=node, body=params)
         found = self.state.find(node)
         if found is None:
             raise not_found(node)

@@ -16,6 +16,7 @@ from simulators.meta.login import LoginRefusal
 from simulators.meta.routes import Router
 from simulators.meta.state import SimulatorState
 from simulators.meta.store import is_loopback_host
+from simulators.meta.whatsapp import whatsapp_control, whatsapp_send_body, whatsapp_target
 
 VERSION = re.compile(r"^v\d+\.\d+$")
 
@@ -117,6 +118,8 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
         def _control(self, method: str, name: str, raw: bytes) -> None:
             try:
                 data = self._control_body(raw) if method == "POST" else {}
+                if name.startswith("whatsapp/"):
+                    return self._json(*whatsapp_control(state, method, name.removeprefix("whatsapp/"), data))
                 if (method, name) == ("POST", "accounts"):
                     row = state.account_upsert(
                         id=str(data["id"]),
@@ -205,9 +208,15 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             parsed = _graph_path(split.path)
             query = parse_qs(split.query)
             state.call_record(method, split.path)
-            fault = state.fault_next(
-                method, split.path, _write_target(parsed, raw, query) if method == "POST" else ""
+            whatsapp = whatsapp_send_body(state, parsed, raw) if method == "POST" else None
+            target = (
+                whatsapp_target(whatsapp)
+                if whatsapp is not None
+                else _write_target(parsed, raw, query)
+                if method == "POST"
+                else ""
             )
+            fault = state.fault_next(method, split.path, target)
             if fault and fault.latency:
                 time.sleep(fault.latency)
             if fault and fault.mode in ("timeout", "drop"):
@@ -216,7 +225,7 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             if fault and fault.mode == "error":
-                return self._error(fault.error(), split.path, fault)
+                return self._error(fault.error(whatsapp=whatsapp is not None), split.path, fault)
             try:
                 if self._login(method, split.path, query, raw):
                     return
@@ -262,7 +271,7 @@ def make_handler(state: SimulatorState) -> type[BaseHTTPRequestHandler]:
             except (ValueError, TypeError):
                 return self._error(GraphError(100, message="(#100) Invalid parameter"), split.path, None)
             if fault and fault.mode == "apply_then_error":
-                return self._error(fault.error(), split.path, fault)
+                return self._error(fault.error(whatsapp=whatsapp is not None), split.path, fault)
             if fault and fault.mode == "apply_then_timeout":
                 state.stopping.wait(fault.hang)
                 self.close_connection = True

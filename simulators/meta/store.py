@@ -86,6 +86,7 @@ class Store:
         if state_path:
             self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        self._whatsapp_init()  # the Cloud API's numbers, templates, messages and sends (whatsapp.py)
         present = {row[1] for row in self.db.execute("PRAGMA table_info(messages)")}
         for column, kind in MESSAGE_COLUMNS.items():
             if column not in present:

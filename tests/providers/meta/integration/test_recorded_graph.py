@@ -24,6 +24,8 @@ from conduit.providers.meta.reader import _edge, _position
 from conduit.providers.meta.transport import MetaCommentReplyTransport, MetaPrivateReplyTransport
 
 ROOT = Path(__file__).resolve().parents[4] / "fixtures"
+# WhatsApp's recorded material is held by tests/providers/whatsapp/ and tests/simulators/.
+INSTAGRAM_AND_PAGE = ("meta_instagram", "meta_page")
 
 
 def recorded(name: str) -> dict:
@@ -34,7 +36,8 @@ def recorded(name: str) -> dict:
 def every(prefix: str) -> list[str]:
     return sorted(
         f"{p.parent.parent.name.removeprefix('meta_')}/{p.stem}"
-        for p in ROOT.glob(f"meta_*/recorded/{prefix}*.json")
+        for d in INSTAGRAM_AND_PAGE
+        for p in ROOT.glob(f"{d}/recorded/{prefix}*.json")
     )
 
 
@@ -433,7 +436,8 @@ def test_every_recorded_file_says_where_it_came_from():
     provenance = (ROOT / "meta_recorded_PROVENANCE.md").read_text()
     unnamed = sorted(
         f"{p.parent.parent.name}/recorded/{p.name}"
-        for p in ROOT.glob("meta_*/recorded/*.json")
+        for d in INSTAGRAM_AND_PAGE
+        for p in ROOT.glob(f"{d}/recorded/*.json")
         if f"`{p.name}`" not in provenance and f"`{p.parent.parent.name}/recorded/{p.name}`" not in provenance
     )
     assert unnamed == []

@@ -18,6 +18,8 @@ from conduit.providers.meta.adapters import MetaInstagramAdapter, MetaPageAdapte
 from conduit.providers.meta.webhook import CONTRACT_VERSION, EVENT_TYPES
 
 FIXTURES = Path(__file__).resolve().parents[4] / "fixtures"
+# WhatsApp's recorded material is held by tests/providers/whatsapp/ and tests/simulators/.
+INSTAGRAM_AND_PAGE = ("meta_instagram", "meta_page")
 ADAPTERS = {"instagram": MetaInstagramAdapter, "page": MetaPageAdapter}
 
 # What each body must become: ("event", type, source_event_id, conversation_ref, sender_ref),
@@ -108,7 +110,9 @@ EXPECTED = {
     ],
 }
 RECORDED = sorted(
-    f"{path.parent.parent.name}/{path.stem}" for path in FIXTURES.glob("meta_*/recorded/webhook_*.json")
+    f"{path.parent.parent.name}/{path.stem}"
+    for d in INSTAGRAM_AND_PAGE
+    for path in FIXTURES.glob(f"{d}/recorded/webhook_*.json")
 )
 
 

@@ -28,6 +28,8 @@ from tests.providers.meta.connect.conftest import NoRedirect
 from tests.simulators.meta.helpers import APP_ID, APP_SECRET, Receiver, call, wait_for
 
 FIXTURES = Path(__file__).resolve().parents[4] / "fixtures"
+# WhatsApp's recorded material is held by tests/providers/whatsapp/ and tests/simulators/.
+INSTAGRAM_AND_PAGE = ("meta_instagram", "meta_page")
 IG = "17841400000000001"  # 17 digits, as recorded Instagram account ids
 PAGE = "100000000000001"  # 15 digits, as recorded Page ids
 PERSON = "1234567890123456"  # 16 digits, as recorded IGSIDs/PSIDs
@@ -672,7 +674,11 @@ SCENARIOS = {
     ),
     "meta_page/answer_error__code200_permission": Scenario(planted(200)),
 }
-ANSWERS = sorted(f"{p.parent.parent.name}/{p.stem}" for p in FIXTURES.glob("meta_*/recorded/answer_*.json"))
+ANSWERS = sorted(
+    f"{p.parent.parent.name}/{p.stem}"
+    for d in INSTAGRAM_AND_PAGE
+    for p in FIXTURES.glob(f"{d}/recorded/answer_*.json")
+)
 
 
 def test_an_expired_token_is_refused_in_the_recorded_shape_and_wording(sim):
