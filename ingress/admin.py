@@ -324,7 +324,7 @@ class UndeliveredMessageAdmin(LedgerAdmin):
         return format_html('<a href="{}">{}</a>', url, obj.correlation[:12])
 
     def has_review_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("ingress.change_messagestatus")
+        return request.user.has_perm("ingress.review_undeliveredmessage")
 
     @admin.action(description="Mark reviewed", permissions=["review"])
     def mark_reviewed(self, request: HttpRequest, queryset: QuerySet):

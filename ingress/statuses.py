@@ -63,3 +63,6 @@ class UndeliveredMessage(MessageStatus):
         proxy = True
         verbose_name = "sent message the platform could not deliver"
         verbose_name_plural = "sent messages the platform could not deliver"
+        permissions = [
+            ("review_undeliveredmessage", "Can mark a message the platform could not deliver reviewed")
+        ]

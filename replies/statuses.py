@@ -2,8 +2,10 @@
 `statuses[]`, recorded by ingress.statuses) settles the reply that sent it.
 
 A status names its reply by the reply key Conduit sent with the message
-(`biz_opaque_callback_data`, which every status carries back); a status without one was not
-Conduit's send and settles nothing. Any status (sent, delivered, read, or failed) shows the
+(`biz_opaque_callback_data`, which Meta documents in sent, delivered and read statuses). A status
+without one (Meta does not say a `failed` one carries it) names the one action holding its
+message id, the id the send was answered with; a status of a message Conduit did not send names
+none. Any status (sent, delivered, read, or failed) shows the
 platform accepted the message, so it settles a SENDING or SEND_STATUS_UNKNOWN action as SENT,
 with the message's id as the receipt, by `system:status`, without a person and without a resend.
 A status never moves a state backwards: a SENT action stays SENT whatever arrives after, in any
@@ -37,12 +39,15 @@ def _reply_key(correlation: str) -> str:
 
 def action_for_status(source_id: int, item: dict) -> ReplyAction | None:
     """The action a status is the receipt of: the one whose reply key it carries back, on this
-    source, unless that action holds another message id."""
+    source, unless that action holds another message id; without a reply key (Meta does not say a
+    `failed` status carries it), the one action holding the status's message id."""
+    wamid = (item.get("provider_id") or "")[:MAX_ID]
+    actions = ReplyAction.objects.filter(event__source_id=source_id)
     key = _reply_key(item.get("correlation", ""))
     if not key:
-        return None
-    action = ReplyAction.objects.filter(reply_key=key, event__source_id=source_id).first()
-    wamid = (item.get("provider_id") or "")[:MAX_ID]
+        held = list(actions.filter(provider_reply_id=wamid)[:2]) if wamid else []
+        return held[0] if len(held) == 1 else None
+    action = actions.filter(reply_key=key).first()
     if action is None or (action.provider_reply_id and action.provider_reply_id != wamid):
         return None
     return action

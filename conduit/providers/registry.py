@@ -6,6 +6,7 @@ without building it, so no network is needed to know.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 
 from conduit.loopback import loopback_address
@@ -27,6 +28,12 @@ TRANSPORTS: dict[str, type[Transport]] = {
     cls.name: cls
     for cls in (SandboxTransport, MetaCommentReplyTransport, MetaPrivateReplyTransport, MetaWhatsAppTransport)
 }
+
+
+def transports_for(adapter: str) -> dict[str, type[Transport]]:
+    """The transports a route of a source of that adapter may name (`Transport.adapters`)."""
+    return {name: cls for name, cls in TRANSPORTS.items() if cls.adapters is None or adapter in cls.adapters}
+
 
 # The login flows an owner connects accounts through (the admin's Connect buttons), by URL name.
 LOGINS: dict[str, type[AccountLogin]] = {cls.name: cls for cls in META_LOGINS}
@@ -112,8 +119,18 @@ def transport_class(name: str) -> type[Transport]:
 @cache
 def evidence_answers() -> dict[str, tuple[str, str]]:
     """Every transport's error table as evidence: a stored reason token -> (answer, rule)."""
+    return evidence_table(TRANSPORTS.values())
+
+
+def evidence_table(transports: Iterable[type[Transport]]) -> dict[str, tuple[str, str]]:
+    """The transports' error tables as one: a stored reason token is read without its transport,
+    so two tables that share a token must give it the same answer (the first table's rule names it)."""
     table: dict[str, tuple[str, str]] = {}
-    for cls in TRANSPORTS.values():
+    for cls in transports:
         for reason, answer in cls.evidence_answers.items():
-            table.setdefault(reason, (answer, cls.evidence_rule))
+            known, rule = table.setdefault(reason, (answer, cls.evidence_rule))
+            if known != answer:
+                raise ValueError(
+                    f"the reason {reason!r} is {known} by {rule} and {answer} by {cls.evidence_rule}"
+                )
     return table

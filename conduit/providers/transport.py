@@ -133,6 +133,8 @@ class Transport:
     # What a reply through this transport can answer (ANSWERS_COMMENT, ANSWERS_MESSAGE): planning
     # gives an event only the purposes whose route can answer its family.
     answers: frozenset[str] = frozenset({ANSWERS_COMMENT, ANSWERS_MESSAGE})
+    # The adapters whose sources a route may send through this transport (None: any source's).
+    adapters: frozenset[str] | None = None
     # What a sent reply leaves on the platform for a read-back to see ("comment" under the comment
     # answered, "message" to its author), matched against the account's own items; "" where the
     # provider keeps receipts by reply key instead.

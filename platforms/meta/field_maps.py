@@ -10,7 +10,8 @@ META_MAP_COLUMNS = ("object.field", "item", "event type", "key", "refs")
 
 def meta_field_maps() -> dict:
     """Meta's frozen field maps, read from the table conduit.providers.meta.webhook declares them in
-    (its docstring; contract version CONTRACT_VERSION), with each adapter's declared families.
+    (its docstring; contract version CONTRACT_VERSION), with the declared families of each
+    adapter that module holds (WhatsApp's map is its own: conduit.providers.whatsapp.webhook).
 
     Each row: the object and field (or item and verb) notified, the event type
     it becomes, how its key's id is made, and where each ref comes from.
@@ -53,9 +54,15 @@ def meta_field_maps() -> dict:
                 "families": [{"event_type": f.event_type, "recovery": f.recovery} for f in cls.families],
             }
             for name, cls in sorted(ADAPTERS.items())
-            if getattr(cls, "object", "")
+            if issubclass(cls, webhook.MetaWebhookAdapter) and _declared_in(cls, webhook)
         },
     }
+
+
+def _declared_in(cls: type, webhook) -> bool:
+    """Whether the webhook class that names the object `cls` answers is one of `webhook`'s."""
+    named = (c for c in cls.__mro__ if issubclass(c, webhook.MetaWebhookAdapter) and "object" in vars(c))
+    return next(named).__module__ == webhook.__name__
 
 
 def _refs(cell: str, above: dict[str, str]) -> dict[str, str]:

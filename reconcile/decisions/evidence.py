@@ -113,11 +113,13 @@ class HttpSemanticsModel:
     The rules, in the order they are tried:
 
     http-semantics/meta-error-table: the evidence is a reason token of Meta's error table
-        (conduit/providers/meta/errors.py), the one table the Meta transports acted on: its
+        (conduit/providers/meta/errors.py), the table the Instagram and Page transports act on: its
         ambiguous tokens -> not_established (a 4xx from Meta is not always "not applied":
         20/1772107 was seen after the comment had been created), its not-applied tokens ->
         not_applied, `already_replied` -> applied; only for a reply received (a reason token
         recorded with transport `sent` is not the receiver's: the no-response rule answers).
+    http-semantics/whatsapp-error-table: the same, for a token only WhatsApp's error table
+        (conduit/providers/whatsapp/errors.py) declares; tokens the tables share answer alike.
     http-semantics/timeout: the evidence is a timeout -> not_established
         ("such as a timeout")
     http-semantics/dropped: the connection was reset or closed -> not_established

@@ -39,7 +39,7 @@ class Comparison:
     unknown_receipts: QuerySet  # a receipt under a key Conduit never planned
     receipt: QuerySet  # the staged receipt of an outer action (for Exists/Subquery)
     compared_purposes: list[str] | None  # purposes whose receipts the read shows whenever they exist
-    silent: QuerySet  # SENT through a transport that reports statuses, none reported in time
+    silent: QuerySet | None  # SENT through a transport that reports statuses, none reported in time
 
 
 def _local_in_window(source: Source, run: ReconcileRun) -> QuerySet:
@@ -74,11 +74,12 @@ def compared_purposes(source: Source) -> list[str] | None:
     return sorted(routes.values_list("purpose", flat=True))
 
 
-def silent_sends(source: Source, now: datetime) -> QuerySet:
+def silent_sends(source: Source, now: datetime) -> QuerySet | None:
     """The source's replies SENT through a transport whose platform reports a status of every
     message (`status_expected_within`) that it has reported none of in that time: a finding for a
-    person, never a resend."""
-    silent = _NEVER
+    person, never a resend. None when no route of the source goes through such a transport (no
+    set to write or count)."""
+    silent = None
     for purpose, name in ReplyRoute.objects.filter(source=source).values_list("purpose", "transport_name"):
         within = TRANSPORTS[name].status_expected_within if name in TRANSPORTS else None
         if within is None:
@@ -87,7 +88,10 @@ def silent_sends(source: Source, now: datetime) -> QuerySet:
             action=OuterRef("pk"), next_state=S.SENT, at__lt=now - within
         )
         reported = MessageStatus.objects.filter(source=source, provider_id=OuterRef("provider_reply_id"))
-        silent |= Q(Exists(sent_before), ~Exists(reported), purpose=purpose)
+        route = Q(Exists(sent_before), ~Exists(reported), purpose=purpose)
+        silent = route if silent is None else silent | route
+    if silent is None:
+        return None
     return ReplyAction.objects.filter(silent, event__source=source, delivery_state=S.SENT)
 
 

@@ -190,6 +190,9 @@ def reply_findings_write(
             "SENT, but the platform has reported no status of the message since: nothing resent",
         ),
     ):
+        if rows is None:  # a set the source cannot have (c.silent: no route expects statuses)
+            carried[kind] = 0
+            continue
         carried[kind] = _findings_write(
             report, kind, rows, repair, detail, actions=True, total=total.get(kind)
         )

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 from django.db import connection
 
 from conduit.providers.base import Observation
-from conduit.providers.registry import TRANSPORTS, get_adapter
+from conduit.providers.registry import get_adapter, transports_for
 from conduit.sql import columns_sql, insert_rows, json_casts
 from conduit.statemachine import TransitionTable, creation_rows, history_columns, record_created
 from ingress.models import Source
@@ -111,10 +111,11 @@ def purposes_answering(*, source: Source) -> Callable[[str], tuple[str, ...]]:
     hand, however often it changes); otherwise the declared purposes whose route's transport can
     answer the family (a DM only through a route that answers a message, never a comment reply
     or a private reply, which answer comments). A purpose with no route yet is planned only for a
-    family every transport answers (its route, declared later, decides where it goes). Routes are
-    read only where some transport could not answer.
+    family every transport a route of this source may name answers (its route, declared later,
+    decides where it goes). Routes are read only where some such transport could not answer.
     """
     adapter = get_adapter(source.adapter)
+    transports = transports_for(source.adapter)
     declared = tuple(source.purposes)
     routes: dict[str, str] = {}
 
@@ -123,16 +124,16 @@ def purposes_answering(*, source: Source) -> Callable[[str], tuple[str, ...]]:
         answers = adapter.family(event_type).answers
         if not answers:
             return ()
-        if all(answers in cls.answers for cls in TRANSPORTS.values()):
+        if all(answers in cls.answers for cls in transports.values()):
             return declared
         if not routes:
             routes.update(
                 ReplyRoute.objects.filter(source_id=source.pk).values_list("purpose", "transport_name")
             )
             routes.setdefault("", "")  # read once, even when the source has no route
-        # A purpose with no route yet is planned only where every transport could answer (above).
+        # A purpose with no route yet is planned only where every such transport could answer (above).
         return tuple(
-            p for p in declared if routes.get(p) in TRANSPORTS and answers in TRANSPORTS[routes[p]].answers
+            p for p in declared if routes.get(p) in transports and answers in transports[routes[p]].answers
         )
 
     return for_type

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from conduit.providers.registry import TRANSPORTS, get_adapter
+from conduit.providers.registry import TRANSPORTS, get_adapter, transports_for
 from ingress.models import Source
 from replies.models import ReplyRoute
 from replies.transports import live_enable_refusals, route_url_refusal
@@ -31,6 +31,11 @@ def _route_validated(route: ReplyRoute, source: Source) -> ReplyRoute:
         errors["purpose"] = f"{route.purpose!r} is not a declared purpose of source {source.name!r}"
     if route.transport_name not in TRANSPORTS:
         errors["transport_name"] = f"unknown transport; known: {', '.join(sorted(TRANSPORTS))}"
+    elif route.transport_name not in transports_for(source.adapter):
+        errors["transport_name"] = (
+            f"{route.transport_name!r} cannot answer a {source.adapter!r} source; it may use: "
+            + ", ".join(sorted(transports_for(source.adapter)))
+        )
     else:
         refusal = route_url_refusal(route.transport_name, route.target_url)
         if refusal:

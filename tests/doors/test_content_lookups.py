@@ -93,6 +93,8 @@ def test_the_content_columns_are_declared():
         ("reconcile", "stagedevent", "handle"),
         ("ingress", "inboundevent", "payload_hash"),
         ("reconcile", "stagedevent", "payload_hash"),
+        ("ingress", "inboundevent", "reply_address"),
+        ("reconcile", "stagedevent", "address"),
     }
     # Every other text column says why it is not a buyer's words: a new one cannot slip by.
     from django.apps import apps

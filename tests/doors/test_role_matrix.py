@@ -193,7 +193,7 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
     from rest_framework.authtoken.models import Token, TokenProxy
 
     from ingress.deletion_requests import DeletionRequest
-    from ingress.models import IgnoredUpdate, SelfAuthoredItem
+    from ingress.models import IgnoredUpdate, MessageStatus, SelfAuthoredItem
     from reconcile.models import AcceptanceRun, CanaryReport
     from replies.models import CanarySinkRecord, ReplyAction
     from replies.services import send_budget_set
@@ -226,6 +226,14 @@ def matrix_objects(source_side, deliver, scan) -> dict[type, object]:
         first_seen_at=now,
     )
     IgnoredUpdate.objects.create(source=source, name="comment.edited", count=1, last_seen_at=now)
+    MessageStatus.objects.create(  # a failed delivery nobody reviewed: in its queue too
+        source=source,
+        provider_id="wamid.test_matrix",
+        status="failed",
+        error_code="131026",
+        occurred_at=now,
+        first_seen_at=now,
+    )
     CanaryReport.objects.create(created_at=now, actor="tester", ok=True, summary={}, expectations=[])
     AcceptanceRun.objects.create(
         started_at=now, finished_at=now, ran_by="tester", code_version="0.1.0+matrix", passed=True

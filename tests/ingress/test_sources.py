@@ -270,6 +270,17 @@ def test_register_source_routes_each_purpose_on_its_own(capsys):
             "--route",
             "public_ack=carrier-pigeon",
         )
+    # A transport that serves only another adapter's sources (WhatsApp's, from a phone number).
+    with pytest.raises(CommandError, match="'meta-whatsapp-message' cannot answer a 'sandbox-social' source"):
+        call_command(
+            "register_source",
+            "sandbox-4",
+            *ARGS[1:4],
+            "acct_test_44",
+            *ARGS[5:],
+            "--route",
+            "private_delivery=meta-whatsapp-message",
+        )
     assert not Source.objects.filter(name="sandbox-4").exists()  # all or nothing
     assert dict(ReplyRoute.objects.values_list("purpose", "target_url")) == routes
 

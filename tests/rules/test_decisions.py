@@ -576,14 +576,25 @@ def test_http_semantics_rules_in_order(case, attempt, expected):
 
 
 def test_a_reason_token_of_a_transports_error_table_takes_that_tables_answer():
-    """docs/concepts/replay-decisions.md#http-semantics, meta-error-table: a stored reason token of a
-    transport's error table is answered as that table says, before the text and status rules, for a
-    reply received (with or without a status, the token padded by whitespace or not)."""
+    """docs/concepts/replay-decisions.md#http-semantics, meta-error-table and whatsapp-error-table: a
+    stored reason token of a transport's error table is answered as that table says, before the text
+    and status rules, for a reply received (with or without a status, the token padded by whitespace
+    or not)."""
+    from conduit.providers.meta.errors import EVIDENCE_ANSWERS as META_TABLE
+    from conduit.providers.whatsapp.errors import EVIDENCE_ANSWERS as WHATSAPP_TABLE
+
     tables = evidence_answers()
     assert {answer for answer, _ in tables.values()} == {"applied", "not_applied", "not_established"}
+    assert set(tables) == set(META_TABLE) | set(WHATSAPP_TABLE)
     for token, (answer, rule) in tables.items():
         expected = Answer(answer, rule)
-        assert rule == "http-semantics/meta-error-table", token
+        declared = META_TABLE if token in META_TABLE else WHATSAPP_TABLE
+        assert answer == declared[token], token
+        assert rule == (
+            "http-semantics/meta-error-table"
+            if token in META_TABLE
+            else "http-semantics/whatsapp-error-table"
+        ), token
         assert MODEL.answer(QUESTION, reply(400, token)) == expected, token
         assert MODEL.answer(QUESTION, reply(None, f" {token}\n")) == expected, token
     # The table wins over the generic 4xx rule: a 4xx seen after the object was created.
@@ -591,6 +602,26 @@ def test_a_reason_token_of_a_transports_error_table_takes_that_tables_answer():
     assert MODEL.answer(QUESTION, reply(400, "graph refused after apply")) == Answer(
         "not_applied", "http-semantics/rejected"
     )  # the control: the same words, not the token
+
+
+def test_two_error_tables_that_answer_one_token_differently_are_refused():
+    """A stored token is read without its transport: two tables sharing it must agree. The
+    control: the same tables, agreeing, make one table."""
+    from dataclasses import make_dataclass
+
+    from conduit.providers.registry import evidence_table
+
+    def transport(rule, answers):
+        return make_dataclass("T", [], namespace={"evidence_rule": rule, "evidence_answers": answers})
+
+    agree = [
+        transport("r/one", {"throttled": "not_applied"}),
+        transport("r/two", {"throttled": "not_applied"}),
+    ]
+    assert evidence_table(agree) == {"throttled": ("not_applied", "r/one")}
+    disagree = [agree[0], transport("r/two", {"throttled": "not_established"})]
+    with pytest.raises(ValueError, match="'throttled' is not_applied by r/one and not_established by r/two"):
+        evidence_table(disagree)
 
 
 def test_a_reason_token_recorded_with_no_reply_received_is_not_the_receivers():

@@ -75,11 +75,13 @@ def _connection(base_url: str, timeout: float) -> tuple[http.client.HTTPConnecti
     return http.client.HTTPConnection(*address, timeout=timeout), prefix
 
 
-def _headers(body: bytes | None) -> dict[str, str]:
-    return {
-        "Accept": "application/json",
-        **({"Content-Type": "application/json"} if body is not None else {}),
-    }
+def _headers(body: bytes | None, bearer: str | None = None) -> dict[str, str]:
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return headers
 
 
 def _exchange_kept(
@@ -89,6 +91,7 @@ def _exchange_kept(
     timeout: float,
     max_bytes: int,
     body: bytes | None = None,
+    bearer: str | None = None,
 ) -> tuple[int, http.client.HTTPMessage, bytes]:
     """The request on this thread's kept-alive connection to the Graph host
     (conduit.providers.keepalive: the sandbox transport's guards), failures as GraphCallFailed."""
@@ -104,7 +107,7 @@ def _exchange_kept(
         scheme, (host, port) = "http", address
     kept = kept_connection(scheme, host, port, timeout)
     try:
-        return kept.exchange(method, path, body, _headers(body), max_bytes=max_bytes)
+        return kept.exchange(method, path, body, _headers(body, bearer), max_bytes=max_bytes)
     except ExchangeFailed as exc:
         timed_out = isinstance(exc.__cause__, TimeoutError)
         if exc.stage == "connect":  # the connection never opened: nothing left the process
@@ -134,7 +137,8 @@ def graph_request(
 ) -> GraphResponse:
     """One Graph call: `<base_url>/<path>?<params>&access_token=...`, its JSON object back
     (`access_token` None: a call that carries none, as a login's code exchange). `json_body` is
-    sent as the request's JSON body (the WhatsApp Cloud API takes its messages so).
+    sent as the request's JSON body with the token as `Authorization: Bearer`, as the WhatsApp
+    Cloud API documents its messages (every recorded call sends the header, none the parameter).
 
     Raises GraphError when Meta answers an error, GraphCallFailed otherwise. The
     answer is read to at most `max_bytes` + 1 bytes: one byte past the limit
@@ -145,12 +149,14 @@ def graph_request(
     if refusal:
         # Checked before anything is built: the token never leaves for any other host.
         raise GraphCallFailed("url_refused", f"the Graph URL is refused: {refusal}", sent=False)
-    query = urlencode({**params, **({} if access_token is None else {"access_token": access_token})})
     body = None if json_body is None else json.dumps(json_body, separators=(",", ":")).encode()
+    bearer = access_token if body is not None else None
+    in_query = {} if access_token is None or bearer else {"access_token": access_token}
+    query = urlencode({**params, **in_query})
     if keep_alive:
         prefix = urlsplit(base_url).path.rstrip("/")
         status, headers, payload = _exchange_kept(
-            base_url, method, f"{prefix}/{path.lstrip('/')}?{query}", timeout, max_bytes, body
+            base_url, method, f"{prefix}/{path.lstrip('/')}?{query}", timeout, max_bytes, body, bearer
         )
         return _graph_answer(
             status, headers, payload, max_bytes=max_bytes, had_cursor=_carries_position(params)
@@ -161,7 +167,9 @@ def graph_request(
         conn.connect()
         # Connected: from here the request may reach Meta, whatever fails next.
         sent = True
-        conn.request(method, f"{prefix}/{path.lstrip('/')}?{query}", body=body, headers=_headers(body))
+        conn.request(
+            method, f"{prefix}/{path.lstrip('/')}?{query}", body=body, headers=_headers(body, bearer)
+        )
         response = conn.getresponse()
         payload = response.read(max_bytes + 1)
     except (socket.timeout, TimeoutError):

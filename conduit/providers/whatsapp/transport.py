@@ -64,6 +64,8 @@ class MetaWhatsAppTransport(Transport):
     source_bound = True
     credential_hosts = HOSTS
     answers = frozenset({ANSWERS_MESSAGE})
+    # It answers from the source's phone number to the buyer's, which only a WhatsApp source has.
+    adapters = frozenset({"meta-whatsapp"})
     # Receipts come as status webhooks carrying the reply key; there is nothing to look up.
     capabilities = Capabilities(idempotency_key=False, receipt_lookup=False)
     # WhatsApp sends a status webhook for every message, in seconds; Meta retries one for up to 7

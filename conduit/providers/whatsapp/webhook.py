@@ -16,7 +16,8 @@ Text is `text.body`, the chosen reply's title (`interactive.button_reply` / `lis
 `button.text`) or a medium's caption; no medium itself is fetched or kept. `contacts[].profile.name`
 is the handle, buyer content under the retention rule as the text is.
 
-A phone number is not an opaque identifier: the sender ref is a keyed hash of it
+A phone number is not an opaque identifier: the sender ref is a keyed hash of it (or of the
+business-scoped `from_user_id` where a message carries no number, whose reply then has no address)
 (`sender_ref`: HMAC-SHA256 under the source's `ref_key`, with the phone number id), so keys,
 logs, reports and the API never show a number. The number itself, which a reply must be
 addressed to, is kept only as the event's reply address: content, purged with the text.
@@ -150,10 +151,13 @@ class MetaWhatsAppWebhook(MetaWebhookAdapter):
         kind = kind if isinstance(kind, str) else "other"
         if kind not in TEXT_TYPES + MEDIA_TYPES:
             return Ignored(index, counter_name("whatsapp", kind))
-        wamid, wa_id = _ref(message.get("id")), _ref(message.get("from"))
-        if wamid is None or wa_id is None:
-            return Rejection(index, "missing_identity", "a message needs its id and from")
-        if not wa_id.isdigit() or len(wa_id) > MAX_ADDRESS_LENGTH:
+        wamid = _ref(message.get("id"))
+        wa_id = _ref(message.get("from")) if message.get("from") is not None else ""
+        # A business-scoped user id (`from_user_id`, 2026) names the person where no number is given.
+        user_id = _ref(message.get("from_user_id")) if message.get("from_user_id") is not None else ""
+        if wamid is None or wa_id is None or user_id is None or not (wa_id or user_id):
+            return Rejection(index, "missing_identity", "a message needs its id and from (or from_user_id)")
+        if wa_id and (not wa_id.isdigit() or len(wa_id) > MAX_ADDRESS_LENGTH):
             return Rejection(index, "invalid_identity", "from must be a WhatsApp number (digits)")
         when = _seconds(message.get("timestamp"))
         if when is None:
@@ -163,7 +167,7 @@ class MetaWhatsAppWebhook(MetaWebhookAdapter):
             return Rejection(index, "invalid_body", f"a {kind} message must carry its {kind} part")
         if "message.created" not in config.event_types:
             return Ignored(index, "message.created")
-        sender = sender_ref(key=config.ref_key, account=account, wa_id=wa_id)
+        sender = sender_ref(key=config.ref_key, account=account, wa_id=wa_id or f"user:{user_id}")
         return Observation(
             index=index,
             source_system=self.source_system,
@@ -180,6 +184,6 @@ class MetaWhatsAppWebhook(MetaWebhookAdapter):
             contract_version=config.contract_version,
             canary=config.canary,
             text=text.replace("\x00", "\ufffd"),
-            handle=handle_of(_handle(contacts, wa_id)),
+            handle=handle_of(_handle(contacts, wa_id) if wa_id else None),
             address=wa_id,
         )

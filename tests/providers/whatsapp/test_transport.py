@@ -29,6 +29,7 @@ class Stub:
 
     def __init__(self, loopback, answers: list[tuple[int, dict]]):
         self.requests: list[tuple[str, dict]] = []
+        self.headers: list[dict] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,6 +39,7 @@ class Stub:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 stub.requests.append((self.path, json.loads(raw)))
+                stub.headers.append(dict(self.headers))
                 status, document = answers.pop(0)
                 payload = json.dumps(document).encode()
                 self.send_response(status)
@@ -81,7 +83,10 @@ def test_inside_the_window_a_text_in_context_with_the_reply_key(loopback):
     receipt = transport(stub).send(reply(until=SOON, template=TEMPLATE))
     assert receipt.provider_reply_id == wamid(900)
     ((path, sent),) = stub.requests
-    assert path.startswith(f"/v26.0/{NUMBER}/messages?")
+    assert path.startswith(f"/v26.0/{NUMBER}/messages") and "access_token" not in path
+    # As every recorded Cloud API call: the token as a bearer header, the message as JSON.
+    assert stub.headers[0]["Authorization"] == "Bearer wa-token-test-only"
+    assert stub.headers[0]["Content-Type"] == "application/json"
     assert sent == {
         "messaging_product": "whatsapp",
         "recipient_type": "individual",
