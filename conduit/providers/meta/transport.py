@@ -71,6 +71,15 @@ def graph_host(url: str) -> str:
     return "facebook"
 
 
+def graph_url_checked(url: str, what: str) -> str:
+    """`url` without its trailing slash, if a transport may talk to it: https:// with a host, or
+    http:// on this host (a simulator). `what` names the transport in the refusal."""
+    parts = urlsplit(url)
+    if not (parts.scheme == "https" and parts.hostname) and loopback_address(url) is None:
+        raise ValueError(f"{what} talks to an https:// Graph URL, or http:// on this host")
+    return url.rstrip("/")
+
+
 class _MetaReplyTransport(Transport):
     """What both Meta transports share: construction, the one Graph write, and its outcomes."""
 
@@ -95,10 +104,7 @@ class _MetaReplyTransport(Transport):
         object: str | None = None,
         send_node: str | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if not (parts.scheme == "https" and parts.hostname) and loopback_address(url) is None:
-            raise ValueError("a Meta transport talks to an https:// Graph URL, or http:// on this host")
-        self.url, self.timeout = url.rstrip("/"), timeout
+        self.url, self.timeout = graph_url_checked(url, "a Meta transport"), timeout
         self.live = self.live_for(url)
         self.host = graph_host(url)
         # The source's object decides the route; without it the host does (the Instagram host

@@ -21,7 +21,7 @@ import re
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, Mapping
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from conduit.loopback import loopback_address
 from conduit.providers.base import (
@@ -36,7 +36,12 @@ from conduit.providers.base import (
 )
 from conduit.providers.meta.graph import GraphCallFailed, GraphError, graph_request
 from conduit.providers.meta.reply_outcomes import MetaAmbiguous, MetaNotSent, MetaReceipt
-from conduit.providers.meta.transport import SEND_MAX_BYTES, TIMEOUT_SECONDS, _MetaReplyTransport
+from conduit.providers.meta.transport import (
+    SEND_MAX_BYTES,
+    TIMEOUT_SECONDS,
+    _MetaReplyTransport,
+    graph_url_checked,
+)
 from conduit.providers.whatsapp import errors
 from conduit.providers.whatsapp.webhook import MAX_ADDRESS_LENGTH
 
@@ -84,10 +89,7 @@ class MetaWhatsAppTransport(Transport):
         object: str | None = None,
         send_node: str | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if not (parts.scheme == "https" and parts.hostname) and loopback_address(url) is None:
-            raise ValueError("the WhatsApp transport talks to an https:// Graph URL, or http:// on this host")
-        self.url, self.timeout = url.rstrip("/"), timeout
+        self.url, self.timeout = graph_url_checked(url, "the WhatsApp transport"), timeout
         self.live = self.live_for(url)
         self._token = token
         self.account_ref = account_ref
