@@ -8,7 +8,9 @@ constraint-dropping one relies on the caller's transaction.
 """
 
 from simulators.testkit.clients import (
+    callback_recorder,
     captured_logs,
+    commits_run,
     console_held,
     environ_set,
     nothing_queued,
@@ -26,6 +28,8 @@ from simulators.testkit.planted import (
     meta_throttling_taken_as_ambiguous,
     meta_timeout_taken_as_not_sent,
     reconcile_minting_reply_keys,
+    whatsapp_statuses_unheard,
+    whatsapp_throttling_taken_as_ambiguous,
     without_event_uniqueness,
 )
 from simulators.testkit.scenes import action_due_now, send_budget_unpaused, source_connected_ago
@@ -37,7 +41,9 @@ __all__ = [
     "approval_check_bypassed",
     "canary_aimed_at_live_transport",
     "canary_ids_fixed",
+    "callback_recorder",
     "captured_logs",
+    "commits_run",
     "console_held",
     "environ_set",
     "meta_signature_bypassed",
@@ -50,5 +56,7 @@ __all__ = [
     "send_leases_expired",
     "test_client",
     "transport_timeout",
+    "whatsapp_statuses_unheard",
+    "whatsapp_throttling_taken_as_ambiguous",
     "without_event_uniqueness",
 ]

@@ -6,6 +6,8 @@ import contextlib
 import io
 import logging
 import os
+import threading
+import time
 from typing import Callable, Iterator
 
 from django.test import Client
@@ -67,6 +69,14 @@ def send_leases_expired() -> contextlib.AbstractContextManager:
     return override_settings(CONDUIT_SEND_LEASE_SECONDS=0)
 
 
+def commits_run() -> contextlib.AbstractContextManager:
+    """Work deferred to commit (transaction.on_commit) runs at the end of the block even inside a
+    transaction that is never committed (a test's); in autocommit it has run already."""
+    from django.test import TestCase
+
+    return TestCase.captureOnCommitCallbacks(execute=True)
+
+
 @contextlib.contextmanager
 def nothing_queued() -> Iterator[None]:
     """Approval queues the send on commit; the checks send by hand, so nothing is queued."""
@@ -112,3 +122,48 @@ def console_held() -> Iterator[io.StringIO]:
     finally:
         for handler, stream in zip(handlers, streams):
             handler.setStream(stream)
+
+
+class CallbackRecorder:
+    """A loopback HTTP endpoint that keeps every body POSTed to it (a simulator's webhooks), for a
+    check to deliver to Conduit's own endpoint as it chooses. `.url`, `.bodies`, `.wait()`, `.close()`."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.bodies: list[bytes] = []
+        self._lock = threading.Lock()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with recorder._lock:
+                    recorder.bodies.append(body)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/callback"
+
+    def wait(self, count: int, timeout: float = 10.0) -> list[bytes]:
+        """The first `count` bodies (fewer if they have not come within `timeout` seconds)."""
+        deadline = time.monotonic() + timeout
+        while len(self.bodies) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with self._lock:
+            return list(self.bodies[:count])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def callback_recorder() -> CallbackRecorder:
+    return CallbackRecorder()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from dataclasses import replace
 from typing import Iterator
 
 from django.db import connection
@@ -173,3 +174,34 @@ def meta_timeout_taken_as_not_sent() -> Iterator[None]:
         yield
     finally:
         cls._no_answer = original
+
+
+@contextlib.contextmanager
+def whatsapp_throttling_taken_as_ambiguous() -> Iterator[None]:
+    """WhatsApp's throttling answers (130429, 131056 and the rate limits) read as ambiguous, as if
+    its error table did not know them: a throttled send is parked instead of retried."""
+    from conduit.providers.meta.errors import AMBIGUOUS, Meaning
+    from conduit.providers.whatsapp import errors
+
+    ambiguous = Meaning(AMBIGUOUS, "throttling_taken_as_ambiguous", "planted fault")
+    with contextlib.ExitStack() as stack:
+        for code, row in list(errors._BY_CODE.items()):
+            if row.meaning.reason == "throttled":
+                stack.enter_context(patched_item(errors._BY_CODE, code, replace(row, meaning=ambiguous)))
+        yield
+
+
+@contextlib.contextmanager
+def whatsapp_statuses_unheard() -> Iterator[None]:
+    """Replies no longer listening for message statuses: a status webhook is recorded in the
+    ingress ledger and settles no send."""
+    from ingress.signals import message_statuses_seen
+    from replies.apps import _message_statuses_seen
+
+    uid = "replies.message_statuses_seen"
+    if not message_statuses_seen.disconnect(dispatch_uid=uid):
+        raise AssertionError("replies' status receiver is no longer connected under its dispatch_uid")
+    try:
+        yield
+    finally:
+        message_statuses_seen.connect(_message_statuses_seen, dispatch_uid=uid)

@@ -15,6 +15,8 @@ from platforms.meta import checks as meta_checks
 from platforms.meta.acceptance import MetaHarness
 from platforms.meta.field_maps import meta_field_maps
 from platforms.sandbox.acceptance import Harness
+from platforms.whatsapp import checks as whatsapp_checks
+from platforms.whatsapp.acceptance import WhatsAppHarness
 from reconcile.proof import acceptance
 from reconcile.proof.acceptance import CONTROLS
 from simulators import testkit
@@ -131,11 +133,82 @@ def test_meta_ambiguous_send_control_names_the_wrong_state(meta_harness):
     assert any("reached FAILED_BEFORE_SEND" in f for f in failures), failures
 
 
-def test_every_row_has_a_test_and_every_meta_row_a_control():
+@pytest.fixture
+def whatsapp_harness(db):
+    h = WhatsAppHarness()
+    yield h
+    h.close()
+
+
+def test_whatsapp_source_proof(whatsapp_harness):
+    assert whatsapp_checks.whatsapp_source_proof(whatsapp_harness) == []
+
+
+def test_whatsapp_event_identity(whatsapp_harness):
+    assert whatsapp_checks.whatsapp_event_identity(whatsapp_harness) == []
+
+
+def test_whatsapp_approval_gate(whatsapp_harness):
+    assert whatsapp_checks.whatsapp_approval_gate(whatsapp_harness) == []
+
+
+def test_whatsapp_safe_retry(whatsapp_harness):
+    """docs/platforms/whatsapp.md#error-meanings: 130429, not applied, retried after the pause."""
+    assert whatsapp_checks.whatsapp_safe_retry(whatsapp_harness) == []
+
+
+def test_whatsapp_ambiguous_send(whatsapp_harness):
+    """docs/platforms/whatsapp.md#statuses: a status carrying the reply key of a SEND_STATUS_UNKNOWN
+    action settles it as SENT, by system:status; nothing is resent."""
+    assert whatsapp_checks.whatsapp_ambiguous_send(whatsapp_harness) == []
+
+
+def test_the_whatsapp_rows_send_through_the_whatsapp_transport(whatsapp_harness):
+    from replies.models import ReplyRoute
+
+    routes = list(
+        ReplyRoute.objects.filter(source=whatsapp_harness.source).values_list(
+            "purpose", "transport_name", "target_url"
+        )
+    )
+    assert routes == [("private_delivery", "meta-whatsapp-message", whatsapp_harness.graph.url)]
+
+
+def test_whatsapp_safe_retry_control_names_the_parked_send(whatsapp_harness):
+    with testkit.whatsapp_throttling_taken_as_ambiguous():
+        failures = whatsapp_checks.whatsapp_safe_retry(whatsapp_harness)
+    assert any("got SEND_STATUS_UNKNOWN then not_claimed" in f for f in failures), failures
+
+
+def test_whatsapp_ambiguous_send_controls_name_what_they_broke(whatsapp_harness):
+    with testkit.meta_timeout_taken_as_not_sent():
+        failures = whatsapp_checks.whatsapp_ambiguous_send(whatsapp_harness)
+    assert any("reached FAILED_BEFORE_SEND" in f for f in failures), failures
+
+
+def test_whatsapp_ambiguous_send_control_unheard_statuses_leave_it_unknown(whatsapp_harness):
+    with testkit.whatsapp_statuses_unheard():
+        failures = whatsapp_checks.whatsapp_ambiguous_send(whatsapp_harness)
+    assert failures == [
+        "the statuses carrying the reply key left the send SEND_STATUS_UNKNOWN, expected SENT"
+    ], failures
+
+
+def test_instrument_integrity_whatsapp_event_identity_counts_the_planted_duplicate(whatsapp_harness):
+    """The WhatsApp row's uniqueness control: the message that plans no reply lands twice, and the
+    check says so (not a refused delivery)."""
+    with testkit.without_event_uniqueness():
+        failures = whatsapp_checks.whatsapp_event_identity(whatsapp_harness)
+    assert any(f.endswith("expected exactly one event row, found 2") for f in failures), failures
+    assert not any("503" in f for f in failures), failures
+
+
+def test_every_row_has_a_test_and_every_platform_row_a_control():
     tested = {name[len("test_") :] for name in globals() if name.startswith("test_")}
     rows = {r.name.lower().replace(" ", "_") for r in acceptance.ROWS}
     assert rows <= tested, rows - tested
-    assert {c.row for c in CONTROLS} >= {r.name for r in acceptance.ROWS if r.name.startswith("Meta ")}
+    platform_rows = {r.name for r in acceptance.ROWS if r.name.startswith(("Meta ", "WhatsApp "))}
+    assert {c.row for c in CONTROLS} >= platform_rows
 
 
 # Instrument integrity: each control plants its fault for one test, and the
@@ -425,7 +498,7 @@ def test_manage_py_acceptance_runs_every_row_and_control_and_prints_the_report()
         for c in report["acceptance"]["instrument_integrity"]
         if c["fault"] == "the event uniqueness rule disabled"
     ]
-    assert len(uniqueness) == 2
+    assert len(uniqueness) == 3  # the sandbox's, Meta's and WhatsApp's rows
     for control in uniqueness:
         assert any(
             f.endswith("expected exactly one event row, found 2") for f in control["check_reported"]
