@@ -9,6 +9,7 @@ from django.db.models import Exists, F, Max, OuterRef, Prefetch, Q, QuerySet
 
 from conduit.providers.base import OutboundReply
 from conduit.providers.registry import ADAPTERS
+from conduit.providers.transport import message_form
 from conduit.search import keyed_matching
 from ingress.models import InboundEvent, MessageStatus
 from replies.contract import INCURABLE_FAILURES, MAX_AUTOMATIC_ATTEMPTS
@@ -40,6 +41,15 @@ def free_form_until(event: InboundEvent) -> datetime | None:
         source_id=event.source_id, conversation_ref=event.conversation_ref, sender_ref=event.sender_ref
     ).aggregate(last=Max("occurred_at"))["last"]
     return max(last or event.occurred_at, event.occurred_at) + window
+
+
+def outgoing_form(action: ReplyAction, copy: ReplyCopy | None) -> tuple[str, datetime | None]:
+    """How the action's reply would go out now with `copy` (TEXT, TEMPLATE, or "" when it cannot),
+    and until when free-form text may answer its author (None where no such window holds): what
+    approval and the send decide by (conduit.providers.transport.message_form)."""
+    until = free_form_until(action.event)
+    template = (copy.template or None) if copy is not None else None
+    return message_form(free_form_until=until, template=template), until
 
 
 def delivery_statuses(action: ReplyAction) -> list[MessageStatus]:

@@ -20,6 +20,7 @@ import logging
 
 from django.db import transaction
 
+from ingress.services import message_status_correlate
 from replies.ledger import reply_action_transition
 from replies.models import DeliveryState as S
 from replies.models import ReplyAction
@@ -59,9 +60,18 @@ def statuses_settle(*, source_id: int, items: list[dict]) -> int:
     settled = 0
     for item in sorted(items, key=lambda i: (i.get("provider_id", ""), i.get("status", ""))):
         action = action_for_status(source_id, item)
+        wamid = (item.get("provider_id") or "")[:MAX_ID]
+        if action is not None and not _reply_key(item.get("correlation", "")):
+            # Found by its message id (a `failed` status carries no key): the ledger row names the
+            # reply too, so the queue of undelivered messages links it.
+            message_status_correlate(
+                source_id=source_id,
+                provider_id=wamid,
+                status=item.get("status", ""),
+                reply_key=action.reply_key,
+            )
         if action is None or action.delivery_state not in SETTLED_BY_STATUS:
             continue
-        wamid = item["provider_id"][:MAX_ID]
         with transaction.atomic():
             outcome = reply_action_transition(
                 action_id=action.pk,

@@ -13,7 +13,7 @@ from ingress.services.events import (
     events_reconcile_mark,
     events_reopen_for_replies,
 )
-from ingress.services.evidence import message_status_review
+from ingress.services.evidence import message_status_correlate, message_status_review
 from ingress.services.ingest import observations_accept, webhook_receive
 from ingress.services.quarantine import (
     _proof_failure_record,
@@ -75,6 +75,7 @@ __all__ = [
     "source_reauth_require",
     "source_reauthorized",
     "source_register",
+    "message_status_correlate",
     "message_status_review",
     "source_rename",
     "source_secret",

@@ -180,6 +180,15 @@ def message_statuses_record(source: Source, items: list[StatusItem], at: datetim
     )
 
 
+def message_status_correlate(*, source_id: int, provider_id: str, status: str, reply_key: str) -> int:
+    """A status that came without the reply key, found to be of a reply by its message id (a
+    `failed` status carries none): its ledger row names that reply too. Never overwrites a
+    correlation the platform carried. Returns the rows changed (0 or 1)."""
+    return MessageStatus.objects.filter(
+        source_id=source_id, provider_id=provider_id, status=status, correlation=""
+    ).update(correlation=reply_key)
+
+
 def message_status_review(*, status_id: int, actor: str, at: datetime | None = None) -> bool:
     """A person has looked at a failed delivery: it leaves the queue. False if it already had."""
     from django.utils import timezone

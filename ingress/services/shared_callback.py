@@ -337,7 +337,9 @@ def _source_accept(
     )
     if not outcome.refused:
         self_authored_record(source, parsed.own, now)
-        message_statuses_record(source, parsed.statuses, now)
+    # Statuses are receipts of what was sent, not events of the body: a message refused beside
+    # them (the body quarantined whole) does not take them with it. Kept again on a replay.
+    message_statuses_record(source, parsed.statuses, now)
     ignored_count(source, parsed.ignored, now, callback=callback)
     return outcome.results, sum(parsed.ignored.values())
 

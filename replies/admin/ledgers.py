@@ -188,7 +188,12 @@ class ActionAdmin(PersonSearchMixin, LedgerAdmin):
         left = selectors.time_left(obj)
         if left == "expired":
             return "the platform's reply window has closed"
-        return f"{left} left in the platform's reply window" if left else "no window: the platform sets none"
+        if left:
+            return f"{left} left in the platform's reply window"
+        until = selectors.free_form_until(obj.event)
+        if until is not None:  # WhatsApp: free-form text for 24 hours, a template after
+            return f"free-form text until {until:%Y-%m-%d %H:%M} UTC, then only the copy's template"
+        return "no window: the platform sets none"
 
     @admin.display(description="delivery statuses")
     def delivery_statuses(self, obj: ReplyAction):

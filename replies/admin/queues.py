@@ -9,6 +9,7 @@ from django.utils.timesince import timesince
 
 from conduit.admin import confirmed_action
 from conduit.content import MESSAGE_CONTENT
+from conduit.providers.transport import TEMPLATE
 from replies import selectors, services
 from replies.admin.inbox import CLOSE_REASONS, InboxViews
 from replies.admin.ledgers import ActionAdmin, DeclaredPurposeFilter
@@ -190,15 +191,40 @@ class ReviewQueueAdmin(InboxViews, QueueAdmin):
             copy = shown(action)
             if copy is None:
                 return beside(request, action, f"Cannot be approved: {selectors.no_copy_reason(action)}")
+            form, until = selectors.outgoing_form(action, copy)
+            if not form:
+                return beside(
+                    request,
+                    action,
+                    f"Cannot be approved: the free-form window closed at {until:%Y-%m-%d %H:%M} UTC "
+                    f"and copy {copy.copy_version} has no template",
+                )
+            if form == TEMPLATE:
+                return beside(
+                    request,
+                    action,
+                    format_html(
+                        "<strong>Will send as template {} ({}) (copy {}):</strong>"
+                        "<div>the free-form window closed at {} UTC; the text is not sent</div>"
+                        '<span class="quiet">campaign {}</span>',
+                        copy.template["name"],
+                        copy.template["language"],
+                        copy.copy_version,
+                        f"{until:%Y-%m-%d %H:%M}",
+                        action.campaign.name,
+                    ),
+                )
+            window = f"; free-form text until {until:%Y-%m-%d %H:%M} UTC" if until is not None else ""
             return beside(
                 request,
                 action,
                 format_html(
-                    '<strong>Will send as {} (copy {}):</strong><div>{}</div><span class="quiet">campaign {}</span>',
+                    '<strong>Will send as {} (copy {}):</strong><div>{}</div><span class="quiet">campaign {}{}</span>',
                     copy.channel,
                     copy.copy_version,
                     copy.text,
                     action.campaign.name,
+                    window,
                 ),
             )
 

@@ -7,7 +7,7 @@ from datetime import timezone as dt_timezone
 from django.db import transaction
 from django.utils import timezone
 
-from conduit.providers.base import TEMPLATE, message_form
+from conduit.providers.base import TEMPLATE
 from replies import sender
 from replies.ledger import reply_action_transition
 from replies.models import ApprovalState, ReplyAction, ReplyCopy
@@ -16,9 +16,9 @@ from replies.selectors import (
     action_route,
     approved_copy,
     copy_for,
-    free_form_until,
     no_copy_reason,
     no_route_reason,
+    outgoing_form,
 )
 from replies.services.results import Result, _refused
 from replies.services.window import reply_deadline_fill
@@ -30,7 +30,8 @@ def _enqueue_on_commit(action_id: int) -> None:
 
 
 def _same_copy(action: ReplyAction, shown_version: str, copy: ReplyCopy) -> bool:
-    """Whether the copy version a person was shown goes out as the same text on the same channel."""
+    """Whether the copy version a person was shown goes out as the same text on the same channel,
+    with the same template (past a free-form window the template is what goes out)."""
     if shown_version == copy.copy_version:
         return True
     try:
@@ -39,7 +40,7 @@ def _same_copy(action: ReplyAction, shown_version: str, copy: ReplyCopy) -> bool
         )
     except ReplyCopy.DoesNotExist:
         return False
-    return (shown.text, shown.channel) == (copy.text, copy.channel)
+    return (shown.text, shown.channel, shown.template) == (copy.text, copy.channel, copy.template)
 
 
 # --- approval and closing ------------------------------------------------------------------
@@ -56,8 +57,8 @@ def reply_approve(
 
     The copy is the variant the action's reply key picks from its campaign's current copy set
     (replies.selectors.copy_for). `shown_copy_version`: the copy version the person was shown
-    when deciding (the admin's confirmation page). A newer copy since whose text or channel
-    differs refuses the approval: the text that would go out is not the text they read (the same
+    when deciding (the admin's confirmation page). A newer copy since whose text, channel or
+    template differs refuses the approval: the text that would go out is not the text they read (the same
     text under a newer version is approved as that version). None where no person was shown a
     text (the canary).
 
@@ -93,8 +94,7 @@ def reply_approve(
                 )
             if action_route(action) is None:
                 return Result(False, f"cannot approve: {no_route_reason(action)}")
-            until = free_form_until(action.event)
-            form = message_form(free_form_until=until, template=copy.template or None)
+            form, until = outgoing_form(action, copy)
             if not form:
                 return Result(False, f"cannot approve: {_window_closed(until, copy)}")
             extra = {

@@ -90,6 +90,8 @@ class _MetaReplyTransport(Transport):
     # Both answer a comment: a public reply under it, or a private reply to its author. Neither
     # answers a DM (a private reply is an answer to a comment, not to a message).
     answers = frozenset({ANSWERS_COMMENT})
+    # They answer Instagram's and Pages' comments, which only those sources have.
+    adapters = frozenset({"meta-instagram", "meta-page"})
     # The `http-semantics` evidence model reads Meta's error table through this.
     evidence_rule = "http-semantics/meta-error-table"
     evidence_answers = MappingProxyType(errors.EVIDENCE_ANSWERS)

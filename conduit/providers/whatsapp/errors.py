@@ -137,6 +137,22 @@ ROWS: tuple[Row, ...] = (
         stop=True,
     ),
     _row(
+        131005,
+        NOT_APPLIED_FINAL,
+        "permission_missing",
+        "Access denied: the permission to send for this number was not granted or was revoked: "
+        "nothing was sent. The account's owner must grant it again.",
+        stop=True,
+    ),
+    _row(
+        3,
+        NOT_APPLIED_FINAL,
+        "capability_missing",
+        "The app lacks the capability to call the Cloud API (code 3): nothing was sent. The app "
+        "needs WhatsApp's product and its review.",
+        stop=True,
+    ),
+    _row(
         131031,
         NOT_APPLIED_FINAL,
         "account_locked",

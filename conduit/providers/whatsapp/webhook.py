@@ -82,6 +82,12 @@ def _seconds(value: Any) -> tuple[datetime, str] | None:
         return None
 
 
+def _chosen(interactive: dict) -> dict | None:
+    """The button or list row an interactive reply chose, if it is one."""
+    chosen = interactive.get("button_reply") or interactive.get("list_reply")
+    return chosen if isinstance(chosen, dict) else None
+
+
 def _words(message: dict, kind: str) -> str | None:
     """What the buyer wrote or chose, as text ("" for a medium without a caption), or None when
     the type's part is not what WhatsApp sends."""
@@ -93,8 +99,8 @@ def _words(message: dict, kind: str) -> str | None:
     if kind == "button":
         return _text(part.get("text"))
     if kind == "interactive":
-        chosen = part.get("button_reply") or part.get("list_reply")
-        return _text(chosen.get("title")) if isinstance(chosen, dict) else None
+        chosen = _chosen(part)
+        return _text(chosen.get("title")) if chosen else None
     return _text(part.get("caption"))
 
 
@@ -151,6 +157,11 @@ class MetaWhatsAppWebhook(MetaWebhookAdapter):
         kind = kind if isinstance(kind, str) else "other"
         if kind not in TEXT_TYPES + MEDIA_TYPES:
             return Ignored(index, counter_name("whatsapp", kind))
+        part = message.get("interactive")
+        if kind == "interactive" and isinstance(part, dict) and not _chosen(part):
+            # Another interactive answer than a button or list reply (a Flow's `nfm_reply`, ...):
+            # counted, as other types are, never a refusal of the body it came in.
+            return Ignored(index, counter_name("whatsapp", "interactive", str(part.get("type") or "other")))
         wamid = _ref(message.get("id"))
         wa_id = _ref(message.get("from")) if message.get("from") is not None else ""
         # A business-scoped user id (`from_user_id`, 2026) names the person where no number is given.

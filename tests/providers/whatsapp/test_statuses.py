@@ -73,14 +73,54 @@ def test_the_reply_page_shows_its_status_history(action, deliver, admin_client):
 def test_a_failure_after_sent_keeps_sent_and_waits_for_a_person(action, deliver, admin_client):
     _move(action, "SENDING", "SEND_STATUS_UNKNOWN")
     deliver(body(status(SENT_ID, "sent", key=action.reply_key)))
-    deliver(body(status(SENT_ID, "failed", key=action.reply_key, error=131026)))
+    # As recorded: a `failed` status carries no biz_opaque_callback_data; its wamid names the reply.
+    deliver(body(status(SENT_ID, "failed", error=131026)))
     deliver(body(status(SENT_ID, "delivered", key=action.reply_key)))  # after failed: no move back
     action.refresh_from_db()
-    assert action.delivery_state == "SENT"
+    assert action.delivery_state == "SENT" and action.provider_reply_id == SENT_ID
     (failure,) = UndeliveredMessage.objects.filter(status="failed", reviewed_at__isnull=True)
-    assert failure.error_code == "131026"
+    assert failure.error_code == "131026" and failure.correlation == action.reply_key
     page = admin_client.get("/admin/ingress/undeliveredmessage/")
     assert page.status_code == 200 and b"cannot deliver to this number" in page.content
+    assert b"not sent by Conduit" not in page.content and action.reply_key[:12].encode() in page.content
+
+
+def test_a_failed_status_of_a_message_conduit_did_not_send_names_no_reply(action, deliver, admin_client):
+    deliver(body(status(wamid(777), "failed", error=131026)))
+    (failure,) = UndeliveredMessage.objects.all()
+    assert failure.correlation == ""
+    assert b"not sent by Conduit" in admin_client.get("/admin/ingress/undeliveredmessage/").content
+
+
+def test_a_refused_message_does_not_take_the_statuses_beside_it(action, deliver):
+    """A body quarantined whole for a message it cannot read still records and settles the
+    statuses it carried: Meta answered 200 will not send them again."""
+    _move(action, "SENDING", "SEND_STATUS_UNKNOWN")
+    broken = text_message(2, "hello")
+    del broken["value"]["messages"][0]["timestamp"]
+    answer = deliver(body(broken, status(SENT_ID, "sent", key=action.reply_key)))
+    assert [r["result"] for r in answer["results"]] == ["quarantined"], answer
+    assert InboundEvent.objects.count() == 1  # the fixture's message only
+    action.refresh_from_db()
+    assert action.delivery_state == "SENT" and MessageStatus.objects.filter(provider_id=SENT_ID).exists()
+
+
+def test_a_flow_answer_is_counted_not_a_refusal_of_its_body(whatsapp_source, deliver):
+    from ingress.models import IgnoredUpdate
+
+    flow = text_message(3, "unused")
+    flow["value"]["messages"][0].update(
+        type="interactive",
+        interactive={
+            "type": "nfm_reply",
+            "nfm_reply": {"name": "flow", "body": "Sent", "response_json": "{}"},
+        },
+    )
+    flow["value"]["messages"][0].pop("text")
+    answer = deliver(body(flow, text_message(4, "What is the price?")))
+    assert "quarantined" not in [r["result"] for r in answer["results"]], answer
+    assert InboundEvent.objects.count() == 1
+    assert IgnoredUpdate.objects.get(name="whatsapp.interactive.nfm_reply").count == 1
 
 
 def test_a_status_without_the_reply_key_settles_nothing(action, deliver):

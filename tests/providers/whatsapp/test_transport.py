@@ -143,6 +143,8 @@ def _error(code: int) -> dict:
         (132001, NotSent, "template_refused"),
         (100, NotSent, "invalid_parameter"),
         (190, NotSent, "token_invalid"),
+        (131005, NotSent, "permission_missing"),
+        (3, NotSent, "capability_missing"),
         (131000, Ambiguous, "whatsapp_unknown_error"),
         (999999, Ambiguous, "whatsapp_unknown_code"),
     ],
@@ -187,3 +189,27 @@ def test_positive_control_a_table_calling_throttling_ambiguous_fails_the_retry_r
     stub = Stub(loopback, [(400, _error(130429))])
     with pytest.raises(Ambiguous):
         transport(stub).send(reply(until=SOON))
+
+
+def test_a_whatsapp_source_is_never_routed_through_a_comment_transport(whatsapp_source):
+    """The rule both ways: the comment transports answer Instagram's and Pages' sources only, and
+    planning would never pick them for a WhatsApp source either."""
+    from django.core.exceptions import ValidationError
+
+    from conduit.providers.registry import transports_for
+    from replies.services import reply_route_declare
+
+    with pytest.raises(ValidationError, match="'meta-comment-reply' cannot answer a 'meta-whatsapp' source"):
+        reply_route_declare(
+            source_id=whatsapp_source.pk,
+            purpose="private_delivery",
+            transport_name="meta-comment-reply",
+            target_url="http://127.0.0.1:9/v26.0",
+        )
+    # What planning may pick for each platform's sources (the same declaration).
+    assert set(transports_for("meta-whatsapp")) == {"meta-whatsapp-message", "sandbox"}
+    assert set(transports_for("meta-page")) == {
+        "meta-comment-reply",
+        "meta-private-reply",
+        "sandbox",
+    }

@@ -60,3 +60,72 @@ def test_a_template_without_a_name_is_refused_as_copy(whatsapp_source):
             actor="test",
             template={"language": "en_US"},
         )
+
+
+def test_a_template_changed_since_the_reviewer_looked_refuses_the_approval(whatsapp_source, deliver):
+    """The text is the same, the template is not: past the window the template is what goes out,
+    so the reviewer must see the new one. The control: the copy they were shown, unchanged, passes."""
+    routed(whatsapp_source, template=TEMPLATE)
+    shown, _ = reply_copy_create(
+        source_id=whatsapp_source.pk,
+        purpose="private_delivery",
+        channel="whatsapp",
+        text="Thanks! The price list is on its way.",
+        actor="test",
+        template=TEMPLATE,
+    )
+    deliver(body(text_message(1, "price?", at=int(time.time()) - HOURS_25)))
+    action = ReplyAction.objects.get()
+    newer, created = reply_copy_create(
+        source_id=whatsapp_source.pk,
+        purpose="private_delivery",
+        channel="whatsapp",
+        text="Thanks! The price list is on its way.",
+        actor="owner_test",
+        template={"name": "big_sale_blast", "language": "en_US", "parameters": []},
+    )
+    assert created and newer.copy_version != shown.copy_version
+    refused = reply_approve(action_id=action.pk, actor="reviewer_test", shown_copy_version=shown.copy_version)
+    assert not refused.ok and "the copy changed" in refused.message
+    approved = reply_approve(
+        action_id=action.pk, actor="reviewer_test", shown_copy_version=newer.copy_version
+    )
+    assert approved.ok and "as template big_sale_blast" in approved.message
+
+
+def _confirmation(admin_client, action) -> str:
+    return admin_client.post(
+        "/admin/replies/reviewqueue/", {"action": "approve", "index": 0, "_selected_action": [action.pk]}
+    ).content.decode()
+
+
+def test_the_reviewer_is_shown_the_template_that_goes_out_past_the_window(
+    whatsapp_source, deliver, admin_client
+):
+    routed(whatsapp_source, template=TEMPLATE)
+    deliver(body(text_message(1, "price?", at=int(time.time()) - HOURS_25)))
+    action = ReplyAction.objects.get()
+    confirm = _confirmation(admin_client, action)
+    assert "Will send as template price_list (en_US)" in confirm
+    assert "the text is not sent" in confirm
+    page = admin_client.get(f"/admin/replies/replyaction/{action.pk}/change/").content.decode()
+    assert "then only the copy&#x27;s template" in page or "then only the copy's template" in page
+
+
+def test_the_reviewer_is_told_free_form_copy_cannot_go_out_past_the_window(
+    whatsapp_source, deliver, admin_client
+):
+    routed(whatsapp_source)
+    deliver(body(text_message(1, "price?", at=int(time.time()) - HOURS_25)))
+    confirm = _confirmation(admin_client, ReplyAction.objects.get())
+    assert "Cannot be approved: the free-form window closed at" in confirm and "has no template" in confirm
+
+
+def test_inside_the_window_the_reviewer_is_shown_the_text_and_until_when(
+    whatsapp_source, deliver, admin_client
+):
+    routed(whatsapp_source, template=TEMPLATE)
+    deliver(body(text_message(1, "price?", at=int(time.time()) - 3600)))
+    confirm = _confirmation(admin_client, ReplyAction.objects.get())
+    assert "Will send as whatsapp (copy" in confirm and "Thanks! The price list is on its way." in confirm
+    assert "free-form text until" in confirm
