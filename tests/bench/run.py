@@ -1,9 +1,15 @@
-"""Ingest benchmark: the full HTTP path beside a raw psycopg loop doing the same transaction.
+"""Ingest benchmark: the full HTTP path beside three baselines measured in the same run.
 
 Run with `make bench` (it starts a throwaway PostgreSQL and exports DATABASE_URL).
 Half of the deliveries are duplicates of an event the same client sent just before.
-Prints events/s and p50/p99 acknowledgement latency per concurrency level, and the
-ratio full/raw measured in the same run on the same database.
+The baselines, on the same database:
+- `raw`: a psycopg loop doing Conduit's transaction statement for statement (five to seven
+  statements an event; for a batch, the leanest set-based SQL of the same rows);
+- `floor`: the bare Django floor (tests/bench/floor.py), one view on the same gunicorn settings
+  checking an HMAC and writing with one `INSERT ... ON CONFLICT`;
+- `upsert`: raw psycopg, that one-statement upsert, a commit per body.
+Prints events/s and p50/p99 acknowledgement latency per path and concurrency level, and
+Conduit's ratio to each baseline (events/s and p50), medians of per-round ratios.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 
+import floor  # noqa: E402  (tests/bench/floor.py: the bare Django floor and its upsert)
 import psycopg  # noqa: E402
 from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 from django.db import connection  # noqa: E402
@@ -179,6 +186,38 @@ class HttpPath:
         for sock in self.socks:
             if sock is not None:
                 sock.close()
+
+
+FLOOR_SECRET = "floor-" + uuid.uuid4().hex  # made for this run only; it signs nothing real
+
+
+class FloorPath(HttpPath):
+    """The bare Django floor over the same kind of connection: the same bodies, its own HMAC."""
+
+    @staticmethod
+    def _request(docs: list[dict]) -> bytes:
+        body = json.dumps({"account": ACCOUNT, "events": docs}).encode()
+        return (
+            f"POST /floor/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{floor.SIGNATURE}: "
+            f"{floor.signature(body, FLOOR_SECRET)}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+
+
+class UpsertPath:
+    """Raw psycopg, the floor's one statement, a commit per body (autocommit): the raw floor."""
+
+    def __init__(self, dsn: str, source_id: int, level: str, clients: int, batch: int = 1) -> None:
+        self.level, self.batch = level, batch
+        self.conns = [psycopg.connect(dsn, autocommit=True) for _ in range(clients)]
+
+    def __call__(self, client: int, docs: list[dict]) -> None:
+        with self.conns[client].cursor() as cursor:
+            floor.upsert(cursor, docs)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
 
 
 EVENT_INSERT = (
@@ -342,7 +381,11 @@ class RawPath:
 
 
 def start_server(
-    workers: int, threads: int, worker_class: str = "gthread", env_extra: dict | None = None
+    workers: int,
+    threads: int,
+    worker_class: str = "gthread",
+    env_extra: dict | None = None,
+    app: tuple[str, ...] = ("conduit.wsgi",),
 ) -> tuple[subprocess.Popen, int]:
     port = free_port()
     env = {**os.environ, "CONN_MAX_AGE": "600", **(env_extra or {})}
@@ -352,7 +395,7 @@ def start_server(
             sys.executable,
             "-m",
             "gunicorn",
-            "conduit.wsgi",
+            *app,
             "--workers",
             str(workers),
             "--worker-class",
@@ -393,37 +436,39 @@ def summary(count: int, latencies: list[float], seconds: float, batch: int = 1) 
     return count * batch / seconds, statistics.median(ordered) * 1000, p99 * 1000
 
 
-def compare(
-    port: int, dsn: str, source_id: int, clients: int, batch: int, rounds: int, seconds: float, tag: str
-) -> tuple[list, list]:
-    """Alternating raw and full rounds at one level (after a warm-up of each); the runs."""
-    warm = HttpPath(port, f"warm{tag}", clients, batch)
-    run_clients(clients, 1.0, warm)
-    warm.close()
-    raw = RawPath(dsn, source_id, f"warmraw{tag}", clients, batch)
-    run_clients(clients, 1.0, raw)
-    raw.close()
-    raw_runs, full_runs = [], []
+def compare(paths: dict, clients: int, batch: int, rounds: int, seconds: float, tag: str) -> dict:
+    """Rounds of every path in turn at one level (after a warm-up of each): name -> runs.
+
+    `paths`: name -> a factory of the path for (level tag, clients, batch); "full" is Conduit."""
+    for name, make in paths.items():
+        warm = make(f"warm{name}{tag}", clients, batch)
+        run_clients(clients, 1.0, warm)
+        warm.close()
+    runs: dict[str, list] = {name: [] for name in paths}
     for round_ in range(rounds):
-        raw = RawPath(dsn, source_id, f"raw{tag}r{round_}", clients, batch)
-        raw_runs.append(summary(*run_clients(clients, seconds, raw), seconds, batch))
-        raw.close()
-        full = HttpPath(port, f"http{tag}r{round_}", clients, batch)
-        full_runs.append(summary(*run_clients(clients, seconds, full), seconds, batch))
-        full.close()
-    return raw_runs, full_runs
+        for name, make in paths.items():
+            path = make(f"{name}{tag}r{round_}", clients, batch)
+            runs[name].append(summary(*run_clients(clients, seconds, path), seconds, batch))
+            path.close()
+    return runs
 
 
-def report(label: str, raw_runs: list, full_runs: list) -> None:
-    ratio = statistics.median(f[0] / r[0] for f, r in zip(full_runs, raw_runs))
-    p50_ratio = statistics.median(f[1] / r[1] for f, r in zip(full_runs, raw_runs))
-    for name, runs, extra in (("raw", raw_runs, ""), ("full", full_runs, f"{ratio:>9.2f} {p50_ratio:>9.2f}")):
-        rate, p50, p99 = (statistics.median(col) for col in zip(*runs))
-        print(f"{label:>16} {name:>5} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {extra}", flush=True)
+def report(label: str, runs: dict) -> None:
+    """A row per path; each baseline's row ends with Conduit's ratio to it (events/s, p50)."""
+    full = runs["full"]
+    for name, path_runs in runs.items():
+        rate, p50, p99 = (statistics.median(col) for col in zip(*path_runs))
+        extra = ""
+        if name != "full":
+            ratio = statistics.median(f[0] / r[0] for f, r in zip(full, path_runs))
+            p50_ratio = statistics.median(f[1] / r[1] for f, r in zip(full, path_runs))
+            extra = f"{ratio:>9.2f} {p50_ratio:>9.2f}"
+        print(f"{label:>16} {name:>6} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {extra}", flush=True)
+        label = ""
 
 
 HEADER = (
-    f"{'level':>16} {'path':>5} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/raw':>9} {'p50 x raw':>9}"
+    f"{'level':>16} {'path':>6} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/this':>9} {'p50 ratio':>9}"
 )
 SERVERS = {
     # name: (worker class, workers, threads, extra environment)
@@ -438,7 +483,9 @@ SERVERS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of one measurement")
-    parser.add_argument("--rounds", type=int, default=3, help="raw/full pairs per level; medians reported")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of every path per level; medians reported"
+    )
     parser.add_argument(
         "--clients", type=int, nargs="+", default=[1, 4, 16], help="levels of one event per body"
     )
@@ -449,51 +496,68 @@ def main() -> None:
     )
     parser.add_argument("--batch-clients", type=int, default=4)
     parser.add_argument(
+        "--baselines",
+        nargs="*",
+        default=["raw", "floor", "upsert"],
+        choices=["raw", "floor", "upsert"],
+        help="the baselines measured beside Conduit at every level",
+    )
+    parser.add_argument(
         "--servers",
         nargs="*",
         default=["gthread-4x1", "sync-4", "pool-4x4"],
         choices=sorted(SERVERS),
-        help="other server set-ups measured at --compare-clients beside the default one",
+        help="other server set-ups measured at --compare-clients beside the raw loop",
     )
     parser.add_argument("--compare-clients", type=int, default=4)
     args = parser.parse_args()
 
     source = bench_source("bench", ACCOUNT)
     dsn = raw_dsn()
+    with connection.cursor() as cursor:
+        cursor.execute(floor.CREATE)
     connection.close()
     print(
         f"ingest benchmark: {args.rounds} rounds of {args.seconds:.0f} s per path and level, "
-        f"gunicorn gthread {args.workers} workers x {args.threads} threads, {os.cpu_count()} cores;"
+        f"gunicorn gthread {args.workers} workers x {args.threads} threads for Conduit and the floor, "
+        f"{os.cpu_count()} cores;"
     )
     print("one event per body: half the deliveries duplicates; a batch: a third of its events duplicates;")
-    print("medians of the rounds; full/raw (events/s) and p50 x raw are medians of the per-round ratios\n")
+    print("paths: raw = Conduit's statements from psycopg, floor = a bare Django view (HMAC, one upsert),")
+    print("upsert = that one statement from psycopg; full = Conduit. Medians of the rounds; full/this and")
+    print("the p50 ratio are medians of the per-round ratios of Conduit to that row's path\n")
     print(HEADER)
     server, port = start_server(args.workers, args.threads)
+    floor_server = floor_port = None
+    if "floor" in args.baselines:
+        floor_server, floor_port = start_server(
+            args.workers,
+            args.threads,
+            env_extra={"BENCH_FLOOR_SECRET": FLOOR_SECRET},
+            app=("--pythonpath", str(ROOT / "tests" / "bench"), "floor:application"),
+        )
+    baselines = {
+        "raw": lambda level, clients, batch: RawPath(dsn, source.pk, level, clients, batch),
+        "floor": lambda level, clients, batch: FloorPath(floor_port, level, clients, batch),
+        "upsert": lambda level, clients, batch: UpsertPath(dsn, source.pk, level, clients, batch),
+    }
+    paths = {name: baselines[name] for name in args.baselines}
+    paths["full"] = lambda level, clients, batch: HttpPath(port, level, clients, batch)
     try:
         for clients in args.clients:
-            report(
-                f"{clients} clients",
-                *compare(port, dsn, source.pk, clients, 1, args.rounds, args.seconds, f"c{clients}"),
-            )
+            report(f"{clients} clients", compare(paths, clients, 1, args.rounds, args.seconds, f"c{clients}"))
         if args.batch > 1:
             report(
                 f"{args.batch}/body {args.batch_clients}cl",
-                *compare(
-                    port,
-                    dsn,
-                    source.pk,
-                    args.batch_clients,
-                    args.batch,
-                    args.rounds,
-                    args.seconds,
-                    f"b{args.batch}",
-                ),
+                compare(paths, args.batch_clients, args.batch, args.rounds, args.seconds, f"b{args.batch}"),
             )
     finally:
         stop_server(server)
+        if floor_server is not None:
+            stop_server(floor_server)
     if args.servers:
         print(
-            f"\nserver set-ups at {args.compare_clients} clients, one event per body "
+            f"\nserver set-ups at {args.compare_clients} clients, one event per body, beside the raw loop "
             f"(the default above is gthread-{args.workers}x{args.threads} with CONN_MAX_AGE=600):"
         )
         print(HEADER)
@@ -501,12 +565,11 @@ def main() -> None:
         worker_class, workers, threads, env_extra = SERVERS[name]
         server, port = start_server(workers, threads, worker_class, env_extra)
         try:
-            report(
-                name,
-                *compare(
-                    port, dsn, source.pk, args.compare_clients, 1, args.rounds, args.seconds, f"s{name}"
-                ),
-            )
+            pair = {
+                "raw": baselines["raw"],
+                "full": lambda level, clients, batch, port=port: HttpPath(port, level, clients, batch),
+            }
+            report(name, compare(pair, args.compare_clients, 1, args.rounds, args.seconds, f"s{name}"))
         finally:
             stop_server(server)
 
