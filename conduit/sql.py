@@ -120,21 +120,28 @@ def _json_rows(fields: tuple, rows: list[list[Any]]) -> str | None:
         return None
 
 
-def _unbounded(db_type: str) -> str:
-    """A column type without its length: an explicit cast to varchar(n) cuts a longer value to
-    fit, where the INSERT's own conversion to the column refuses it ("value too long"), as a
-    VALUES row does. So each value is cast to the unbounded type and the column checks the length."""
-    return re.sub(r"\(\d+\)$", "", db_type)
+def _json_cast(db_type: str, value: str) -> str:
+    """`value` (JSON's text of one value) as a column of `db_type` takes it.
+
+    Text goes uncast: the INSERT's own assignment converts it and checks a varchar(n)'s length
+    ("value too long"), as a VALUES row's would; an explicit cast to varchar(n) would cut a longer
+    value to fit instead. Leaving the cast out also keeps ingest's one statement under the length
+    psycopg caches its conversion for (tests/ingress/test_one_statement.py). Any other type is cast
+    to itself without its length, and the column checks that too."""
+    unbounded = re.sub(r"\(\d+\)$", "", db_type)
+    if unbounded in ("varchar", "text"):
+        return value
+    return f"({value})::{unbounded}"
 
 
 def json_casts(fields: Sequence[models.Field], alias: str, start: int = 0) -> list[str]:
-    """Each field's value read from the JSON array `alias`.e (positions from `start`), cast to its
-    column's type: the row source of an INSERT ... SELECT from one JSON parameter."""
+    """Each field's value read from the JSON array `alias`.e (positions from `start`), as its
+    column takes it: the row source of an INSERT ... SELECT from one JSON parameter."""
     return [
         # Python's None is SQL NULL in a JSON column too, as the ORM stores it.
         f"NULLIF({alias}.e->{i}, 'null'::jsonb)"
         if isinstance(f, models.JSONField)
-        else f"({alias}.e->>{i})::{_unbounded(f.db_type(connection))}"
+        else _json_cast(f.db_type(connection), f"{alias}.e->>{i}")
         for i, f in enumerate(fields, start)
     ]
 
@@ -142,6 +149,24 @@ def json_casts(fields: Sequence[models.Field], alias: str, start: int = 0) -> li
 def json_encoded(fields: Sequence[models.Field], rows: list[Sequence[Any]]) -> str | None:
     """Rows prepared as the ORM would, as one JSON array of arrays (None: a value has no exact JSON form)."""
     return _json_rows(tuple(fields), _prepped(tuple(fields), rows))
+
+
+class JsonRows:
+    """`json_encoded` for one column list used again and again (a statement's JSON parameter):
+    each column's preparer is looked up once, not per call (a field's hash is not free)."""
+
+    def __init__(self, fields: Sequence[models.Field]) -> None:
+        self.fields = tuple(fields)
+        self._preparers: dict[bool, tuple[Callable[[Any, Any], Any], ...]] = {}
+
+    def encoded(self, rows: list[Sequence[Any]]) -> str | None:
+        database = connections[DEFAULT_DB_ALIAS]
+        postgres = fast_paths(database)
+        preparers = self._preparers.get(postgres)
+        if preparers is None:
+            preparers = self._preparers[postgres] = tuple(_preparer(f, postgres) for f in self.fields)
+        prepped = [[prep(v, database) for prep, v in zip(preparers, row)] for row in rows]
+        return _json_rows(self.fields, prepped)
 
 
 @lru_cache(maxsize=None)

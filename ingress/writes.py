@@ -22,7 +22,7 @@ from typing import Sequence
 
 from django.db import DatabaseError, connection
 
-from conduit.sql import columns_sql, json_casts, json_encoded, upsert_sql
+from conduit.sql import JsonRows, columns_sql, json_casts, upsert_sql
 from conduit.statemachine import history_columns
 from ingress.models import Delivery, EventTransition, InboundEvent, Source
 
@@ -62,7 +62,7 @@ EVENT_UPSERT = dict(
 
 @functools.cache
 def _statement(event_columns: tuple[str, ...], plan) -> tuple[str, tuple]:
-    """The statement's text, and the fields of each JSON parameter's rows in parameter order.
+    """The statement's text, and each JSON parameter's rows' encoder (their fields) in parameter order.
 
     `plan` is the registered reply planner (ingress.hooks): its `statement_part` writes the
     planned actions and their history, joined to the events this statement inserts."""
@@ -102,7 +102,7 @@ UNION ALL SELECT 'refused', conduit_refuse(json_build_object(
   NULL, NULL
   WHERE EXISTS (SELECT 1 FROM src) AND (NOT EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM bad))
 """,
-        (d_fields, e_fields, eh_fields, a_fields, ah_fields),
+        tuple(JsonRows(f) for f in (d_fields, e_fields, eh_fields, a_fields, ah_fields)),
     )
 
 
@@ -132,10 +132,10 @@ def body_write(
     with other content (nothing written), and None when a value has no exact
     JSON form (the caller takes the multi-statement path).
     """
-    sql, fields = _statement(tuple(event_columns), plan)
+    sql, parameters = _statement(tuple(event_columns), plan)
     encoded = [
-        json_encoded(f, rows)
-        for f, rows in zip(fields, ([delivery], events, event_history, actions, [action_history]))
+        parameter.encoded(rows)
+        for parameter, rows in zip(parameters, ([delivery], events, event_history, actions, [action_history]))
     ]
     if None in encoded:
         return None

@@ -13,7 +13,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from ingress import selectors, writes
+from conduit.sql import JsonRows
+from ingress import selectors
 from ingress.models import Delivery, EventState, InboundEvent, QuarantineReceipt, Source
 from ingress.services import source_update
 from replies.models import ReplyAction
@@ -132,7 +133,7 @@ def test_a_body_taking_the_statement_by_statement_path_is_never_decided_on_a_cha
     under the trigger rule in force, not the one this process cached."""
     assert deliver(body(item(1))).status_code == 200  # caches the source
     source_update(source_id=sandbox_source.pk, changes={"trigger_keywords": ["SOMETHING ELSE"]})
-    monkeypatch.setattr(writes, "json_encoded", lambda fields, rows: None)  # no exact JSON form
+    monkeypatch.setattr(JsonRows, "encoded", lambda self, rows: None)  # no exact JSON form
     assert deliver(body(item(2))).status_code == 200
     second = InboundEvent.objects.get(source_event_id="evt_test_000002")
     assert (second.event_state, second.trigger_rule_version) == (EventState.CLOSED_NO_REPLY, 2)
@@ -162,7 +163,7 @@ def test_a_body_taking_the_statement_by_statement_path_after_its_cached_source_w
         trigger_keywords=["CHECKLIST"],
         secret_env=SECRET_ENV,
     )
-    monkeypatch.setattr(writes, "json_encoded", lambda fields, rows: None)  # no exact JSON form
+    monkeypatch.setattr(JsonRows, "encoded", lambda self, rows: None)  # no exact JSON form
     response = deliver(body(item(1)))
     assert response.status_code == 200
     assert InboundEvent.objects.get().source.name == "sandbox"

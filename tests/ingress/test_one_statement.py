@@ -2,11 +2,14 @@
 statement-by-statement path SQLite takes, and a cached source never acted on once changed."""
 
 import base64
+import re
 from datetime import datetime, timezone
 
+import psycopg._queries as psycopg_queries  # where psycopg decides which statements it caches
 import pytest
 from django.db import connection
 
+from conduit import sql
 from conduit.providers.registry import get_adapter
 from ingress import selectors, views, writes
 from ingress.hooks import reply_planner
@@ -235,3 +238,40 @@ def test_a_member_refused_under_a_cached_source_is_decided_on_the_source_read_af
     source_update(source_id=sandbox_source.pk, changes={"event_types": ["comment.created", "comment.edited"]})
     response = deliver(body(item(2, type="comment.edited")))
     assert response.status_code == (200 if guard else 202), response.json()
+
+
+@pytest.fixture
+def statement_built_afresh():
+    writes._statement.cache_clear()
+    yield
+    writes._statement.cache_clear()  # no statement built under a control outlives its test
+
+
+@pytest.mark.parametrize("casts", ["as_built", "positive_control_text_cast_again"])
+@pytest.mark.django_db(transaction=True)
+def test_the_body_statement_is_converted_for_psycopg_once_not_per_body(
+    sandbox_source, monkeypatch, statement_built_afresh, casts
+):
+    """psycopg turns a statement's %s placeholders into $n and caches that only for a statement
+    of at most MAX_CACHED_STATEMENT_LENGTH characters; ingest's one statement stays under it, so
+    no body after the first pays for the conversion (the control casts text values again, as the
+    statement once did, and every body is converted anew)."""
+    if casts != "as_built":
+        monkeypatch.setattr(
+            sql, "_json_cast", lambda db_type, value: f"({value})::{re.sub(r'[(].*', '', db_type)}"
+        )
+    uncached = []
+    convert = psycopg_queries._query2pg_nocache
+
+    def counted(query, *args):
+        uncached.append(query)
+        return convert(query, *args)
+
+    monkeypatch.setattr(psycopg_queries, "_query2pg_nocache", counted)
+    assert _accept(sandbox_source, body(item(1)), "msg_test_one")[0][1] == "accepted"
+    assert _accept(sandbox_source, body(item(2)), "msg_test_two")[0][1] == "accepted"
+    converted_each_time = [q for q in uncached if b'INSERT INTO "inbound_events"' in q]
+    if casts == "as_built":
+        assert converted_each_time == []
+    else:
+        assert len(converted_each_time) == 2
