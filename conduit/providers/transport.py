@@ -94,6 +94,13 @@ class Receipt:
     http_status: int | None = None
 
 
+# A NotSent's code for a provider that paces sends: THROTTLED holds the whole account back (every
+# worker skips it until the pause ends), RECIPIENT_THROTTLED only the reply to that one person
+# (the account's replies to other people go on).
+THROTTLED = "throttled"
+RECIPIENT_THROTTLED = "recipient_throttled"
+
+
 class SendFailure(Exception):
     """A send that returned no receipt; `code` is Conduit's own, safe to store and log."""
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from conduit.credentials import CredentialUndecryptable
 from conduit.metrics import observe_send
-from conduit.providers.base import Ambiguous, NotSent
+from conduit.providers.base import RECIPIENT_THROTTLED, THROTTLED, Ambiguous, NotSent
 from conduit.sql import update_rows
 from replies.contract import backoff_seconds, failure_is_incurable
 from replies.evidence import reply_evidence_resolve
@@ -236,7 +236,9 @@ def _deliver(action: ReplyAction, now: datetime) -> str:
                 )
             return state
         retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None or exc.code == "throttled":
+        # One person's pacing holds back only this reply (due again after its backoff); any
+        # other throttling, or a wait the provider announced, pauses the whole account.
+        if exc.code != RECIPIENT_THROTTLED and (retry_after is not None or exc.code == THROTTLED):
             pause = timedelta(seconds=retry_after if retry_after is not None else THROTTLE_PAUSE_SECONDS)
             account_pause(source_id=source.pk, until=timezone.now() + pause, reason=exc.code)
         return not_sent(exc.code, http_status=exc.http_status, reached=exc.reached, retryable=exc.retryable)

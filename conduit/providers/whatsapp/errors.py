@@ -9,6 +9,7 @@ platform accepted: the reply stays SENT and the failure waits for a person.
 
 from __future__ import annotations
 
+from conduit.providers.base import RECIPIENT_THROTTLED, THROTTLED
 from conduit.providers.meta.errors import (
     AMBIGUOUS,
     EVIDENCE_ANSWERS_OF_OUTCOME,
@@ -36,7 +37,7 @@ def _throttled(code: int, what: str) -> Row:
     return _row(
         code,
         NOT_APPLIED_RETRYABLE,
-        "throttled",
+        THROTTLED,
         f"WhatsApp refused the message for now ({what}); nothing was sent, and the send is retried "
         "once the limit allows it.",
     )
@@ -44,7 +45,14 @@ def _throttled(code: int, what: str) -> Row:
 
 ROWS: tuple[Row, ...] = (
     _throttled(130429, "the phone number's throughput, about 80 messages a second"),
-    _throttled(131056, "too many messages to this one person in a short time"),
+    _row(
+        131056,
+        NOT_APPLIED_RETRYABLE,
+        RECIPIENT_THROTTLED,
+        "WhatsApp refused the message for now: too many messages to this one person in a short time "
+        "(about one every 6 seconds). Nothing was sent; this reply is retried after a pause, and the "
+        "number's replies to other people go on.",
+    ),
     _throttled(4, "the app's call limit"),
     _throttled(80007, "the business account's rate limit"),
     _row(

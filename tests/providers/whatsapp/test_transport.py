@@ -10,7 +10,14 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from conduit.providers.base import Ambiguous, NotSent, OutboundReply
+from conduit.providers.base import (
+    RECIPIENT_THROTTLED,
+    THROTTLED,
+    Ambiguous,
+    NotSent,
+    OutboundReply,
+    SendFailure,
+)
 from conduit.providers.whatsapp import errors
 from conduit.providers.whatsapp.transport import MetaWhatsAppTransport
 from tests.providers.whatsapp.conftest import BUYER, NUMBER, wamid
@@ -132,13 +139,35 @@ def _error(code: int) -> dict:
     }
 
 
+# The refusals worth trying again: the number's throughput (the whole number pauses) and the pair
+# rate (only the reply to that one person waits). Every other refusal is final.
+RETRYABLE = {THROTTLED, RECIPIENT_THROTTLED}
+
+
+def _answer(loopback, code: int) -> SendFailure:
+    """What the transport raises when the Cloud API answers 400 with error `code`."""
+    stub = Stub(loopback, [(400, _error(code))])
+    with pytest.raises(SendFailure) as failed:
+        transport(stub).send(reply(until=SOON))
+    return failed.value
+
+
+def _check_row(failure: SendFailure, outcome: type[SendFailure], reason: str) -> None:
+    """The check each table row is held to (and the positive control breaks)."""
+    assert isinstance(failure, outcome), f"{failure!r} is not {outcome.__name__}"
+    assert failure.code == reason
+    if outcome is NotSent:
+        assert failure.reached, f"{failure!r} did not reach WhatsApp"
+        assert failure.retryable == (reason in RETRYABLE), f"{failure!r} retryable={failure.retryable}"
+
+
 @pytest.mark.parametrize(
     "code, outcome, reason",
     [
         (131047, NotSent, "outside_service_window"),
         (131026, NotSent, "undeliverable"),
         (130429, NotSent, "throttled"),
-        (131056, NotSent, "throttled"),
+        (131056, NotSent, "recipient_throttled"),
         (131049, NotSent, "marketing_limited"),
         (132001, NotSent, "template_refused"),
         (100, NotSent, "invalid_parameter"),
@@ -150,12 +179,7 @@ def _error(code: int) -> dict:
     ],
 )
 def test_each_error_means_what_the_table_says(loopback, code, outcome, reason):
-    stub = Stub(loopback, [(400, _error(code))])
-    with pytest.raises(outcome) as failed:
-        transport(stub).send(reply(until=SOON))
-    assert failed.value.code == reason
-    if outcome is NotSent:
-        assert failed.value.reached and failed.value.retryable == (reason == "throttled")
+    _check_row(_answer(loopback, code), outcome, reason)
 
 
 def test_a_server_error_is_ambiguous(loopback):
@@ -182,13 +206,23 @@ def test_every_row_names_its_documentation_and_a_stable_reason():
 
 
 def test_positive_control_a_table_calling_throttling_ambiguous_fails_the_retry_row(loopback, monkeypatch):
-    """Break the guard: 130429 read as ambiguous. The throttled row's check (not applied,
-    retryable) then fails for the reason it names."""
+    """Break the guard: 130429 read as ambiguous. The throttled row's own check (not applied,
+    retryable) then fails, and for the reason it names: the answer is no longer a NotSent."""
+    # As built, the row's check holds.
+    _check_row(_answer(loopback, 130429), NotSent, THROTTLED)
     ambiguous = errors.Row(130429, None, None, errors.UNKNOWN)
     monkeypatch.setitem(errors._BY_CODE, 130429, ambiguous)
-    stub = Stub(loopback, [(400, _error(130429))])
-    with pytest.raises(Ambiguous):
-        transport(stub).send(reply(until=SOON))
+    failure = _answer(loopback, 130429)
+    assert isinstance(failure, Ambiguous)
+    with pytest.raises(AssertionError, match=r"MetaAmbiguous\('whatsapp_unknown_code'\) is not NotSent"):
+        _check_row(failure, NotSent, THROTTLED)
+
+
+def test_the_numbers_send_budget_is_its_documented_throughput():
+    """80 messages a second per phone number (130429's limit); the pair rate has no counted budget."""
+    from conduit.providers.registry import send_budget_default
+
+    assert send_budget_default(adapter="meta-whatsapp", transport_name="meta-whatsapp-message") == (80, 1)
 
 
 def test_a_whatsapp_source_is_never_routed_through_a_comment_transport(whatsapp_source):
