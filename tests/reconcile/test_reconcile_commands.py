@@ -125,3 +125,16 @@ def test_doctor_counts_stranded_sends_and_prints_the_checkpoint(source_side, del
     assert "stranded sends    1" in out and "1 stranded send(s)" in out
     code, out, _ = run("doctor", "--json")
     assert code == 1 and '"stranded_sends": 1' in out
+
+
+def test_every_kind_waiting_for_a_person_has_its_line_in_the_command_s_output():
+    """A scan that leaves findings for a person says so (`needs a person: ...`), whatever their kind:
+    a kind missing from the command's words would be counted in the report and never printed."""
+    from reconcile.management.commands.reconcile import ATTENTION_WORDS, attention_lines
+    from reconcile.selectors import PERSON_KINDS
+
+    assert set(ATTENTION_WORDS) == set(PERSON_KINDS)
+    summary = {"needs_a_person": {k: {"open": 2, "new": 1, "already_open": 1} for k in PERSON_KINDS}}
+    lines = attention_lines(summary)
+    assert len(lines) == len(PERSON_KINDS)
+    assert any("never reported a status" in line for line in lines)  # NO_STATUS, WhatsApp's silent sends

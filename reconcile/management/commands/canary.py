@@ -27,8 +27,9 @@ class Command(BaseCommand):
             "--platform",
             choices=sorted(canary_platforms()),
             default=canary_platform_default(),
-            help="which reserved source to prove: the sandbox one (default), or a Meta-shaped "
-            "Instagram source read back from a Graph simulator started for the run",
+            help="which reserved source to prove: the sandbox one (default), a Meta-shaped "
+            "Instagram source read back from a Graph simulator started for the run, or a "
+            "WhatsApp-shaped phone number (no read-back; its replies stay in the canary sink)",
         )
 
     def handle(self, *args, actor: str, platform: str | None = None, **options) -> None:

@@ -26,6 +26,11 @@ ATTENTION_WORDS = {
         "admin:reconcile_finding_changelist",
         "?queue=unexpected_receipts",
     ),
+    "NO_STATUS": (
+        "sent repl(ies) the platform never reported a status for",
+        "admin:reconcile_finding_changelist",
+        "?queue=unexpected_receipts",
+    ),
     "RETRY_CANDIDATE": ("retry candidate(s) undecided", "admin:reconcile_retrycandidatequeue_changelist", ""),
 }
 

@@ -75,9 +75,14 @@ def test_a_failure_after_sent_keeps_sent_and_waits_for_a_person(action, deliver,
     deliver(body(status(SENT_ID, "sent", key=action.reply_key)))
     # As recorded: a `failed` status carries no biz_opaque_callback_data; its wamid names the reply.
     deliver(body(status(SENT_ID, "failed", error=131026)))
+    action.refresh_from_db()
+    assert action.delivery_state == "SENT"  # right after `failed`, before any later status
     deliver(body(status(SENT_ID, "delivered", key=action.reply_key)))  # after failed: no move back
     action.refresh_from_db()
     assert action.delivery_state == "SENT" and action.provider_reply_id == SENT_ID
+    # A `failed` never moves SENT anywhere, not even away and back: SENT was reached once.
+    assert not ReplyTransition.objects.filter(action=action, prior_state="SENT").exists()
+    assert ReplyTransition.objects.filter(action=action, next_state="SENT").count() == 1
     (failure,) = UndeliveredMessage.objects.filter(status="failed", reviewed_at__isnull=True)
     assert failure.error_code == "131026" and failure.correlation == action.reply_key
     page = admin_client.get("/admin/ingress/undeliveredmessage/")

@@ -7,6 +7,7 @@ body for an account the endpoint does not own; the cases are the same for all.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -14,6 +15,8 @@ from conduit.providers.meta.webhook import signature_header
 from ingress.models import Delivery, InboundEvent, QuarantineReceipt
 from tests.conftest import TEST_SECRET, fixture_body, sign
 from tests.providers.meta.integration.conftest import APP_ID, APP_SECRET, NEXT_ENV, NEXT_SECRET, meta_body
+from tests.providers.whatsapp import conftest as whatsapp
+from tests.providers.whatsapp.conftest import whatsapp_source  # noqa: F401  (the fixture)
 
 OTHER_SANDBOX_SECRET = "whsec_" + "b3RoZXItdGVzdC1vbmx5LXNpZ25pbmcta2V5LTAy"
 
@@ -177,3 +180,22 @@ class TestMetaPageAdapter(_MetaCases):
         document = json.loads(meta_body("meta_page/comment__add"))
         document["entry"][0]["id"] = "100000000000999"
         return json.dumps(document).encode()
+
+
+# Written once per run: every call of valid_body() must give the same bytes, as a signature covers them.
+WHATSAPP_AT = int(time.time()) - 60
+
+
+class TestMetaWhatsAppAdapter(_MetaCases):
+    """A phone number's messages on the same Meta callback and app secret."""
+
+    @pytest.fixture(autouse=True)
+    def _source(self, whatsapp_source):
+        return whatsapp_source
+
+    def valid_body(self):
+        return whatsapp.body(whatsapp.text_message(1, "What is the price?", at=WHATSAPP_AT))
+
+    def unknown_account_body(self):
+        # metadata.phone_number_id is the account: a number this app has not registered.
+        return self.valid_body().replace(whatsapp.NUMBER.encode(), b"100000000000999")
