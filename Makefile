@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test fuzz bench bench-send bench-reconcile bench-admin soak mutation mutation-fast venv clean
+.PHONY: demo test fuzz bench bench-cpu bench-send bench-reconcile bench-admin soak mutation mutation-fast venv clean
 
 venv: $(VENV)/.installed
 
@@ -39,6 +39,12 @@ fuzz: venv
 
 bench: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/run.py $(BENCH_ARGS)
+
+# make bench-cpu: instructions and WAL per webhook request, Conduit beside the bare Django floor,
+# counted under valgrind's callgrind (steady on a shared machine, where timed figures are not).
+bench-cpu: venv
+	@command -v valgrind >/dev/null || { echo "bench-cpu: valgrind is missing (Debian: apt-get install valgrind)" >&2; exit 1; }
+	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/instructions.py $(BENCH_ARGS)
 
 bench-send: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/send.py $(BENCH_ARGS)

@@ -4,10 +4,12 @@ writes (docs/internals.md#set-based-writes): upsert_counting, and several rows a
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.db import connection
+from django.db import connection, models
 from django.db.models import F
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conduit import sql
 from conduit.sql import Unsupported, insert_rows, update_rows, upsert_counting
@@ -196,3 +198,66 @@ def test_positive_control_the_json_row_source_carries_the_values_it_is_given(san
     monkeypatch.setattr(sql, "_json_rows", truncating)
     with pytest.raises(AssertionError, match=r"diff: datetime\.datetime"):  # a stored time differs
         test_several_rows_in_one_json_parameter_store_what_the_orm_stores_in_order(sandbox_source)
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.text(max_size=12),
+    st.sampled_from([EventState.RECEIVED, DeliveryState.SENT, ApprovalState.APPROVED]),
+    st.datetimes(timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=-5))])),
+    st.datetimes(),  # naive
+    st.floats(allow_nan=True),
+    st.lists(st.text(max_size=4), max_size=3),
+)
+
+
+def _statement_columns() -> list[tuple]:
+    """Every JSON parameter's fields of ingest's one statement (all the column kinds it writes)."""
+    from ingress.hooks import reply_planner
+    from ingress.services import EVENT_COLUMNS
+    from ingress.writes import _statement
+
+    return [parameter.fields for parameter in _statement(tuple(EVENT_COLUMNS), reply_planner())[1]]
+
+
+@pytest.mark.django_db
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_one_pass_encoding_is_the_orm_preparation_then_json(data):
+    """JsonRows (ingest's one statement) prepares and encodes in one pass; for any values, of any
+    column it writes, its JSON is byte for byte what preparing as the ORM does and then encoding
+    gives (json_encoded), or both find a value with no exact JSON form. The control below breaks
+    the pass and sees it differ."""
+    fields = data.draw(st.sampled_from(_statement_columns()))
+    rows = data.draw(st.lists(st.lists(_VALUES, min_size=len(fields), max_size=len(fields)), max_size=3))
+    try:
+        expected = sql.json_encoded(fields, rows)
+    except Exception as error:
+        # A value the ORM's preparation refuses: the one pass raises it too, or stops first at a
+        # value with no JSON form (None), and the statement-by-statement path then prepares every
+        # value through the ORM and raises it there.
+        try:
+            assert sql.JsonRows(fields).encoded(rows) is None
+        except type(error):
+            pass
+        return
+    assert sql.JsonRows(fields).encoded(rows) == expected
+
+
+@pytest.mark.django_db
+def test_positive_control_a_one_pass_that_skips_a_time_s_preparation_is_caught():
+    """Break the one pass (a time given as text taken as it is, where the ORM parses it into a time
+    written in ISO form): its JSON differs from the ORM's preparation, which is what the property
+    above compares."""
+    fields = _statement_columns()[1]  # the events
+    kinds = {models.DateTimeField: "2026-01-15 14:30:00+00:00", models.BooleanField: True}
+    kinds |= {models.IntegerField: 1, models.ForeignKey: 1, models.JSONField: []}
+    row = [next((v for k, v in kinds.items() if isinstance(f, k)), "text") for f in fields]
+    expected = sql.json_encoded(fields, [row])  # the ORM's rules, decided once per field
+    assert "2026-01-15T14:30:00+00:00" in expected
+    assert sql.JsonRows(fields).encoded([row]) == expected
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(sql, "_PLAIN_FIELDS", (*sql._PLAIN_FIELDS, models.DateTimeField))
+        assert sql.JsonRows(fields).encoded([row]) != expected

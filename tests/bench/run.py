@@ -27,10 +27,12 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-import floor  # noqa: E402  (tests/bench/floor.py: the bare Django floor and its upsert)
+import floor  # noqa: E402
+import gunicorn  # noqa: E402  (tests/bench/floor.py: the bare Django floor and its upsert)
 import psycopg  # noqa: E402
 from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
 from django.db import connection  # noqa: E402
+from workload import ACCOUNT, workload  # noqa: E402  (tests/bench/workload.py)
 
 from conduit.canonical import payload_hash, sha256_hex  # noqa: E402
 from conduit.providers.registry import get_adapter  # noqa: E402
@@ -38,47 +40,6 @@ from replies.contract import reply_key  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 ADAPTER = get_adapter("sandbox-social")
-ACCOUNT = "acct_test_bench"
-
-
-def event_doc(event_id: str) -> dict:
-    return {
-        "id": event_id,
-        "type": "comment.created",
-        "post_id": "post_test_bench",
-        "comment_id": f"msg_{event_id}",
-        "from_id": "person_test_bench",
-        "created_at": "2026-01-15T14:30:00Z",
-        "text": "CHECKLIST",
-    }
-
-
-def workload(level: str, client: int, batch: int = 1):
-    """Yield bodies' event lists.
-
-    One event per body: new, a duplicate of it, new, duplicate, ... (half the
-    deliveries duplicates). A batch of N: two thirds new events and a third
-    duplicates of events this client sent in its previous body.
-    """
-    seq = 0
-    if batch == 1:
-        while True:
-            doc = event_doc(f"evt_test_{level}_{client}_{seq}")
-            yield [doc]
-            yield [doc]
-            seq += 1
-    fresh = batch - batch // 3
-    previous: list[dict] = []
-    while True:
-        docs = [event_doc(f"evt_test_{level}_{client}_{seq + i}") for i in range(fresh)]
-        seq += fresh
-        again = previous[: batch - fresh] or [
-            event_doc(f"evt_test_{level}_{client}_{seq + i}") for i in range(batch - fresh)
-        ]
-        if not previous:
-            seq += batch - fresh
-        previous = docs
-        yield docs + again
 
 
 def run_clients(clients: int, seconds: float, one) -> tuple[int, list[float]]:
@@ -409,6 +370,8 @@ def start_server(
             "warning",
             "--backlog",
             "256",
+            # gunicorn 27's control socket has one default path: two servers at once would clash.
+            *(["--no-control-socket"] if gunicorn.version_info >= (27,) else []),
         ],
         cwd=ROOT,
         env=env,
