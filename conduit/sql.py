@@ -35,7 +35,7 @@ def fast_paths(connection: BaseDatabaseWrapper | None = None) -> bool:
     return (connections[DEFAULT_DB_ALIAS] if connection is None else connection).vendor == "postgresql"
 
 
-# Fields whose database value is the Python value itself for str/int/bool.
+# Fields whose database value is the Python value itself for str/int/bool (and None).
 _PLAIN_FIELDS = (
     models.CharField,
     models.TextField,
@@ -43,7 +43,7 @@ _PLAIN_FIELDS = (
     models.BooleanField,
     models.ForeignKey,
 )
-_PLAIN_VALUES = (str, int, bool)
+_PLAIN_VALUES = (str, int, bool, type(None))
 
 
 def columns_sql(model: type[models.Model], names: Sequence[str]) -> tuple[str, tuple]:

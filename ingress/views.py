@@ -44,6 +44,13 @@ def _unavailable(code: str, detail: str) -> Response:
     return response
 
 
+def _proof_headers(django_request, names: tuple[str, ...]) -> dict[str, str]:
+    """The proof's headers as their sender wrote them ("" when absent), read from the WSGI
+    environ by their CGI names: request.headers would build a map of every header first."""
+    meta = django_request.META
+    return {name: _header_text(meta.get(f"HTTP_{name.upper().replace('-', '_')}", "")) for name in names}
+
+
 def _header_text(value: str) -> str:
     """A header as its sender wrote it: WSGI hands header bytes over decoded as Latin-1
     (PEP 3333), while a sender signs its UTF-8 text (a delivery id may hold non-ASCII)."""
@@ -146,7 +153,7 @@ class WebhookView(APIView):
         body = _body_or_refusal(request._request, settings.CONDUIT_WEBHOOK_MAX_BYTES)
         if isinstance(body, Response):
             return body
-        headers = {name: _header_text(request.headers.get(name, "")) for name in PROOF_HEADERS}
+        headers = _proof_headers(request._request, PROOF_HEADERS)
 
         def receive():
             for cached in (True, False):
@@ -227,7 +234,7 @@ class SharedCallbackView(APIView):
         body = _body_or_refusal(request._request, getattr(settings, self.body_limit_setting))
         if isinstance(body, Response):
             return body
-        headers = {name: _header_text(request.headers.get(name, "")) for name in callback.proof_headers}
+        headers = _proof_headers(request._request, callback.proof_headers)
 
         def receive():
             sources = callback_sources(callback=callback, app_id=app_id)
