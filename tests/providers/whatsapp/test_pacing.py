@@ -13,12 +13,10 @@ from ingress.models import InboundEvent
 from replies.models import ReplyAction, SendBudget
 from replies.sender import reply_send
 from replies.services import reply_approve
-from tests.providers.meta.sending.conftest import APP_ID, capture, graph, sim  # noqa: F401 (fixtures)
-from tests.providers.whatsapp.conftest import register_meta, routed
-from tests.providers.whatsapp.test_simulated import bodies_after
+from tests.providers.meta.sending.conftest import capture, graph, sim  # noqa: F401 (fixtures)
+from tests.providers.whatsapp.conftest import routed
+from tests.providers.whatsapp.test_simulated import NUMBER, bodies_after, number  # noqa: F401 (fixture)
 
-NUMBER = "100000000000931"
-WABA = "100000000000930"
 BUYERS = ("12015550131", "12015550132")
 
 
@@ -32,19 +30,9 @@ def _account_wide(monkeypatch) -> None:
     monkeypatch.setattr(errors, "_BY_CODE", {row.code: row for row in rows if row.code_to is None})
 
 
-def _approved_replies(graph, capture, deliver) -> list[ReplyAction]:
+def _approved_replies(graph, capture, deliver, number) -> list[ReplyAction]:
     """One message from each buyer, delivered as the simulator notifies it, each reply approved."""
-    sim(graph, "/_sim/whatsapp/numbers", {"phone_number_id": NUMBER, "waba_id": WABA, "app_id": APP_ID})
-    source = register_meta(
-        "wa-pacing-test",
-        "meta-whatsapp",
-        NUMBER,
-        graph_url=graph.url,
-        event_types=["message.created"],
-        purposes=["private_delivery"],
-        contract_version="whatsapp-v1",
-    )
-    routed(source, url=graph.url)
+    routed(number, url=graph.url)
     for buyer in BUYERS:
         seen = len(capture.bodies)
         sim(graph, "/_sim/whatsapp/messages", {"phone_number_id": NUMBER, "from": buyer, "text": "price?"})
@@ -59,10 +47,12 @@ def _approved_replies(graph, capture, deliver) -> list[ReplyAction]:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("scope", ["as_built", "positive_control_pair_rate_pauses_the_number"])
-def test_the_pair_rate_holds_back_only_the_reply_to_that_person(graph, capture, deliver, monkeypatch, scope):
+def test_the_pair_rate_holds_back_only_the_reply_to_that_person(
+    graph, capture, deliver, number, monkeypatch, scope
+):
     if scope != "as_built":
         _account_wide(monkeypatch)
-    first, second = _approved_replies(graph, capture, deliver)
+    first, second = _approved_replies(graph, capture, deliver, number)
     sim(graph, "/_sim/faults", {"mode": "error", "code": 131056, "status": 400, "path_contains": "/messages"})
     before = timezone.now()
     assert reply_send(action_id=first.pk) == "FAILED_BEFORE_SEND"
@@ -81,8 +71,10 @@ def test_the_pair_rate_holds_back_only_the_reply_to_that_person(graph, capture, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_number_s_throughput_limit_still_pauses_every_reply_of_the_number(graph, capture, deliver):
-    first, second = _approved_replies(graph, capture, deliver)
+def test_the_number_s_throughput_limit_still_pauses_every_reply_of_the_number(
+    graph, capture, deliver, number
+):
+    first, second = _approved_replies(graph, capture, deliver, number)
     sim(graph, "/_sim/faults", {"mode": "error", "code": 130429, "status": 400, "path_contains": "/messages"})
     assert reply_send(action_id=first.pk) == "FAILED_BEFORE_SEND"
     assert reply_send(action_id=second.pk) == "deferred_budget"
