@@ -3,8 +3,8 @@
 The ORM's bulk_create and update() build model instances, expressions and a
 compiler per call; ingest and the sender write a handful of rows per delivery
 or send, so they use these helpers instead. Values go through each field's
-get_db_prep_save unless they are plain strings, integers or booleans for a
-field that stores them as they are, so types and time zones behave as through
+get_db_prep_save unless they are plain strings, integers, booleans or None for
+a field that stores them as they are, so types and time zones behave as through
 the ORM. Works on PostgreSQL and SQLite 3.35+.
 """
 
@@ -66,7 +66,7 @@ def _prep(field: models.Field, value: Any) -> Any:
 @lru_cache(maxsize=None)
 def _preparer(field: models.Field, postgres: bool) -> Callable[[Any, Any], Any]:
     """How one column's values are prepared: as they are where the ORM would return them unchanged
-    (plain strings, integers and booleans; on PostgreSQL an aware time), else get_db_prep_save
+    (plain strings, integers, booleans and None; on PostgreSQL an aware time), else get_db_prep_save
     (decided once per field)."""
     prepare = field.get_db_prep_save
     plain = isinstance(field, _PLAIN_FIELDS)
@@ -164,8 +164,8 @@ def json_encoded(fields: Sequence[models.Field], rows: list[Sequence[Any]]) -> s
 class JsonRows:
     """`json_encoded` for one column list used again and again (a statement's JSON parameter), in
     one pass: each column's way of preparing is decided once, not per call (a field's hash is not
-    free), and a plain value (a string, integer or boolean for a column that stores it as it is; on
-    PostgreSQL an aware time) goes into the JSON with no call at all, as `_preparer` would pass it."""
+    free), and a plain value (a string, integer, boolean or None for a column that stores it as it
+    is; on PostgreSQL an aware time) goes into the JSON with no call at all, as `_preparer` passes it."""
 
     def __init__(self, fields: Sequence[models.Field]) -> None:
         self.fields = tuple(fields)
