@@ -47,8 +47,8 @@ def _unavailable(code: str, detail: str) -> Response:
 def _proof_headers(django_request, names: tuple[str, ...]) -> dict[str, str]:
     """The proof's headers as their sender wrote them ("" when absent), read from the WSGI
     environ by their CGI names: request.headers would build a map of every header first."""
-    meta = django_request.META
-    return {name: _header_text(meta.get(f"HTTP_{name.upper().replace('-', '_')}", "")) for name in names}
+    environ = django_request.META
+    return {name: _header_text(environ.get(f"HTTP_{name.upper().replace('-', '_')}", "")) for name in names}
 
 
 def _header_text(value: str) -> str:

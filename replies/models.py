@@ -139,9 +139,6 @@ class ReplyAction(models.Model):
     """One outward action, keyed by reply_key = SHA-256("reply|" + event_key + "|" + purpose)."""
 
     reply_key = models.CharField(max_length=64)
-    # Indexed by `reply_action_event_key` alone (Meta.indexes): the index Django would add for a
-    # text key on PostgreSQL beside it serves LIKE 'prefix%', which nothing asks of this column,
-    # and would cost every ingest two more index entries.
     event = models.ForeignKey(
         InboundEvent,
         to_field="event_key",
@@ -152,8 +149,7 @@ class ReplyAction(models.Model):
     )
     purpose = models.CharField(max_length=64)
     # The campaign that matched the event, and the version it matched under: its copy is sent.
-    # No index of its own: every ingest writes two actions, and what reads by campaign (its
-    # activity, a catch-up) goes through the events' (source, occurred_at) and event_key indexes.
+    # No index: reads by campaign go through the events' (source, occurred_at) and event_key indexes.
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="actions", db_index=False)
     campaign_version = models.PositiveIntegerField()
     channel = models.CharField(max_length=64, blank=True, db_default="")
@@ -198,8 +194,7 @@ class ReplyAction(models.Model):
             ),
         ]
         indexes = [
-            # An event's actions (the event page, search, ON DELETE's check of the key).
-            models.Index(fields=["event"], name="reply_action_event_key"),
+            models.Index(fields=["event"], name="reply_action_event_key"),  # no LIKE index: none reads it
             # The sender's claim scans only what may be claimed, in id order.
             models.Index(
                 fields=["id"],
