@@ -28,9 +28,13 @@ from ingress.models import Source  # noqa: E402
 from ingress.services import source_register  # noqa: E402
 
 
-def bench_source(name: str, account_ref: str) -> Source:
-    """Migrate the bench database and register a synthetic source whose trigger always matches."""
+def bench_source(name: str, account_ref: str, *, floor_table: str = "") -> Source:
+    """Migrate the bench database and register a synthetic source whose trigger always matches;
+    with `floor_table` (tests/bench/floor.py's CREATE), make the bare Django floor's table too."""
     call_command("migrate", verbosity=0)
+    if floor_table:
+        with connection.cursor() as cursor:
+            cursor.execute(floor_table)
     source, _ = source_register(
         name=name,
         adapter="sandbox-social",

@@ -38,6 +38,15 @@ def signature(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def request(account: str, docs: list[dict], secret: str) -> bytes:
+    """One delivery to the floor as raw HTTP/1.1: the same body Conduit gets, the floor's own HMAC."""
+    body = json.dumps({"account": account, "events": docs}).encode()
+    return (
+        f"POST /floor/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{SIGNATURE}: {signature(body, secret)}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 def upsert(cursor, events: list[dict]) -> None:
     """The floor's write (and the raw one-statement baseline's): one multi-row upsert."""
     rows = ",".join(["(%s,%s)"] * len(events))

@@ -68,15 +68,7 @@ def _floor_requests(count: int) -> tuple:
     from workload import ACCOUNT, workload
 
     docs = workload(uuid.uuid4().hex[:8], 0)
-    raw = []
-    for _ in range(count):
-        body = json.dumps({"account": ACCOUNT, "events": next(docs)}).encode()
-        raw.append(
-            f"POST /floor/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{floor.SIGNATURE}: "
-            f"{floor.signature(body, FLOOR_SECRET)}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+    raw = [floor.request(ACCOUNT, next(docs), FLOOR_SECRET) for _ in range(count)]
     return floor.application, raw, floor.connection
 
 
@@ -155,13 +147,9 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     import floor
     from common import bench_source
-    from django.db import connection
     from workload import ACCOUNT
 
-    bench_source("bench", ACCOUNT)  # migrates, registers the source the Conduit requests name
-    with connection.cursor() as cursor:
-        cursor.execute(floor.CREATE)
-    connection.close()
+    bench_source("bench", ACCOUNT, floor_table=floor.CREATE)  # the source the Conduit requests name
     print(
         f"per webhook request, one event a body, half of them repeats; {args.requests} requests a path "
         f"after {args.warm} not counted.\ninstructions: the Python process under callgrind (no HTTP "

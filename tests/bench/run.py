@@ -157,12 +157,7 @@ class FloorPath(HttpPath):
 
     @staticmethod
     def _request(docs: list[dict]) -> bytes:
-        body = json.dumps({"account": ACCOUNT, "events": docs}).encode()
-        return (
-            f"POST /floor/ HTTP/1.1\r\nHost: 127.0.0.1\r\n{floor.SIGNATURE}: "
-            f"{floor.signature(body, FLOOR_SECRET)}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode() + body
+        return floor.request(ACCOUNT, docs, FLOOR_SECRET)
 
 
 class UpsertPath:
@@ -475,10 +470,8 @@ def main() -> None:
     parser.add_argument("--compare-clients", type=int, default=4)
     args = parser.parse_args()
 
-    source = bench_source("bench", ACCOUNT)
+    source = bench_source("bench", ACCOUNT, floor_table=floor.CREATE)
     dsn = raw_dsn()
-    with connection.cursor() as cursor:
-        cursor.execute(floor.CREATE)
     connection.close()
     print(
         f"ingest benchmark: {args.rounds} rounds of {args.seconds:.0f} s per path and level, "
