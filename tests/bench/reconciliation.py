@@ -42,6 +42,7 @@ from ingress.services import source_register  # noqa: E402
 from reconcile.models import ReconcileReport  # noqa: E402
 from replies.contract import reply_key  # noqa: E402
 from replies.models import ReplyAction  # noqa: E402
+from replies.services.campaigns import account_default  # noqa: E402
 from simulators.sandbox import serve  # noqa: E402
 
 
@@ -71,6 +72,7 @@ def prepare(n: int, provider_state, url: str) -> Source:
         secret_env="CONDUIT_SOURCE_BENCH_SECRET",
         source_url=url,
     )
+    campaign = account_default(source)  # the keyword list's campaign: every reply's
     now = timezone.now()
     items = [synthetic(n, i) for i in range(n)]
     provider_state.hold(account, items)
@@ -117,6 +119,8 @@ def prepare(n: int, provider_state, url: str) -> Source:
                 now,
                 1,
                 item["text"],
+                campaign.pk,
+                campaign.version,
             )
         )
         unconfirmed = i % 10 == 4
@@ -130,6 +134,8 @@ def prepare(n: int, provider_state, url: str) -> Source:
                 "" if unconfirmed else receipt,
                 now,
                 1,
+                campaign.pk,
+                campaign.version,
             )
         )
     event_columns = [
@@ -155,6 +161,8 @@ def prepare(n: int, provider_state, url: str) -> Source:
         "last_received_at",
         "seen_count",
         "message_text",
+        "trigger_campaign",
+        "trigger_campaign_version",
     ]
     action_columns = [
         "reply_key",
@@ -165,6 +173,8 @@ def prepare(n: int, provider_state, url: str) -> Source:
         "provider_reply_id",
         "created_at",
         "attempt_count",
+        "campaign",
+        "campaign_version",
     ]
     _copy(InboundEvent, event_columns, event_rows)
     _copy(ReplyAction, action_columns, action_rows)
