@@ -361,6 +361,12 @@ CONDUIT_EVIDENCE_MODEL = env.str("CONDUIT_EVIDENCE_MODEL", default="") or None
 
 # Webhook bodies above this size are refused with 413 before any parsing.
 CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")
+# on: webhook bodies that reach one process while its commit is in flight share the next commit
+# (conduit/groupcommit.py); off: each body commits alone.
+_group_commit = env.str("CONDUIT_GROUP_COMMIT", default="on").strip().lower()
+if _group_commit not in ("on", "off"):
+    raise ImproperlyConfigured(f"CONDUIT_GROUP_COMMIT is on or off, not {_group_commit!r}")
+CONDUIT_GROUP_COMMIT = _group_commit == "on"
 # The Meta endpoint's (/webhooks/meta/<app id>/): by default the largest body Meta's documented
 # bounds allow, 1,000 updates of at most an 8,000-character comment each sent escaped (about
 # 50 MiB; conduit.providers.meta.webhook.MAX_BODY_BYTES says how it is derived), because a body

@@ -22,6 +22,7 @@ from typing import Sequence
 
 from django.db import DatabaseError, connection
 
+from conduit.groupcommit import shared_fetchall
 from conduit.sql import JsonRows, columns_sql, json_casts, upsert_sql
 from conduit.statemachine import history_columns
 from ingress.models import Delivery, EventTransition, InboundEvent, Source
@@ -152,9 +153,7 @@ def body_write(
         action_history_json[1:-1],
     ]
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        rows = shared_fetchall(sql, params, order=events[0][0] if events else "")
     except DatabaseError as exc:
         cause = exc.__cause__
         if getattr(cause, "sqlstate", None) != REFUSED_STATE:

@@ -1,0 +1,184 @@
+"""Group commit: statements that reach one process while a commit is in flight share the next one.
+
+A statement that runs in its own transaction (autocommit) pays a commit of its own: a round trip
+and a WAL flush. Under load, a process's threads wait on those one after another. Here the first
+thread to arrive while no group is running leads: it runs its own statement at once, alone in a
+transaction, exactly as it would without this module. Threads that arrive while that commit is in
+flight queue; when it ends, the first of them leads the queue as one group: every queued statement
+in one transaction on its own connection, one commit, and each thread gets its rows back only
+after that commit. A thread that comes alone is never kept waiting for company.
+
+A failure answers each statement as it would alone:
+
+- a statement that fails inside the group (a refusal the statement raises, a value the database
+  refuses, a deadlock with another process's group) rolls the group back; nothing of it was
+  committed, so each of its threads runs its statement again, alone, on its own connection, and
+  meets its own answer;
+- a COMMIT the server refuses (a deferred check) left nothing standing either: each runs alone;
+- a group whose COMMIT was lost with its connection may or may not have committed, as a lone
+  statement in that plight: each thread gets that error, and its request answers 503 so the
+  sender retries (the ledgers' unique keys make a retry converge).
+
+Statements are queued in the order of their `order` key (a body's first event key), so two
+processes' groups that touch the same one-event bodies lock their rows in one order.
+docs/internals.md#group-commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+logger = logging.getLogger("conduit.groupcommit")
+
+_ALONE = object()  # the group was rolled back before its commit: run the statement alone
+
+
+class _GroupRolledBack(Exception):
+    """Raised inside the group's transaction so that it is rolled back, nothing of it committed."""
+
+
+@dataclass(eq=False)
+class _Statement:
+    sql: str
+    params: Sequence[Any]
+    order: str
+    done: threading.Event = field(default_factory=threading.Event)
+    lead: list | None = None  # the group this thread is to run, set when it is woken to lead
+    rows: Any = None  # list of rows, _ALONE, or the exception the shared commit raised
+
+
+class GroupCommit:
+    """One process's queue of statements waiting for the commit in flight (see the module)."""
+
+    def __init__(self, max_group: int = 64) -> None:
+        self.max_group = max_group
+        self._lock = threading.Lock()
+        self._leading = False
+        self._queue: list[_Statement] = []
+
+    def waiting(self) -> int:
+        """How many statements are queued behind the commit in flight."""
+        with self._lock:
+            return len(self._queue)
+
+    def fetchall(self, sql: str, params: Sequence[Any], *, order: str = "") -> list[tuple]:
+        """Run `sql` with `params` and return its rows once a commit holds what it wrote.
+
+        Must be called outside a transaction, on the thread's default connection."""
+        statement = _Statement(sql, params, order)
+        with self._lock:
+            if self._leading:
+                self._queue.append(statement)
+                group = None
+            else:
+                self._leading = True
+                group = [statement]
+        if group is None:
+            statement.done.wait()
+            if statement.lead is not None:
+                self._lead(statement.lead)
+        else:
+            self._lead(group)
+        rows = statement.rows
+        if rows is None:  # its leader stopped before the group's outcome was known
+            raise DatabaseError("the shared commit was interrupted; nothing is known of it")
+        if rows is _ALONE:
+            return _alone(sql, params)
+        if isinstance(rows, BaseException):
+            raise rows
+        return rows
+
+    def _lead(self, group: list[_Statement]) -> None:
+        """Commit `group` on this thread's connection, then hand the queue to its first thread."""
+        try:
+            if len(group) == 1:
+                _run_one(group[0])
+            else:
+                self.run_group(group)
+        finally:
+            with self._lock:
+                queue, self._queue = self._queue, []
+                if queue:
+                    queue.sort(key=lambda s: s.order)
+                    head, rest = queue[: self.max_group], queue[self.max_group :]
+                    self._queue = rest
+                    head[0].lead = head
+                else:
+                    self._leading = False
+            for statement in group:
+                if statement.lead is not group:  # a thread woken to lead its group has its answer
+                    statement.done.set()
+            if queue:
+                head[0].done.set()
+
+    def run_group(self, group: list[_Statement]) -> None:
+        """Every statement of `group` in one transaction, one commit; each statement's answer set."""
+        raw = None
+        try:
+            with transaction.atomic(durable=True):
+                raw = connection.connection
+                try:
+                    answers = self.execute(group)
+                except DatabaseError as exc:
+                    raise _GroupRolledBack from exc
+        except _GroupRolledBack as rolled_back:
+            logger.info(
+                "group of %d rolled back (%s): each statement runs alone",
+                len(group),
+                type(rolled_back.__cause__).__name__,
+            )
+            for statement in group:
+                statement.rows = _ALONE
+        except Exception as exc:
+            if isinstance(exc, DatabaseError) and raw is not None and not raw.closed:
+                # The server answered the COMMIT with a refusal on a session that lives on (Django
+                # replaces a connection it lost): nothing of the group stands.
+                logger.info("group of %d refused at commit (%s): each statement runs alone", len(group), exc)
+                answer = _ALONE
+            else:  # the commit was lost with its connection: it may have happened, as for a lone statement
+                answer = exc
+            for statement in group:
+                statement.rows = answer
+        else:  # committed: only now is any answer handed out
+            for statement, rows in zip(group, answers):
+                statement.rows = rows
+
+    @staticmethod
+    def execute(group: list[_Statement]) -> list[list[tuple]]:
+        """The group's statements, one after another, inside its transaction: their rows."""
+        answers = []
+        with connection.cursor() as cursor:
+            for statement in group:
+                cursor.execute(statement.sql, statement.params)
+                answers.append(cursor.fetchall())
+        return answers
+
+
+def _run_one(statement: _Statement) -> None:
+    try:
+        statement.rows = _alone(statement.sql, statement.params)
+    except Exception as exc:  # answered to the thread it belongs to
+        statement.rows = exc
+
+
+def _alone(sql: str, params: Sequence[Any]) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+_process = GroupCommit()
+
+
+def shared_fetchall(sql: str, params: Sequence[Any], *, order: str = "") -> list[tuple]:
+    """`sql`'s rows, the statement committed in the process's next shared commit
+    (CONDUIT_GROUP_COMMIT=on, the default), or alone in its own."""
+    if not settings.CONDUIT_GROUP_COMMIT or connection.in_atomic_block:
+        return _alone(sql, params)
+    return _process.fetchall(sql, params, order=order)
