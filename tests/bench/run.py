@@ -1,4 +1,4 @@
-"""Ingest benchmark: the full HTTP path beside three baselines measured in the same run.
+"""Ingest benchmark: the full HTTP path beside four baselines measured in the same run.
 
 Run with `make bench` (it starts a throwaway PostgreSQL and exports DATABASE_URL).
 Half of the deliveries are duplicates of an event the same client sent just before.
@@ -7,8 +7,11 @@ The baselines, on the same database:
   statements an event; for a batch, the leanest set-based SQL of the same rows);
 - `floor`: the bare Django floor (tests/bench/floor.py), one view on the same gunicorn settings
   checking an HMAC and writing with one `INSERT ... ON CONFLICT`;
-- `upsert`: raw psycopg, that one-statement upsert, a commit per body.
-Prints events/s and p50/p99 acknowledgement latency per path and concurrency level, and
+- `upsert`: raw psycopg, that one-statement upsert, a commit per body;
+- `alone`: Conduit itself with CONDUIT_GROUP_COMMIT=off, each body its own commit (what group
+  commit is measured against).
+Prints events/s, p50/p99 acknowledgement latency, and the CPU milliseconds an event took in the
+app servers (gunicorn's processes) and in PostgreSQL, per path and concurrency level, and
 Conduit's ratio to each baseline (events/s and p50), medians of per-round ratios.
 """
 
@@ -387,6 +390,44 @@ def stop_server(server: subprocess.Popen) -> None:
     server.wait(timeout=30)
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds so far of the machine's gunicorn processes (the app servers) and PostgreSQL's.
+
+    Paths are measured one at a time, so the servers idle meanwhile add next to nothing."""
+    tick = os.sysconf("SC_CLK_TCK")
+    app = pg = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as stat_file:
+                stat = stat_file.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline_file:
+                cmdline = cmdline_file.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        used = int(fields[11]) + int(fields[12])  # utime + stime
+        if cmdline.startswith(b"postgres"):
+            pg += used
+        elif b"gunicorn" in cmdline:
+            app += used
+    return app / tick, pg / tick
+
+
+def measured(clients: int, seconds: float, path, batch: int) -> tuple[float, ...]:
+    """(events/s, p50 ms, p99 ms, app CPU ms an event, PostgreSQL CPU ms an event) of one run."""
+    app, pg = cpu_seconds()
+    count, latencies = run_clients(clients, seconds, path)
+    app_after, pg_after = cpu_seconds()
+    events = max(count * batch, 1)
+    return (
+        *summary(count, latencies, seconds, batch),
+        (app_after - app) * 1000 / events,
+        (pg_after - pg) * 1000 / events,
+    )
+
+
 def summary(count: int, latencies: list[float], seconds: float, batch: int = 1) -> tuple[float, float, float]:
     """(events/s, p50 ms, p99 ms): latencies are per body."""
     ordered = sorted(latencies)
@@ -406,7 +447,7 @@ def compare(paths: dict, clients: int, batch: int, rounds: int, seconds: float, 
     for round_ in range(rounds):
         for name, make in paths.items():
             path = make(f"{name}{tag}r{round_}", clients, batch)
-            runs[name].append(summary(*run_clients(clients, seconds, path), seconds, batch))
+            runs[name].append(measured(clients, seconds, path, batch))
             path.close()
     return runs
 
@@ -415,18 +456,23 @@ def report(label: str, runs: dict) -> None:
     """A row per path; each baseline's row ends with Conduit's ratio to it (events/s, p50)."""
     full = runs["full"]
     for name, path_runs in runs.items():
-        rate, p50, p99 = (statistics.median(col) for col in zip(*path_runs))
+        rate, p50, p99, app_cpu, pg_cpu = (statistics.median(col) for col in zip(*path_runs))
         extra = ""
         if name != "full":
             ratio = statistics.median(f[0] / r[0] for f, r in zip(full, path_runs))
             p50_ratio = statistics.median(f[1] / r[1] for f, r in zip(full, path_runs))
             extra = f"{ratio:>9.2f} {p50_ratio:>9.2f}"
-        print(f"{label:>16} {name:>6} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {extra}", flush=True)
+        app = f"{app_cpu:>8.2f}" if app_cpu else f"{'-':>8}"
+        print(
+            f"{label:>16} {name:>6} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {app} {pg_cpu:>8.2f} {extra}",
+            flush=True,
+        )
         label = ""
 
 
 HEADER = (
-    f"{'level':>16} {'path':>6} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'full/this':>9} {'p50 ratio':>9}"
+    f"{'level':>16} {'path':>6} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'app cpu':>8} {'pg cpu':>8} "
+    f"{'full/this':>9} {'p50 ratio':>9}"
 )
 SERVERS = {
     # name: (worker class, workers, threads, extra environment)
@@ -456,8 +502,8 @@ def main() -> None:
     parser.add_argument(
         "--baselines",
         nargs="*",
-        default=["raw", "floor", "upsert"],
-        choices=["raw", "floor", "upsert"],
+        default=["raw", "floor", "upsert", "alone"],
+        choices=["raw", "floor", "upsert", "alone"],
         help="the baselines measured beside Conduit at every level",
     )
     parser.add_argument(
@@ -480,8 +526,10 @@ def main() -> None:
     )
     print("one event per body: half the deliveries duplicates; a batch: a third of its events duplicates;")
     print("paths: raw = Conduit's statements from psycopg, floor = a bare Django view (HMAC, one upsert),")
-    print("upsert = that one statement from psycopg; full = Conduit. Medians of the rounds; full/this and")
-    print("the p50 ratio are medians of the per-round ratios of Conduit to that row's path\n")
+    print("upsert = that one statement from psycopg; alone = Conduit with CONDUIT_GROUP_COMMIT=off (each")
+    print("body its own commit); full = Conduit. app cpu and pg cpu: CPU ms an event in the gunicorn")
+    print("processes and in PostgreSQL. Medians of the rounds; full/this and the p50 ratio are medians")
+    print("of the per-round ratios of Conduit to that row's path\n")
     print(HEADER)
     server, port = start_server(args.workers, args.threads)
     floor_server = floor_port = None
@@ -492,7 +540,13 @@ def main() -> None:
             env_extra={"BENCH_FLOOR_SECRET": FLOOR_SECRET},
             app=("--pythonpath", str(ROOT / "tests" / "bench"), "floor:application"),
         )
+    alone_server = alone_port = None
+    if "alone" in args.baselines:
+        alone_server, alone_port = start_server(
+            args.workers, args.threads, env_extra={"CONDUIT_GROUP_COMMIT": "off"}
+        )
     baselines = {
+        "alone": lambda level, clients, batch: HttpPath(alone_port, level, clients, batch),
         "raw": lambda level, clients, batch: RawPath(dsn, source.pk, level, clients, batch),
         "floor": lambda level, clients, batch: FloorPath(floor_port, level, clients, batch),
         "upsert": lambda level, clients, batch: UpsertPath(dsn, source.pk, level, clients, batch),
@@ -509,8 +563,9 @@ def main() -> None:
             )
     finally:
         stop_server(server)
-        if floor_server is not None:
-            stop_server(floor_server)
+        for other in (floor_server, alone_server):
+            if other is not None:
+                stop_server(other)
     if args.servers:
         print(
             f"\nserver set-ups at {args.compare_clients} clients, one event per body, beside the raw loop "
