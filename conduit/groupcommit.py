@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from django.conf import settings
@@ -45,10 +45,12 @@ class _GroupRolledBack(Exception):
 
 @dataclass(eq=False)
 class _Statement:
+    """A queued statement, and how its thread learns its answer."""
+
     sql: str
     params: Sequence[Any]
     order: str
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event
     lead: list | None = None  # the group this thread is to run, set when it is woken to lead
     rows: Any = None  # list of rows, _ALONE, or the exception the shared commit raised
 
@@ -71,20 +73,21 @@ class GroupCommit:
         """Run `sql` with `params` and return its rows once a commit holds what it wrote.
 
         Must be called outside a transaction, on the thread's default connection."""
-        statement = _Statement(sql, params, order)
         with self._lock:
-            if self._leading:
-                self._queue.append(statement)
-                group = None
-            else:
+            lone = not self._leading
+            if lone:
                 self._leading = True
-                group = [statement]
-        if group is None:
-            statement.done.wait()
-            if statement.lead is not None:
-                self._lead(statement.lead)
-        else:
-            self._lead(group)
+            else:
+                statement = _Statement(sql, params, order, threading.Event())
+                self._queue.append(statement)
+        if lone:  # nothing in flight: at once, alone, as without this module
+            try:
+                return _alone(sql, params)
+            finally:
+                self._hand_over()
+        statement.done.wait()
+        if statement.lead is not None:
+            self._lead(statement.lead)
         rows = statement.rows
         if rows is None:  # its leader stopped before the group's outcome was known
             raise DatabaseError("the shared commit was interrupted; nothing is known of it")
@@ -94,28 +97,28 @@ class GroupCommit:
             raise rows
         return rows
 
+    def _hand_over(self) -> None:
+        """The commit in flight has ended: the queue, in order, goes to its first thread to lead."""
+        with self._lock:
+            if not self._queue:
+                self._leading = False
+                return
+            queue = sorted(self._queue, key=lambda s: s.order)
+            group, self._queue = queue[: self.max_group], queue[self.max_group :]
+            group[0].lead = group
+        group[0].done.set()
+
     def _lead(self, group: list[_Statement]) -> None:
-        """Commit `group` on this thread's connection, then hand the queue to its first thread."""
+        """Commit `group` on this thread's connection, hand the queue on, then answer the group."""
         try:
             if len(group) == 1:
                 _run_one(group[0])
             else:
                 self.run_group(group)
         finally:
-            with self._lock:
-                queue, self._queue = self._queue, []
-                if queue:
-                    queue.sort(key=lambda s: s.order)
-                    head, rest = queue[: self.max_group], queue[self.max_group :]
-                    self._queue = rest
-                    head[0].lead = head
-                else:
-                    self._leading = False
-            for statement in group:
-                if statement.lead is not group:  # a thread woken to lead its group has its answer
-                    statement.done.set()
-            if queue:
-                head[0].done.set()
+            self._hand_over()
+            for statement in group[1:]:  # the first is this thread
+                statement.done.set()
 
     def run_group(self, group: list[_Statement]) -> None:
         """Every statement of `group` in one transaction, one commit; each statement's answer set."""
