@@ -9,6 +9,7 @@ with a stable code, never the exception's text.
 from __future__ import annotations
 
 import logging
+from itertools import islice
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
@@ -47,6 +48,8 @@ CHUNK = 5000
 # A chunk of reply-ledger repairs this large moves in one statement (PostgreSQL); a smaller one
 # goes row by row through the ledger's transition function, where a set statement saves little.
 BATCH_MIN_ROWS = 100
+# Events the evidence mark takes in one statement (_staged_key_ranges).
+EVIDENCE_CHUNK = 100_000
 
 
 def repair_code(exc: BaseException) -> str:
@@ -61,7 +64,10 @@ def missing_replay(source: Source, token: str, run: ReconcileRun, report: Reconc
     planned = Finding.objects.filter(
         report=report, kind=FindingKind.MISSING_LOCAL, repair_outcome=RepairOutcome.PLANNED
     )
-    while batch_rows := list(planned.order_by("event_key").values_list("id", "event_key")[:REPLAY_BATCH]):
+    # One read of the planned findings, streamed (a server-side cursor on PostgreSQL): asking
+    # again for the first batch still planned would sort what is left once a batch.
+    rows = planned.order_by("event_key").values_list("id", "event_key").iterator(chunk_size=REPLAY_BATCH)
+    while batch_rows := list(islice(rows, REPLAY_BATCH)):
         ids, keys = [row[0] for row in batch_rows], [row[1] for row in batch_rows]
         try:
             with transaction.atomic():
@@ -183,6 +189,31 @@ def events_reconcile_mark(*, events: QuerySet, to: str, actor: str, reason_code:
     )
 
 
+def _staged_key_ranges(run: ReconcileRun) -> list[dict]:
+    """The run's staged event keys cut into ranges of EVIDENCE_CHUNK keys, as lookups
+    (`event_key__gte`, `event_key__lt`): on PostgreSQL a whole generation is marked a range at a
+    time, so each statement's join and sort of the range stay in work_mem whatever the
+    generation's size (one statement over a million events spilled them to disk). Elsewhere one
+    range holds them all."""
+    if not fast_sql():
+        return [{}]
+    table = connection.ops.quote_name(StagedEvent._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT event_key FROM (SELECT event_key, row_number() OVER (ORDER BY event_key) AS n "
+            f"FROM {table} WHERE run_id = %s) k WHERE n %% %s = 1 ORDER BY event_key",
+            [run.pk, EVIDENCE_CHUNK],
+        )
+        starts = [key for (key,) in cursor.fetchall()]
+    if len(starts) <= 1:
+        return [{}]
+    ends = starts[1:] + [None]
+    return [
+        {"event_key__gte": start} if end is None else {"event_key__gte": start, "event_key__lt": end}
+        for start, end in zip(starts, ends)
+    ]
+
+
 def evidence_mark(source: Source, token: str, run: ReconcileRun, report: ReconcileReport) -> None:
     """MATCHED for events the source shows with the same payload; SOURCE_UNVERIFIED for the
     local events the report found without source evidence."""
@@ -193,16 +224,17 @@ def evidence_mark(source: Source, token: str, run: ReconcileRun, report: Reconci
         with transaction.atomic():
             lease_renew(source.pk, token)
             now = clock.now()
-            in_source = StagedEvent.objects.filter(run=run, event_key=OuterRef("event_key"))
-            events_reconcile_mark(
-                events=InboundEvent.objects.filter(
-                    Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))), source=source
-                ),
-                to=ReconcileStatus.MATCHED,
-                actor=RECONCILE_ACTOR,
-                reason_code="source_shows_same_payload",
-                at=now,
-            )
+            for keys in _staged_key_ranges(run):
+                in_source = StagedEvent.objects.filter(run=run, event_key=OuterRef("event_key"), **keys)
+                events_reconcile_mark(
+                    events=InboundEvent.objects.filter(
+                        Exists(in_source.filter(payload_hash=OuterRef("payload_hash"))), source=source, **keys
+                    ),
+                    to=ReconcileStatus.MATCHED,
+                    actor=RECONCILE_ACTOR,
+                    reason_code="source_shows_same_payload",
+                    at=now,
+                )
             events_reconcile_mark(
                 events=InboundEvent.objects.filter(
                     source=source, event_key__in=unverified.values("event_key")
@@ -329,9 +361,12 @@ def actions_repair(
     planned.filter(action__isnull=True).update(
         repair_outcome=RepairOutcome.REFUSED, repair_code="action_gone"
     )
-    while chunk := list(
-        planned.order_by("id").values_list("id", "action_id", "action_state", "reply_key")[:CHUNK]
-    ):
+    rows = (
+        planned.order_by("id")
+        .values_list("id", "action_id", "action_state", "reply_key")
+        .iterator(chunk_size=CHUNK)
+    )
+    while chunk := list(islice(rows, CHUNK)):
         with transaction.atomic():
             lease_renew(source.pk, token)
             bulk_session()

@@ -274,3 +274,45 @@ def test_positive_control_packed_pages_force_every_rewrite_into_the_indexes(sour
     updated, hot = rewrite(source, 400)
     assert updated == 400
     assert hot < 0.5 * updated, f"{hot} of {updated} rewrites were HOT"
+
+
+# -- a generation in many small pieces: the evidence mark by key ranges, repairs streamed --------
+
+
+@pytest.mark.parametrize("pieces", ["whole", "small"])
+def test_a_generation_repaired_in_small_pieces_ends_as_in_one(
+    source_side, deliver, scan, monkeypatch, pieces
+):
+    """The evidence mark takes a range of staged keys a statement and the replay and the receipt
+    repairs stream their planned findings a batch at a time: with ranges and batches of two, every
+    event is MATCHED once, every missing one replayed once, every applied reply attached once."""
+    from ingress.models import EventTransition, InboundEvent
+    from reconcile import repairs
+    from replies.models import ReplyAction
+    from tests.reconcile.conftest import approved_and_sent, body, item
+
+    if pieces == "small":
+        monkeypatch.setattr(repairs, "EVIDENCE_CHUNK", 2)
+        monkeypatch.setattr(repairs, "REPLAY_BATCH", 2)
+        monkeypatch.setattr(repairs, "CHUNK", 2)
+        monkeypatch.setattr(repairs, "BATCH_MIN_ROWS", 1)
+    state, source = source_side
+    held = [item(n) for n in range(1, 10)]
+    state.hold_events(*held)
+    for event in held[:5]:  # events 6 to 9 never came by webhook
+        assert deliver(body(event)).status_code == 200
+    unknown = list(ReplyAction.objects.filter(purpose="public_ack").order_by("event_id")[:3])
+    for action in unknown:  # applied by the provider, its answer lost
+        assert approved_and_sent(state, action, "drop_after_accept") == "SEND_STATUS_UNKNOWN"
+
+    scan(source)
+
+    events = InboundEvent.objects.filter(source=source)
+    assert events.count() == 9
+    assert set(events.values_list("reconcile_status", flat=True)) == {"MATCHED"}
+    matched = EventTransition.objects.filter(ledger="event_reconcile", next_state="MATCHED", refused=False)
+    assert sorted(matched.values_list("event__source_event_id", flat=True)) == [
+        f"evt_test_{n:06d}" for n in range(1, 10)
+    ]
+    assert {a.delivery_state for a in ReplyAction.objects.filter(pk__in=[a.pk for a in unknown])} == {"SENT"}
+    assert state.applied_count() == 3  # nothing was sent again
