@@ -159,6 +159,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_started(port: int, server) -> None:
+    """Wait (30 s at most) until the child process `server` listens on loopback `port`."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for a child process that must use this test's database."""
     from django.db import connection

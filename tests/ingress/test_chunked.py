@@ -9,30 +9,16 @@ from __future__ import annotations
 import http.client
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ingress.models import InboundEvent, QuarantineReceipt
-from tests.conftest import fixture_body, free_port, sign, subprocess_env
+from tests.conftest import fixture_body, free_port, server_started, sign, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait_for(port: int, server: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            assert server.poll() is None, server.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
 
 
 def _post_chunked(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
@@ -68,7 +54,7 @@ def _serve(command: list[str]):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    _wait_for(port, server)
+    server_started(port, server)
     return port, server
 
 

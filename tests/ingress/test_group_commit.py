@@ -8,7 +8,6 @@ import contextlib
 import http.client
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from django.db import connection
 from conduit import groupcommit
 from ingress.models import Delivery, InboundEvent
 from replies.models import ReplyAction
-from tests.conftest import free_port, sign, subprocess_env
+from tests.conftest import free_port, server_started, sign, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,15 +177,7 @@ def test_a_process_killed_in_a_shared_commit_loses_no_acknowledged_event(live_se
     )
     grouped = [f"msg_test_g{n}" for n in range(1, 5)]
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read().decode()
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+        server_started(port, server)
         deliveries = Deliveries(port)
         with first_commit_held(deliveries, comment(0), "msg_test_g0"):
             for n, delivery_id in enumerate(grouped, start=1):

@@ -2,17 +2,15 @@
 
 import http.client
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ingress.models import Delivery, EventTransition, InboundEvent
 from replies.models import ReplyAction
-from tests.conftest import fixture_body, free_port, sign, subprocess_env
+from tests.conftest import fixture_body, free_port, server_started, sign, subprocess_env
 from tests.ingress.test_concurrency import post
 
 CRASH_SERVER = Path(__file__).with_name("crash_server.py")
@@ -29,15 +27,7 @@ def test_kill_after_commit_before_ack_then_redelivery_converges(live_server, san
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read().decode()
-                assert time.monotonic() < deadline, "crash server did not start"
-                time.sleep(0.1)
+        server_started(port, server)
 
         body = fixture_body("comment__northstar")
         with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
