@@ -6,21 +6,24 @@ thread to arrive while no group is running leads: it runs its own statement at o
 transaction, exactly as it would without this module. Threads that arrive while that commit is in
 flight queue; when it ends, the first of them leads the queue as one group: every queued statement
 in one transaction on its own connection, one commit, and each thread gets its rows back only
-after that commit. A thread that comes alone is never kept waiting for company.
+after that commit. A thread that comes alone is never kept waiting for company, and one that has
+queued for `patience` without its group starting (the commit in flight waits on a lock) leaves the
+queue and runs alone.
 
 A failure answers each statement as it would alone:
 
 - a statement that fails inside the group (a refusal the statement raises, a value the database
-  refuses, a deadlock with another process's group) rolls the group back; nothing of it was
-  committed, so each of its threads runs its statement again, alone, on its own connection, and
+  refuses, a deadlock with another process's group), or anything failing before the COMMIT,
+  rolls the group back; nothing of it was committed, so each of its threads runs its statement again, alone, on its own connection, and
   meets its own answer;
 - a COMMIT the server refuses (a deferred check) left nothing standing either: each runs alone;
 - a group whose COMMIT was lost with its connection may or may not have committed, as a lone
   statement in that plight: each thread gets that error, and its request answers 503 so the
   sender retries (the ledgers' unique keys make a retry converge).
 
-Statements are queued in the order of their `order` key (a body's first event key), so two
-processes' groups that touch the same one-event bodies lock their rows in one order.
+A group takes the longest-queued statements and runs them in the order of their `order` key (a
+body's first event key), so two processes' groups that touch the same one-event bodies lock their
+rows in one order.
 docs/internals.md#group-commit.
 """
 
@@ -32,15 +35,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 
 logger = logging.getLogger("conduit.groupcommit")
 
 _ALONE = object()  # the group was rolled back before its commit: run the statement alone
-
-
-class _GroupRolledBack(Exception):
-    """Raised inside the group's transaction so that it is rolled back, nothing of it committed."""
 
 
 @dataclass(eq=False)
@@ -52,14 +51,27 @@ class _Statement:
     order: str
     done: threading.Event
     lead: list | None = None  # the group this thread is to run, set when it is woken to lead
-    rows: Any = None  # list of rows, _ALONE, or the exception the shared commit raised
+    rows: Any = None  # list of rows, _ALONE, _Lost, or the exception its own statement raised
+
+
+@dataclass
+class _Lost:
+    """The group's COMMIT was lost with its connection: the error, for each thread to raise anew."""
+
+    error: Exception
 
 
 class GroupCommit:
-    """One process's queue of statements waiting for the commit in flight (see the module)."""
+    """One process's queue of statements waiting for the commit in flight (see the module).
 
-    def __init__(self, max_group: int = 64) -> None:
-        self.max_group = max_group
+    `max_group`: statements a group takes at most. `patience`: seconds a queued statement waits
+    for its group to start before it leaves the queue and runs alone (a statement in flight that
+    waits on a row lock must not hold up the process's other deliveries)."""
+
+    def __init__(self, max_group: int = 64, patience: float = 0.25) -> None:
+        if max_group < 1:
+            raise ValueError("a group takes at least one statement")
+        self.max_group, self.patience = max_group, patience
         self._lock = threading.Lock()
         self._leading = False
         self._queue: list[_Statement] = []
@@ -85,7 +97,14 @@ class GroupCommit:
                 return _alone(sql, params)
             finally:
                 self._hand_over()
-        statement.done.wait()
+        if not statement.done.wait(self.patience):
+            with self._lock:  # still queued after `patience`: the commit in flight is held up
+                withdrawn = statement in self._queue
+                if withdrawn:
+                    self._queue.remove(statement)
+            if withdrawn:
+                return _alone(sql, params)
+            statement.done.wait()  # taken into a group meanwhile
         if statement.lead is not None:
             self._lead(statement.lead)
         rows = statement.rows
@@ -93,18 +112,21 @@ class GroupCommit:
             raise DatabaseError("the shared commit was interrupted; nothing is known of it")
         if rows is _ALONE:
             return _alone(sql, params)
+        if isinstance(rows, _Lost):
+            raise OperationalError("the shared commit was lost with its connection") from rows.error
         if isinstance(rows, BaseException):
             raise rows
         return rows
 
     def _hand_over(self) -> None:
-        """The commit in flight has ended: the queue, in order, goes to its first thread to lead."""
+        """The commit in flight has ended: the longest-queued statements, in their order key, go
+        to the first of them to lead."""
         with self._lock:
             if not self._queue:
                 self._leading = False
                 return
-            queue = sorted(self._queue, key=lambda s: s.order)
-            group, self._queue = queue[: self.max_group], queue[self.max_group :]
+            group, self._queue = self._queue[: self.max_group], self._queue[self.max_group :]
+            group.sort(key=lambda s: s.order)
             group[0].lead = group
         group[0].done.set()
 
@@ -122,32 +144,29 @@ class GroupCommit:
 
     def run_group(self, group: list[_Statement]) -> None:
         """Every statement of `group` in one transaction, one commit; each statement's answer set."""
-        raw = None
+        raw, committing = None, False
         try:
             with transaction.atomic(durable=True):
                 raw = connection.connection
-                try:
-                    answers = self.execute(group)
-                except DatabaseError as exc:
-                    raise _GroupRolledBack from exc
-        except _GroupRolledBack as rolled_back:
+                answers = self.execute(group)
+                committing = True  # what raises from here on is the COMMIT
+        except Exception as exc:
+            if committing and (not isinstance(exc, DatabaseError) or raw is None or raw.closed):
+                # The commit was lost with its connection: it may have happened, as for a lone
+                # statement in that plight (Django replaces a connection it lost).
+                for statement in group:
+                    statement.rows = _Lost(exc)
+                return
+            # Nothing of the group stands: a statement failed, the transaction never began, or
+            # the server refused the COMMIT on a session that lives on.
             logger.info(
-                "group of %d rolled back (%s): each statement runs alone",
+                "group of %d %s (%s): each statement runs alone",
                 len(group),
-                type(rolled_back.__cause__).__name__,
+                "refused at commit" if committing else "rolled back",
+                type(exc).__name__,
             )
             for statement in group:
                 statement.rows = _ALONE
-        except Exception as exc:
-            if isinstance(exc, DatabaseError) and raw is not None and not raw.closed:
-                # The server answered the COMMIT with a refusal on a session that lives on (Django
-                # replaces a connection it lost): nothing of the group stands.
-                logger.info("group of %d refused at commit (%s): each statement runs alone", len(group), exc)
-                answer = _ALONE
-            else:  # the commit was lost with its connection: it may have happened, as for a lone statement
-                answer = exc
-            for statement in group:
-                statement.rows = answer
         else:  # committed: only now is any answer handed out
             for statement, rows in zip(group, answers):
                 statement.rows = rows
@@ -182,6 +201,6 @@ _process = GroupCommit()
 def shared_fetchall(sql: str, params: Sequence[Any], *, order: str = "") -> list[tuple]:
     """`sql`'s rows, the statement committed in the process's next shared commit
     (CONDUIT_GROUP_COMMIT=on, the default), or alone in its own."""
-    if not settings.CONDUIT_GROUP_COMMIT or connection.in_atomic_block:
+    if not settings.CONDUIT_GROUP_COMMIT or connection.in_atomic_block or not connection.get_autocommit():
         return _alone(sql, params)
     return _process.fetchall(sql, params, order=order)

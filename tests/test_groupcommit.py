@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLD = 7_000_031  # the advisory lock that keeps the first statement's commit in flight
+HELD = 60.0  # patience while a test holds the commit in flight: queued statements wait for it
 FIRST = "SELECT pg_advisory_xact_lock(%s), %s::int, txid_current()"
 INSERT = "INSERT INTO gc_test (k, who) VALUES (%s, %s) RETURNING who, txid_current()"
 
@@ -99,7 +100,7 @@ def _stored() -> dict[int, int]:
 
 
 def test_statements_that_arrive_while_a_commit_is_in_flight_share_the_next_one(table):
-    group_commit = GroupCommit()
+    group_commit = GroupCommit(patience=HELD)
     threads = _held_then_queued(group_commit, [(n, INSERT, (n, n)) for n in range(1, 6)])
 
     (first,) = threads.answers[0]
@@ -114,14 +115,14 @@ def test_statements_that_arrive_while_a_commit_is_in_flight_share_the_next_one(t
 
 
 def test_a_statement_that_arrives_alone_runs_at_once_in_its_own_transaction(table):
-    group_commit = GroupCommit()
+    group_commit = GroupCommit(patience=HELD)
     answers = [group_commit.fetchall(INSERT, (n, n)) for n in range(3)]
     assert len({rows[0][1] for rows in answers}) == 3
     assert _stored() == {0: 0, 1: 1, 2: 2}
 
 
 def test_a_statement_failing_in_a_group_rolls_it_back_and_each_runs_alone(table):
-    group_commit = GroupCommit()
+    group_commit = GroupCommit(patience=HELD)
     statements = [(1, INSERT, (1, 1)), (2, "SELECT 1 / (%s - 2)", (2,)), (3, INSERT, (3, 3))]
     threads = _held_then_queued(group_commit, statements)
 
@@ -137,7 +138,7 @@ def test_a_statement_failing_in_a_group_rolls_it_back_and_each_runs_alone(table)
 
 
 def test_a_commit_the_server_refuses_leaves_nothing_and_each_runs_alone(table):
-    group_commit = GroupCommit()
+    group_commit = GroupCommit(patience=HELD)
     # Both take k = 5: the deferred unique check refuses the group's COMMIT.
     threads = _held_then_queued(group_commit, [(1, INSERT, (5, 1)), (2, INSERT, (5, 2))])
 
@@ -156,12 +157,12 @@ class _LostBeforeCommit(GroupCommit):
         answers = super().execute(group)
         pid = connection.connection.info.backend_pid
         with psycopg.connect(_dsn(), autocommit=True) as other:
-            other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            other.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
         return answers
 
 
 def test_a_commit_lost_with_its_connection_answers_every_statement_with_the_error(table):
-    group_commit = _LostBeforeCommit()
+    group_commit = _LostBeforeCommit(patience=HELD)
     threads = _held_then_queued(group_commit, [(1, INSERT, (1, 1)), (2, INSERT, (2, 2))])
 
     # Whether the commit happened is unknown to the process, as for a lone statement whose
@@ -173,7 +174,7 @@ def test_a_commit_lost_with_its_connection_answers_every_statement_with_the_erro
 
 
 def test_queued_statements_run_in_their_order_key(table):
-    group_commit = GroupCommit()
+    group_commit = GroupCommit(patience=HELD)
     # Queued 3, 1, 2 (orders "0003", "0001", "0002"): the group inserts 1, 2, 3.
     threads = _held_then_queued(group_commit, [(3, INSERT, (3, 3)), (1, INSERT, (1, 1)), (2, INSERT, (2, 2))])
     assert len({rows[0][1] for who, rows in threads.answers.items() if who}) == 1
@@ -182,15 +183,78 @@ def test_queued_statements_run_in_their_order_key(table):
         assert [who for (who,) in cursor.fetchall()] == [1, 2, 3]
 
 
-def test_inside_a_transaction_the_statement_runs_in_it(table, settings):
-    from conduit.groupcommit import shared_fetchall
+def _in_flight(group_commit: GroupCommit, holder) -> Threads:
+    """Statement 0 started on `group_commit` and held in flight on HOLD, which `holder` holds."""
+    holder.execute("SELECT pg_advisory_lock(%s)", (HOLD,))
+    threads = Threads(group_commit)
+    threads.start(0, FIRST, (HOLD, 0))
+    deadline = time.monotonic() + 10
+    while not holder.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    ).fetchone()[0]:
+        assert time.monotonic() < deadline, "the first statement never waited on the lock"
+        time.sleep(0.01)
+    return threads
+
+
+def test_inside_a_transaction_the_statement_runs_in_it_while_a_commit_is_in_flight(
+    table, settings, monkeypatch
+):
+    from conduit import groupcommit
 
     settings.CONDUIT_GROUP_COMMIT = True
-    with transaction.atomic():
-        rows = shared_fetchall(INSERT, (1, 1))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT txid_current()")
-            assert rows[0][1] == cursor.fetchone()[0]
+    group_commit = GroupCommit(patience=HELD)
+    monkeypatch.setattr(groupcommit, "_process", group_commit)
+    with psycopg.connect(_dsn(), autocommit=True) as holder:
+        threads = _in_flight(group_commit, holder)
+        with transaction.atomic():
+            started = time.monotonic()
+            rows = groupcommit.shared_fetchall(INSERT, (1, 1))
+            # At once: not queued behind the held commit (whose queue would keep it HELD seconds).
+            assert time.monotonic() - started < HELD / 6
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT txid_current()")
+                assert rows[0][1] == cursor.fetchone()[0]
+        holder.execute("SELECT pg_advisory_unlock(%s)", (HOLD,))
+    threads.join()
+    assert _stored() == {1: 1}
+
+
+def test_a_statement_queued_past_its_patience_runs_alone(table):
+    """A statement in flight that waits (here on a lock) does not hold up the queue for longer
+    than its patience: the queued statement leaves the queue and commits on its own meanwhile."""
+    group_commit = GroupCommit(patience=0.2)
+    with psycopg.connect(_dsn(), autocommit=True) as holder:
+        threads = _in_flight(group_commit, holder)
+        queued = Threads(group_commit)
+        queued.start(1, INSERT, (1, 1))
+        queued.threads[0].join(timeout=10)
+        stored_while_held = _stored()
+        holder.execute("SELECT pg_advisory_unlock(%s)", (HOLD,))
+    threads.join()
+    queued.join()
+    assert stored_while_held == {1: 1}, "the queued statement waited for the held commit"
+    assert group_commit.waiting() == 0
+
+
+class _FailingBeforeCommit(GroupCommit):
+    """The group fails before its COMMIT with an error that is not the database's."""
+
+    def execute(self, group):
+        raise RuntimeError("planted")
+
+
+def test_a_group_that_fails_before_its_commit_runs_each_statement_alone(table):
+    group_commit = _FailingBeforeCommit(patience=HELD)
+    threads = _held_then_queued(group_commit, [(1, INSERT, (1, 1)), (2, INSERT, (2, 2))])
+    assert not isinstance(threads.answers[1], Exception), threads.answers[1]
+    assert not isinstance(threads.answers[2], Exception), threads.answers[2]
+    assert _stored() == {1: 1, 2: 2}
+
+
+def test_a_group_takes_at_least_one_statement():
+    with pytest.raises(ValueError):
+        GroupCommit(max_group=0)
 
 
 def _group_commit_setting(value: str | None) -> subprocess.CompletedProcess:

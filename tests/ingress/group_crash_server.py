@@ -20,7 +20,10 @@ django.setup()
 from django.core.servers.basehttp import run  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 
+from conduit import groupcommit  # noqa: E402
 from conduit.groupcommit import GroupCommit  # noqa: E402
+
+groupcommit._process.patience = 60.0  # the test holds the first commit in flight on purpose
 
 port, moment = int(sys.argv[1]), sys.argv[2]
 

@@ -25,6 +25,14 @@ from tests.conftest import free_port, server_started, sign, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def patient(monkeypatch):
+    """The tests hold a commit in flight for longer than the queue's patience (0.25 s) on purpose:
+    what queues behind it waits for it here (tests/test_groupcommit.py holds the patience)."""
+    monkeypatch.setattr(groupcommit._process, "patience", 60.0)
+
+
 GROUP_SERVER = Path(__file__).with_name("group_crash_server.py")
 
 
