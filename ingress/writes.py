@@ -9,7 +9,8 @@ it, and tests/ingress/test_one_statement.py holds the two to the same rows.
 A refusal (the delivery id or an event key held with other content) raises
 inside the statement, through the `conduit_refuse` function (migration
 ingress 0009), so nothing of the body stays written: in autocommit the
-statement's own transaction, in a caller's transaction its savepoint, is
+statement's own transaction (or the group it shared, whose bodies then run
+alone: conduit.groupcommit), in a caller's transaction its savepoint, is
 rolled back. Rows travel as JSON parameters, so the statement's text is the
 same for every body and PostgreSQL prepares it once per connection.
 """
