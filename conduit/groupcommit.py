@@ -21,9 +21,10 @@ A failure answers each statement as it would alone:
   statement in that plight: each thread gets that error, and its request answers 503 so the
   sender retries (the ledgers' unique keys make a retry converge).
 
-A group takes the longest-queued statements and runs them in the order of their `order` key (a
-body's first event key), so two processes' groups that touch the same one-event bodies lock their
-rows in one order.
+A group takes, of the longest-queued statements, those whose key ranges (`order` to `last`: a
+body's first and last event keys) follow one another without overlap, and runs them in key order:
+it locks its rows in key order, as a lone statement does. A lone statement chosen as the victim of
+a deadlock against a group (bodies meeting on a delivery id as well) wrote nothing and runs again.
 docs/internals.md#group-commit.
 """
 
@@ -40,6 +41,8 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 logger = logging.getLogger("conduit.groupcommit")
 
 _ALONE = object()  # the group was rolled back before its commit: run the statement alone
+DEADLOCK = "40P01"  # SQLSTATE deadlock_detected
+DEADLOCK_ATTEMPTS = 3
 
 
 @dataclass(eq=False)
@@ -48,7 +51,8 @@ class _Statement:
 
     sql: str
     params: Sequence[Any]
-    order: str
+    order: str  # the first key it locks
+    last: str  # the last key it locks
     done: threading.Event
     lead: list | None = None  # the group this thread is to run, set when it is woken to lead
     rows: Any = None  # list of rows, _ALONE, _Lost, or the exception its own statement raised
@@ -81,16 +85,20 @@ class GroupCommit:
         with self._lock:
             return len(self._queue)
 
-    def fetchall(self, sql: str, params: Sequence[Any], *, order: str = "") -> list[tuple]:
+    def fetchall(
+        self, sql: str, params: Sequence[Any], *, order: str = "", last: str | None = None
+    ) -> list[tuple]:
         """Run `sql` with `params` and return its rows once a commit holds what it wrote.
 
-        Must be called outside a transaction, on the thread's default connection."""
+        `order` and `last`: the first and last keys the statement locks, in the order it locks
+        them (`last` defaults to `order`). Must be called outside a transaction, on the thread's
+        default connection."""
         with self._lock:
             lone = not self._leading
             if lone:
                 self._leading = True
             else:
-                statement = _Statement(sql, params, order, threading.Event())
+                statement = _Statement(sql, params, order, order if last is None else last, threading.Event())
                 self._queue.append(statement)
         if lone:  # nothing in flight: at once, alone, as without this module
             try:
@@ -119,14 +127,22 @@ class GroupCommit:
         return rows
 
     def _hand_over(self) -> None:
-        """The commit in flight has ended: the longest-queued statements, in their order key, go
-        to the first of them to lead."""
+        """The commit in flight has ended: of the longest-queued statements, those whose key
+        ranges follow one another without overlap, in key order, go to the first of them to lead;
+        the rest stay queued, first in line."""
         with self._lock:
             if not self._queue:
                 self._leading = False
                 return
-            group, self._queue = self._queue[: self.max_group], self._queue[self.max_group :]
-            group.sort(key=lambda s: s.order)
+            group, later, after = [], [], None
+            for statement in sorted(self._queue[: self.max_group], key=lambda s: s.order):
+                if after is None or statement.order > after:
+                    group.append(statement)
+                    after = statement.last
+                else:
+                    later.append(statement)
+            later.sort(key=self._queue.index)  # their places in line
+            self._queue = later + self._queue[self.max_group :]
             group[0].lead = group
         group[0].done.set()
 
@@ -189,18 +205,36 @@ def _run_one(statement: _Statement) -> None:
         statement.rows = exc
 
 
-def _alone(sql: str, params: Sequence[Any]) -> list[tuple]:
+def _execute(sql: str, params: Sequence[Any]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
+def _alone(sql: str, params: Sequence[Any]) -> list[tuple]:
+    """The statement in its own transaction. Chosen as a deadlock's victim (against a group,
+    whose transaction holds several bodies' locks), it wrote nothing and runs again: a lone
+    statement locks its keys in one order and meets no deadlock of its own."""
+    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+        try:
+            return _execute(sql, params)
+        except DatabaseError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != DEADLOCK or attempt == DEADLOCK_ATTEMPTS:
+                raise
+            logger.info("statement chosen as a deadlock's victim: it runs again (attempt %d)", attempt + 1)
+    raise AssertionError("unreachable")
+
+
 _process = GroupCommit()
 
 
-def shared_fetchall(sql: str, params: Sequence[Any], *, order: str = "") -> list[tuple]:
+def shared_fetchall(
+    sql: str, params: Sequence[Any], *, order: str = "", last: str | None = None
+) -> list[tuple]:
     """`sql`'s rows, the statement committed in the process's next shared commit
     (CONDUIT_GROUP_COMMIT=on, the default), or alone in its own."""
-    if not settings.CONDUIT_GROUP_COMMIT or connection.in_atomic_block or not connection.get_autocommit():
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return _execute(sql, params)  # the caller's transaction
+    if not settings.CONDUIT_GROUP_COMMIT:
         return _alone(sql, params)
-    return _process.fetchall(sql, params, order=order)
+    return _process.fetchall(sql, params, order=order, last=last)

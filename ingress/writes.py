@@ -154,7 +154,10 @@ def body_write(
         action_history_json[1:-1],
     ]
     try:
-        rows = shared_fetchall(sql, params, order=events[0][0] if events else "")
+        # Events are sorted by key: the statement locks them from the first key to the last.
+        rows = shared_fetchall(
+            sql, params, order=events[0][0] if events else "", last=events[-1][0] if events else ""
+        )
     except DatabaseError as exc:
         cause = exc.__cause__
         if getattr(cause, "sqlstate", None) != REFUSED_STATE:

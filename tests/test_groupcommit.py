@@ -47,10 +47,10 @@ class Threads:
         self.answers: dict[int, object] = {}
         self.threads: list[threading.Thread] = []
 
-    def start(self, who: int, sql: str, params: tuple, order: str = "") -> None:
+    def start(self, who: int, sql: str, params: tuple, order: str = "", last: str | None = None) -> None:
         def run() -> None:
             try:
-                self.answers[who] = self.group_commit.fetchall(sql, params, order=order)
+                self.answers[who] = self.group_commit.fetchall(sql, params, order=order, last=last)
             except Exception as exc:  # the thread's answer, as its request would meet it
                 self.answers[who] = exc
             finally:
@@ -74,7 +74,10 @@ def _queued(group_commit: GroupCommit, count: int) -> None:
 
 
 def _held_then_queued(group_commit: GroupCommit, statements: list[tuple]) -> Threads:
-    """Statement 0 in flight (blocked on HOLD), then `statements` queued behind it, then released."""
+    """Statement 0 in flight (blocked on HOLD), then `statements` queued behind it, then released.
+
+    A statement is (who, sql, params) with the order key f"{who:04}", or (who, sql, params, order,
+    last) with its key range."""
     threads = Threads(group_commit)
     with psycopg.connect(_dsn(), autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (HOLD,))
@@ -85,8 +88,9 @@ def _held_then_queued(group_commit: GroupCommit, statements: list[tuple]) -> Thr
         ).fetchone()[0]:
             assert time.monotonic() < deadline, "the first statement never waited on the lock"
             time.sleep(0.01)
-        for who, sql, params in statements:
-            threads.start(who, sql, params, order=f"{who:04}")
+        for who, sql, params, *keys in statements:
+            order, last = keys or (f"{who:04}", f"{who:04}")
+            threads.start(who, sql, params, order=order, last=last)
         _queued(group_commit, len(statements))
         holder.execute("SELECT pg_advisory_unlock(%s)", (HOLD,))
     threads.join()
@@ -250,6 +254,54 @@ def test_a_group_that_fails_before_its_commit_runs_each_statement_alone(table):
     assert not isinstance(threads.answers[1], Exception), threads.answers[1]
     assert not isinstance(threads.answers[2], Exception), threads.answers[2]
     assert _stored() == {1: 1, 2: 2}
+
+
+def test_statements_whose_key_ranges_overlap_never_share_a_group(table):
+    """A group locks its bodies' keys one after another: it takes only bodies whose key ranges
+    follow one another, so it locks in key order, as a lone body does, and meets no deadlock
+    with one. The overlapping body waits for the next group."""
+    group_commit = GroupCommit(patience=HELD)
+    threads = _held_then_queued(
+        group_commit,
+        [(1, INSERT, (1, 1), "a", "c"), (2, INSERT, (2, 2), "b", "b"), (3, INSERT, (3, 3), "d", "e")],
+    )
+    txid = {who: rows[0][1] for who, rows in threads.answers.items() if who}
+    assert txid[1] == txid[3], "the bodies whose ranges follow one another were not grouped"
+    assert txid[2] != txid[1], "a body inside another's key range joined its group"
+    assert _stored() == {1: 1, 2: 2, 3: 3}
+
+
+def test_a_lone_statement_chosen_as_a_deadlocks_victim_runs_again(table, monkeypatch):
+    from conduit import groupcommit
+
+    calls = []
+    real = groupcommit._execute
+
+    def deadlocked_once(sql, params):
+        calls.append(sql)
+        if len(calls) == 1:
+            raise DatabaseError("deadlock detected") from psycopg.errors.DeadlockDetected("planted")
+        return real(sql, params)
+
+    monkeypatch.setattr(groupcommit, "_execute", deadlocked_once)
+    assert GroupCommit().fetchall(INSERT, (1, 1))[0][0] == 1
+    assert len(calls) == 2
+    assert _stored() == {1: 1}
+
+
+def test_a_lone_statement_failing_otherwise_is_not_run_again(table, monkeypatch):
+    from conduit import groupcommit
+
+    calls = []
+
+    def failing(sql, params):
+        calls.append(sql)
+        raise DatabaseError("unique violation") from psycopg.errors.UniqueViolation("planted")
+
+    monkeypatch.setattr(groupcommit, "_execute", failing)
+    with pytest.raises(DatabaseError):
+        GroupCommit().fetchall(INSERT, (1, 1))
+    assert len(calls) == 1
 
 
 def test_a_group_takes_at_least_one_statement():

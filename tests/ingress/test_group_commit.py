@@ -19,11 +19,21 @@ import pytest
 from django.db import connection
 
 from conduit import groupcommit
+from ingress import selectors
 from ingress.models import Delivery, InboundEvent
 from replies.models import ReplyAction
 from tests.conftest import free_port, server_started, sign, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_source_cached_by_an_earlier_test():
+    """A source an earlier test cached reads as changed: a body would write nothing, read the
+    source afresh and run again, out of the group the test arranged."""
+    selectors._READ.clear()
+    yield
+    selectors._READ.clear()
 
 
 @pytest.fixture(autouse=True)
