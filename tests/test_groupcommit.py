@@ -78,16 +78,8 @@ def _held_then_queued(group_commit: GroupCommit, statements: list[tuple]) -> Thr
 
     A statement is (who, sql, params) with the order key f"{who:04}", or (who, sql, params, order,
     last) with its key range."""
-    threads = Threads(group_commit)
     with psycopg.connect(_dsn(), autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (HOLD,))
-        threads.start(0, FIRST, (HOLD, 0))
-        deadline = time.monotonic() + 10
-        while not holder.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        ).fetchone()[0]:
-            assert time.monotonic() < deadline, "the first statement never waited on the lock"
-            time.sleep(0.01)
+        threads = _in_flight(group_commit, holder)
         for who, sql, params, *keys in statements:
             order, last = keys or (f"{who:04}", f"{who:04}")
             threads.start(who, sql, params, order=order, last=last)
