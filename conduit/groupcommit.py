@@ -14,8 +14,8 @@ A failure answers each statement as it would alone:
 
 - a statement that fails inside the group (a refusal the statement raises, a value the database
   refuses, a deadlock with another process's group), or anything failing before the COMMIT,
-  rolls the group back; nothing of it was committed, so each of its threads runs its statement again, alone, on its own connection, and
-  meets its own answer;
+  rolls the group back; nothing of it was committed, so each of its threads runs its statement
+  again, alone, on its own connection, and meets its own answer;
 - a COMMIT the server refuses (a deferred check) left nothing standing either: each runs alone;
 - a group whose COMMIT was lost with its connection may or may not have committed, as a lone
   statement in that plight: each thread gets that error, and its request answers 503 so the
@@ -167,7 +167,7 @@ class GroupCommit:
                 answers = self.execute(group)
                 committing = True  # what raises from here on is the COMMIT
         except Exception as exc:
-            if committing and (not isinstance(exc, DatabaseError) or raw is None or raw.closed):
+            if committing and (not isinstance(exc, DatabaseError) or raw.closed):
                 # The commit was lost with its connection: it may have happened, as for a lone
                 # statement in that plight (Django replaces a connection it lost).
                 for statement in group:
@@ -215,14 +215,15 @@ def _alone(sql: str, params: Sequence[Any]) -> list[tuple]:
     """The statement in its own transaction. Chosen as a deadlock's victim (against a group,
     whose transaction holds several bodies' locks), it wrote nothing and runs again: a lone
     statement locks its keys in one order and meets no deadlock of its own."""
-    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         try:
             return _execute(sql, params)
         except DatabaseError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != DEADLOCK or attempt == DEADLOCK_ATTEMPTS:
                 raise
-            logger.info("statement chosen as a deadlock's victim: it runs again (attempt %d)", attempt + 1)
-    raise AssertionError("unreachable")
+            attempt += 1
+            logger.info("statement chosen as a deadlock's victim: it runs again (attempt %d)", attempt)
 
 
 _process = GroupCommit()

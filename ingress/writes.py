@@ -155,9 +155,8 @@ def body_write(
     ]
     try:
         # Events are sorted by key: the statement locks them from the first key to the last.
-        rows = shared_fetchall(
-            sql, params, order=events[0][0] if events else "", last=events[-1][0] if events else ""
-        )
+        first, last = (events[0][0], events[-1][0]) if events else ("", "")
+        rows = shared_fetchall(sql, params, order=first, last=last)
     except DatabaseError as exc:
         cause = exc.__cause__
         if getattr(cause, "sqlstate", None) != REFUSED_STATE:

@@ -175,6 +175,26 @@ def server_started(port: int, server) -> None:
             time.sleep(0.1)
 
 
+def shell_with(variable: str, value: str | None, code: str):
+    """`manage.py shell -c code` in a child process on this test's database, with the environment
+    `variable` set to `value` (None: unset); its CompletedProcess, output as text."""
+    import subprocess
+    import sys
+
+    env = subprocess_env()
+    env.pop(variable, None)
+    if value is not None:
+        env[variable] = value
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=FIXTURES.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for a child process that must use this test's database."""
     from django.db import connection

@@ -3,22 +3,18 @@ how each failure is answered."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 from django.db import DatabaseError, IntegrityError, OperationalError, connection, transaction
 
 from conduit.groupcommit import GroupCommit
-from tests.conftest import subprocess_env
+from tests.conftest import shell_with
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[1]
 HOLD = 7_000_031  # the advisory lock that keeps the first statement's commit in flight
 HELD = 60.0  # patience while a test holds the commit in flight: queued statements wait for it
 FIRST = "SELECT pg_advisory_xact_lock(%s), %s::int, txid_current()"
@@ -301,24 +297,11 @@ def test_a_group_takes_at_least_one_statement():
         GroupCommit(max_group=0)
 
 
-def _group_commit_setting(value: str | None) -> subprocess.CompletedProcess:
-    env = subprocess_env()
-    env.pop("CONDUIT_GROUP_COMMIT", None)
-    if value is not None:
-        env["CONDUIT_GROUP_COMMIT"] = value
-    return subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "shell",
-            "-c",
-            "from django.conf import settings; print(settings.CONDUIT_GROUP_COMMIT)",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+def _group_commit_setting(value: str | None):
+    return shell_with(
+        "CONDUIT_GROUP_COMMIT",
+        value,
+        "from django.conf import settings; print(settings.CONDUIT_GROUP_COMMIT)",
     )
 
 

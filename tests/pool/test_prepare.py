@@ -3,32 +3,16 @@ turns psycopg's preparing off unless told."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from django.db import connection
 
-from tests.conftest import subprocess_env
+from tests.conftest import shell_with
 
-ROOT = Path(__file__).resolve().parents[2]
 SHOW = "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS'].get('prepare_threshold'))"
 
 
-def threshold(value: str | None) -> subprocess.CompletedProcess:
-    env = subprocess_env()
-    env.pop("CONDUIT_DB_PREPARE_THRESHOLD", None)
-    if value is not None:
-        env["CONDUIT_DB_PREPARE_THRESHOLD"] = value
-    return subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SHOW],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def threshold(value: str | None):
+    return shell_with("CONDUIT_DB_PREPARE_THRESHOLD", value, SHOW)
 
 
 @pytest.mark.django_db
