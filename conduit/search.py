@@ -27,6 +27,7 @@ from django.db import connections, transaction
 from django.db.models import F, Func, Q, QuerySet, TextField
 
 from conduit.content import MESSAGE_CONTENT
+from conduit.planner import planner_settings
 
 MIN_SUBSTRING = 3  # pg_trgm indexes words of three characters and more
 MAX_WORDS = 6  # more words than this add nothing a person would type, only index scans
@@ -125,16 +126,13 @@ def event_ids(events: QuerySet, term: str, *, words: bool) -> QuerySet | list[in
     connection = connections[events.db]
     if connection.vendor != "postgresql":
         return list(newest_first)
-    with transaction.atomic(using=events.db), connection.cursor() as cursor:
-        # From the trigram indexes: neither the primary key backwards nor the whole table. Reset
-        # after: SET LOCAL would last to the end of a request's transaction, past this query.
-        cursor.execute("SET LOCAL enable_indexscan = off")
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        try:
-            return list(newest_first)
-        finally:
-            cursor.execute("RESET enable_indexscan")
-            cursor.execute("RESET enable_seqscan")
+    # From the trigram indexes: neither the primary key backwards nor the whole table, for this
+    # query only (a request's transaction goes on past it).
+    with (
+        transaction.atomic(using=events.db),
+        planner_settings(connection, enable_indexscan="off", enable_seqscan="off"),
+    ):
+        return list(newest_first)
 
 
 def reply_key_prefix(term: str) -> Q | None:

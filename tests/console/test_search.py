@@ -233,7 +233,11 @@ def test_the_sparse_rest_is_read_from_the_trigram_index(comments, monkeypatch):
     with CaptureQueriesContext(connection) as queries:
         search.event_ids(InboundEvent.objects.all(), "test_c", words=False)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert "SET LOCAL enable_indexscan = off" in sql and "RESET enable_indexscan" in sql
+    off = "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+    back = "SELECT set_config('enable_indexscan', 'on', true), set_config('enable_seqscan', 'on', true)"
+    assert off in sql and back in sql
+    read = [i for i, q in enumerate(sql) if q.startswith('SELECT "inbound_events"."id"') and "WHERE" in q]
+    assert len(read) == 1 and sql.index(off) < read[0] < sql.index(back)  # the read between the two
     with connection.cursor() as cursor:  # nothing of it outlives the query
         cursor.execute("SHOW enable_indexscan")
         assert cursor.fetchone()[0] == "on"
