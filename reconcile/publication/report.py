@@ -16,7 +16,7 @@ from reconcile.models import Finding, FindingKind, ReconcileReport, ReconcileRun
 from reconcile.publication.compare import UNCONFIRMED, Comparison, _actions_by_state, generation_compare
 from reconcile.publication.findings import EVENT_FINDINGS, event_findings_write, reply_findings_write
 from reconcile.selectors import PERSON_KINDS, open_retry_candidates, open_unexpected_receipts
-from reconcile.staging import bulk_session
+from reconcile.staging import bulk_session, hashed_joins
 from replies.models import DeliveryState as S
 
 logger = logging.getLogger("conduit.reconcile")
@@ -188,7 +188,8 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
     # event findings come first: their inserts' row counts are three of the report's counts.
     report = ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
     counts = report_counts(source, run, comparison, found=event_findings_write(report, comparison))
-    carried = reply_findings_write(report, run, comparison, counts)
+    with hashed_joins():
+        carried = reply_findings_write(report, run, comparison, counts)
     report.summary = report_summary(source, run, counts, now)
     # Unexpected receipts and open decisions are named in the summary, not only counted.
     report.summary["needs_a_person"] = attention_summary(report, carried)
