@@ -51,3 +51,28 @@ def raw_dsn() -> str:
     """The bench database for raw psycopg connections (the baselines)."""
     s = connection.settings_dict
     return f"host={s['HOST']} port={s['PORT']} user={s['USER']} dbname={s['NAME']}"
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of the machine's PostgreSQL processes (`postgres`) and gunicorn's
+    (`gunicorn`), read from /proc. PostgreSQL's count those that ended too (a session's backend,
+    an autovacuum worker), which the postmaster holds as its reaped children's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {"postgres": 0, "gunicorn": 0}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat_file:
+                stat = stat_file.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline_file:
+                cmdline = cmdline_file.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        own = int(fields[11]) + int(fields[12])  # utime + stime
+        if cmdline.startswith(b"postgres"):  # a backend or helper, under its process title
+            used["postgres"] += own
+        elif b"/postgres\0" in cmdline and b"-D\0" in cmdline:  # the postmaster
+            used["postgres"] += own + int(fields[13]) + int(fields[14])  # + its children's
+        elif b"gunicorn" in cmdline:
+            used["gunicorn"] += own
+    return {name: ticks / tick for name, ticks in used.items()}

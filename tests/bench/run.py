@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 import floor  # noqa: E402
 import gunicorn  # noqa: E402  (tests/bench/floor.py: the bare Django floor and its upsert)
 import psycopg  # noqa: E402
-from common import BENCH_SECRET, ROOT, bench_source, raw_dsn  # noqa: I001  (sets Django up)
+from common import BENCH_SECRET, ROOT, bench_source, cpu_seconds, raw_dsn  # noqa: I001  (sets Django up)
 from django.db import connection  # noqa: E402
 from workload import ACCOUNT, workload  # noqa: E402  (tests/bench/workload.py)
 
@@ -390,36 +390,18 @@ def stop_server(server: subprocess.Popen) -> None:
     server.wait(timeout=30)
 
 
-def cpu_seconds() -> tuple[float, float]:
-    """CPU seconds so far of the machine's gunicorn processes (the app servers) and PostgreSQL's.
-
-    Paths are measured one at a time, so the servers idle meanwhile add next to nothing."""
-    tick = os.sysconf("SC_CLK_TCK")
-    app = pg = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as stat_file:
-                stat = stat_file.read()
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline_file:
-                cmdline = cmdline_file.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        used = int(fields[11]) + int(fields[12])  # utime + stime
-        if cmdline.startswith(b"postgres"):
-            pg += used
-        elif b"gunicorn" in cmdline:
-            app += used
-    return app / tick, pg / tick
+def _app_and_postgres() -> tuple[float, float]:
+    """CPU seconds so far of the app servers (gunicorn's processes) and of PostgreSQL's. Paths are
+    measured one at a time, so the servers idle meanwhile add next to nothing."""
+    used = cpu_seconds()
+    return used["gunicorn"], used["postgres"]
 
 
 def measured(clients: int, seconds: float, path, batch: int) -> tuple[float, ...]:
     """(events/s, p50 ms, p99 ms, app CPU ms an event, PostgreSQL CPU ms an event) of one run."""
-    app, pg = cpu_seconds()
+    app, pg = _app_and_postgres()
     count, latencies = run_clients(clients, seconds, path)
-    app_after, pg_after = cpu_seconds()
+    app_after, pg_after = _app_and_postgres()
     events = max(count * batch, 1)
     return (
         *summary(count, latencies, seconds, batch),
