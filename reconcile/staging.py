@@ -37,6 +37,7 @@ from reconcile.models import (
     StagedEvent,
     StagedReceipt,
 )
+from replies.models import ReplyAction
 
 MAX_KEPT_REJECTIONS = 1000
 STAGE_STATEMENT_ROWS = 500
@@ -185,15 +186,28 @@ def bulk_session() -> None:
         cursor.execute("SET LOCAL jit = off")
 
 
-def hashed_joins() -> AbstractContextManager:
-    """PostgreSQL: the block's joins hashed, neither a nested loop nor a merge (a no-op elsewhere).
+# A generation of at least 1/HASHED_SHARE of the reply ledger's rows has its reply findings hashed.
+HASHED_SHARE = 4
 
-    A reply finding's set joins a whole generation's staged receipts with the reply ledger. For
-    the receipts without an action the planner priced a probe of the ledger's key index per
-    receipt, or a walk of the staged receipts in key order, below hashing the ledger's keys; past
-    the memory's cache each probe or step is a miss: at a million receipts the join took 3.5 s
-    and 3.1 s where the hash anti join takes about one (docs/benchmarks.md#bounds)."""
+
+def hashed_joins(run: ReconcileRun) -> AbstractContextManager:
+    """PostgreSQL, for a generation of a quarter of the reply ledger or more: the block's joins
+    hashed, neither a nested loop nor a merge. Otherwise, and elsewhere, the planner's own choice.
+
+    A reply finding's set joins the generation's staged rows with the reply ledger. For the
+    receipts without an action the planner priced a probe of the ledger's key index per receipt,
+    or a walk of the staged receipts in key order, below hashing the ledger's keys; past the
+    memory's cache each probe or step is a miss: at a million receipts the join took 3.5 s and
+    3.1 s where the hash anti join takes about one (docs/benchmarks.md#bounds). A smaller
+    generation (one source of many, a window) reads less by probing than by hashing the ledger."""
     if not fast_sql():
+        return nullcontext()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [ReplyAction._meta.db_table]
+        )
+        (ledger,) = cursor.fetchone()  # the planner's own estimate; -1 before the first ANALYZE
+    if max(run.staged_events, run.staged_receipts) * HASHED_SHARE < ledger:
         return nullcontext()
     return planner_settings(connection, enable_nestloop="off", enable_mergejoin="off")
 

@@ -278,6 +278,34 @@ def planned(deliver):
     return _planned
 
 
+def actions_cloned(planned, n: int, **state) -> list:
+    """n reply actions on n events of the sandbox source, cloned from one planned event (the
+    planned pair stays too): a ledger of n + 2 actions."""
+    from django.utils import timezone
+
+    from replies.contract import reply_key
+    from replies.models import ReplyAction
+
+    first, _ = planned()
+    event = first.event
+    actions = []
+    for i in range(n):
+        event.pk, event.event_key = None, f"sandbox-social:evt_test_q{i:03}"
+        event.save()
+        actions.append(
+            ReplyAction.objects.create(
+                reply_key=reply_key(event.event_key, "public_ack"),
+                event=event,
+                purpose="public_ack",
+                campaign=first.campaign,
+                campaign_version=1,
+                created_at=timezone.now(),
+                **state,
+            )
+        )
+    return actions
+
+
 # The role groups as the migrations left them; a transactional test's flush forgets them, and
 # `migrated_roles` puts them back.
 _ROLES_AS_MIGRATED: dict[str, list[tuple[str, str]]] = {}

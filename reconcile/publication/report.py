@@ -188,7 +188,7 @@ def report_write(source: Source, run: ReconcileRun) -> ReconcileReport:
     # event findings come first: their inserts' row counts are three of the report's counts.
     report = ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
     counts = report_counts(source, run, comparison, found=event_findings_write(report, comparison))
-    with hashed_joins():
+    with hashed_joins(run):
         carried = reply_findings_write(report, run, comparison, counts)
     report.summary = report_summary(source, run, counts, now)
     # Unexpected receipts and open decisions are named in the summary, not only counted.

@@ -16,6 +16,7 @@ from conduit.canonical import canonical_json, payload_hash
 from reconcile import staging
 from reconcile.models import ReconcileRun, StagedEvent
 from reconcile.scan import reconcile_page
+from tests.conftest import actions_cloned
 from tests.reconcile.test_scan_protocol import page, scripted
 
 # -- canonical JSON: the same bytes from the encoder built once ------------------------------
@@ -137,6 +138,26 @@ def test_bulk_settings_hold_for_their_transaction_only():
         assert cursor.fetchone()[0] == default_jit
         cursor.execute("SHOW work_mem")
         assert cursor.fetchone()[0] == default_mem
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("events", "receipts", "hashed"),
+    [(9, 0, False), (0, 9, False), (10, 0, True), (3, 10, True)],
+)
+def test_reply_findings_are_hashed_for_a_generation_of_a_quarter_of_the_ledger(
+    wire, planned, events, receipts, hashed
+):
+    """40 actions in the ledger: a generation of 10 staged rows or more is hashed, one of 9 is left
+    to the planner (one source of many probes less than it would hash)."""
+    wire()
+    actions_cloned(planned, 38)  # and the planned pair: 40
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE reply_actions")  # the planner's estimate, which the rule reads
+    run = ReconcileRun(staged_events=events, staged_receipts=receipts)
+    with transaction.atomic(), staging.hashed_joins(run), connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('enable_nestloop'), current_setting('enable_mergejoin')")
+        assert cursor.fetchone() == (("off", "off") if hashed else ("on", "on"))
 
 
 # -- the event ledger and the findings keep room on their pages: reconcile rewrites rows in place --

@@ -4,34 +4,12 @@ import pytest
 from django.utils import timezone
 
 from replies import selectors
-from replies.contract import reply_key
-from replies.models import ReplyAction, SendAttempt
+from replies.models import SendAttempt
+from tests.conftest import actions_cloned
 
 # Session, user, the page's count and rows, the prefetch/annotations, and the list filters'
 # choices: the same at any page size. A query per row would pass it at 2 rows and fail at 40.
 MAX_QUERIES = 9  # measured: 7 for the review queue and the ledger, 9 for the stranded queue
-
-
-def _actions(planned, n: int, **state) -> list[ReplyAction]:
-    """n actions on n events of the sandbox source, cloned from one planned event."""
-    first, _ = planned()
-    event = first.event
-    actions = []
-    for i in range(n):
-        event.pk, event.event_key = None, f"sandbox-social:evt_test_q{i:03}"
-        event.save()
-        actions.append(
-            ReplyAction.objects.create(
-                reply_key=reply_key(event.event_key, "public_ack"),
-                event=event,
-                purpose="public_ack",
-                campaign=first.campaign,
-                campaign_version=1,
-                created_at=timezone.now(),
-                **state,
-            )
-        )
-    return actions
 
 
 @pytest.mark.parametrize("rows", [2, 40])
@@ -39,7 +17,7 @@ def test_the_review_queue_asks_nothing_per_row(
     admin_client, wire, planned, rows, django_assert_max_num_queries
 ):
     wire()
-    _actions(planned, rows)
+    actions_cloned(planned, rows)
     with django_assert_max_num_queries(MAX_QUERIES):
         page = admin_client.get("/admin/replies/reviewqueue/")
     assert page.status_code == 200
@@ -52,7 +30,7 @@ def test_the_other_replies_changelists_ask_nothing_per_row(
     admin_client, wire, planned, rows, changelist, django_assert_max_num_queries
 ):
     wire()
-    _actions(planned, rows)
+    actions_cloned(planned, rows)
     with django_assert_max_num_queries(MAX_QUERIES):
         assert admin_client.get(f"/admin/replies/{changelist}/").status_code == 200
 
@@ -62,7 +40,7 @@ def test_the_stranded_queue_asks_nothing_per_row(
     admin_client, wire, planned, rows, django_assert_max_num_queries
 ):
     wire()
-    for action in _actions(
+    for action in actions_cloned(
         planned,
         rows,
         delivery_state="FAILED_BEFORE_SEND",
@@ -102,9 +80,9 @@ def test_positive_control_without_the_prefetch_each_row_queries(
 
     wire()
     actions = (
-        _actions(planned, 40, delivery_state="FAILED_BEFORE_SEND", last_error_code="live_send_disabled")
+        actions_cloned(planned, 40, delivery_state="FAILED_BEFORE_SEND", last_error_code="live_send_disabled")
         if queue == "strandedsendqueue"
-        else _actions(planned, 40)
+        else actions_cloned(planned, 40)
     )
     assert actions
     monkeypatch.setattr(selectors, guard, lambda queryset: queryset)
