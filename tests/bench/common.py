@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import secrets
 import sys
@@ -53,26 +54,40 @@ def raw_dsn() -> str:
     return f"host={s['HOST']} port={s['PORT']} user={s['USER']} dbname={s['NAME']}"
 
 
+def _stat(pid: str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ..., utime at 11)."""
+    with open(f"/proc/{pid}/stat") as stat_file:
+        stat = stat_file.read()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+@functools.cache
+def _postmaster() -> str:
+    """The bench database's postmaster: the parent of this process's own backend."""
+    connection.ensure_connection()
+    return _stat(str(connection.connection.info.backend_pid))[1]
+
+
 def cpu_seconds() -> dict[str, float]:
-    """CPU seconds so far of the machine's PostgreSQL processes (`postgres`) and gunicorn's
-    (`gunicorn`), read from /proc. PostgreSQL's count those that ended too (a session's backend,
-    an autovacuum worker), which the postmaster holds as its reaped children's."""
+    """CPU seconds so far of the bench database's PostgreSQL (`postgres`) and of the machine's
+    gunicorn processes (`gunicorn`), read from /proc. PostgreSQL's are its postmaster's, its
+    running children's, and those of its children that ended (a session's backend, an autovacuum
+    worker), which the postmaster holds once reaped. Another cluster on the machine is not counted."""
     tick = os.sysconf("SC_CLK_TCK")
+    postmaster = _postmaster()
     used = {"postgres": 0, "gunicorn": 0}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/stat") as stat_file:
-                stat = stat_file.read()
+            fields = _stat(pid)
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline_file:
                 cmdline = cmdline_file.read()
         except OSError:  # gone meanwhile
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
         own = int(fields[11]) + int(fields[12])  # utime + stime
-        if cmdline.startswith(b"postgres"):  # a backend or helper, under its process title
+        if pid == postmaster:
+            used["postgres"] += own + int(fields[13]) + int(fields[14])  # + its reaped children's
+        elif fields[1] == postmaster:
             used["postgres"] += own
-        elif b"/postgres\0" in cmdline and b"-D\0" in cmdline:  # the postmaster
-            used["postgres"] += own + int(fields[13]) + int(fields[14])  # + its children's
         elif b"gunicorn" in cmdline:
             used["gunicorn"] += own
     return {name: ticks / tick for name, ticks in used.items()}

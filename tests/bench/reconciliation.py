@@ -293,7 +293,8 @@ def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int
     deadline = time.monotonic() + 10
     while backend and os.path.exists(f"/proc/{backend.group(1)}") and time.monotonic() < deadline:
         time.sleep(0.01)
-    pg = cpu_seconds()["postgres"] - pg_before
+    reaped = backend is not None and not os.path.exists(f"/proc/{backend.group(1)}")
+    pg = cpu_seconds()["postgres"] - pg_before if reaped else float("nan")  # else not all counted
     scan = float(re.search(r"compared in ([0-9.]+) s", process.output).group(1))
     found = re.search(r"command cpu ([0-9.]+) s", process.output)
     return scan, wall, peak, float(found.group(1)) if found else float("nan"), pg
