@@ -134,14 +134,13 @@ class GroupCommit:
             if not self._queue:
                 self._leading = False
                 return
-            group, later, after = [], [], None
-            for statement in sorted(self._queue[: self.max_group], key=lambda s: s.order):
+            head, group, after = self._queue[: self.max_group], [], None
+            for statement in sorted(head, key=lambda s: s.order):
                 if after is None or statement.order > after:
                     group.append(statement)
                     after = statement.last
-                else:
-                    later.append(statement)
-            later.sort(key=self._queue.index)  # their places in line
+            taken = {id(s) for s in group}
+            later = [s for s in head if id(s) not in taken]  # in their places in line
             self._queue = later + self._queue[self.max_group :]
             group[0].lead = group
         group[0].done.set()

@@ -390,23 +390,16 @@ def stop_server(server: subprocess.Popen) -> None:
     server.wait(timeout=30)
 
 
-def _app_and_postgres() -> tuple[float, float]:
-    """CPU seconds so far of the app servers (gunicorn's processes) and of PostgreSQL's. Paths are
-    measured one at a time, so the servers idle meanwhile add next to nothing."""
-    used = cpu_seconds()
-    return used["gunicorn"], used["postgres"]
-
-
 def measured(clients: int, seconds: float, path, batch: int) -> tuple[float, ...]:
-    """(events/s, p50 ms, p99 ms, app CPU ms an event, PostgreSQL CPU ms an event) of one run."""
-    app, pg = _app_and_postgres()
+    """(events/s, p50 ms, p99 ms, app CPU ms an event, PostgreSQL CPU ms an event) of one run.
+    Paths are measured one at a time, so the servers idle meanwhile add next to nothing."""
+    before = cpu_seconds()
     count, latencies = run_clients(clients, seconds, path)
-    app_after, pg_after = _app_and_postgres()
+    after = cpu_seconds()
     events = max(count * batch, 1)
     return (
         *summary(count, latencies, seconds, batch),
-        (app_after - app) * 1000 / events,
-        (pg_after - pg) * 1000 / events,
+        *((after[name] - before[name]) * 1000 / events for name in ("gunicorn", "postgres")),
     )
 
 
