@@ -93,8 +93,6 @@ class ReconcileRun(models.Model):
     complete_scan = models.BooleanField(default=True)
     scan_id = models.CharField(max_length=4096, blank=True)
     cursor = models.CharField(max_length=4096, blank=True, help_text="The next page's cursor.")
-    # SHA-256 of every cursor this generation was handed, so a cycle A -> B -> A is caught.
-    cursors_seen = models.JSONField(default=list, blank=True)
     staged_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes of the staged pages as read.")
     pages = models.PositiveIntegerField(default=0)
     page_calls = models.PositiveIntegerField(default=0, help_text="Including failed ones.")
@@ -129,6 +127,23 @@ class ReconcileRunTransition(TransitionRecord):
 
     class Meta(TransitionRecord.Meta):
         db_table = "reconcile_run_transitions"
+
+
+class SeenCursor(models.Model):
+    """A cursor a scan generation was handed, by its SHA-256, so a cycle A -> B -> A is caught.
+
+    A row a page rather than a list on the run: the run's row stays the same size however many
+    pages its generation reads, and the key says whether a cursor came before. Removed when the
+    scan ends, with its staging."""
+
+    run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False)
+    digest = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "reconcile_seen_cursors"
+        constraints = [
+            models.UniqueConstraint(fields=["run", "digest"], name="seen_cursor_once_per_run"),
+        ]
 
 
 class StagedEvent(models.Model):

@@ -34,6 +34,7 @@ from reconcile.models import (
     ReconcileRunTransition,
     RunState,
     ScanState,
+    SeenCursor,
     StagedEvent,
     StagedReceipt,
 )
@@ -131,7 +132,10 @@ def page_check(run: ReconcileRun, page: SourcePage) -> None:
         raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
     if page.next_cursor and page.next_cursor == run.cursor:
         raise PageFailure("protocol", "page_repeated_cursor", "the page repeats the cursor it was read from")
-    if page.next_cursor and _cursor_digest(page.next_cursor) in run.cursors_seen:
+    if (
+        page.next_cursor
+        and SeenCursor.objects.filter(run=run, digest=_cursor_digest(page.next_cursor)).exists()
+    ):
         raise PageFailure(
             "protocol", "page_cursor_cycle", "the page leads back to a cursor this scan was already given"
         )
@@ -341,7 +345,8 @@ def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
             kept.append({"page": run.pages + 1, "index": rejection.index, "code": rejection.reason_code})
     if run.staged_events + new_events + run.staged_receipts + new_receipts > scan_limit("items"):
         raise ScanLimit("scan_too_many_items")
-    seen = run.cursors_seen + ([_cursor_digest(page.next_cursor)] if page.next_cursor else [])
+    if page.next_cursor:
+        SeenCursor.objects.create(run=run, digest=_cursor_digest(page.next_cursor))
     ReconcileRun.objects.filter(pk=run.pk).update(
         scan_id=page.scan_id,
         cursor=page.next_cursor or "",
@@ -352,7 +357,6 @@ def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
         rejections=kept,
         rejection_count=F("rejection_count") + len(page.rejections),
         first_page_at=run.first_page_at or began,
-        cursors_seen=seen,
         staged_bytes=F("staged_bytes") + page.size_bytes,
     )
     run.refresh_from_db()
@@ -383,9 +387,11 @@ def _refuse_conflicting_duplicates(run: ReconcileRun, observations: list[Observa
 
 
 def staging_drop(run: ReconcileRun) -> None:
-    """Delete the run's staged events and receipts (at discard and at publication)."""
+    """Delete the run's staged events and receipts and the cursors it was handed (at discard and
+    at publication)."""
     StagedEvent.objects.filter(run=run).delete()
     StagedReceipt.objects.filter(run=run).delete()
+    SeenCursor.objects.filter(run=run).delete()
 
 
 def generation_discard(state: ScanState, run: ReconcileRun, reason: str, actor: str) -> bool:

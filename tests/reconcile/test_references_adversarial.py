@@ -36,9 +36,9 @@ def _raw_run(cursor, source_id: int) -> int:
     """A run written by raw SQL (DISCARDED: outside the one-active-scan-per-source rule)."""
     cursor.execute(
         "INSERT INTO reconcile_reconcilerun (source_id, state, trigger, requested_by, complete_scan, scan_id, "
-        "cursor, cursors_seen, staged_bytes, pages, page_calls, staged_events, staged_receipts, rejections, "
+        "cursor, staged_bytes, pages, page_calls, staged_events, staged_receipts, rejections, "
         "rejection_count, created_at, discard_reason) VALUES (%s, 'DISCARDED', 'command', 'tester', true, '', "
-        "'', '[]', 0, 0, 0, 0, 0, '[]', 0, now(), '') RETURNING id",
+        "'', 0, 0, 0, 0, 0, '[]', 0, now(), '') RETURNING id",
         [source_id],
     )
     return cursor.fetchone()[0]

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError, connection, transaction
 
 from conduit.providers.base import SourcePage
 from conduit.providers.sandbox.webhook import SandboxSocialAdapter
@@ -15,6 +17,7 @@ from reconcile.models import (
     ReconcileRun,
     ReconcileRunTransition,
     ScanState,
+    SeenCursor,
     StagedEvent,
 )
 from reconcile.scan import RestartRefused, reconcile_page, scan_restart
@@ -98,6 +101,43 @@ def test_a_cursor_cycle_fails_the_page(source_side, monkeypatch):
         "page_cursor_cycle",
         1,
     )
+
+
+def _run_bytes(run_id: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_column_size(r.*) FROM reconcile_reconcilerun r WHERE r.id = %s", [run_id])
+        return cursor.fetchone()[0]
+
+
+def test_each_cursor_handed_is_a_row_and_the_run_does_not_grow_with_its_pages(source_side, monkeypatch):
+    """Seed 004: entries are "per item/version rather than an ever-growing serialized source blob".
+    Each page's cursor is one SeenCursor row (its SHA-256), the run's own row keeps its size from
+    the first page to the last, and the rows go with the staging when the scan publishes."""
+    _, source = source_side
+    cursors = ["A" * 40, "B" * 40, "C" * 40, "D" * 40]
+    scripted(
+        monkeypatch,
+        [*(page(source, n + 1, cursor=c) for n, c in enumerate(cursors)), page(source, 9, complete=True)],
+    )
+    sizes = []
+    for _ in cursors:
+        assert reconcile_page(source=source).state == "staged"
+        sizes.append(_run_bytes(ReconcileRun.objects.get().pk))
+    run = ReconcileRun.objects.get()
+    digests = sorted(hashlib.sha256(c.encode()).hexdigest() for c in cursors)
+    assert sorted(SeenCursor.objects.filter(run=run).values_list("digest", flat=True)) == digests
+    assert len(set(sizes)) == 1, sizes
+    assert reconcile_page(source=source).state == "published"
+    assert not SeenCursor.objects.exists()
+
+
+def test_the_database_holds_a_cursor_once_per_run(source_side, monkeypatch):
+    _, source = source_side
+    scripted(monkeypatch, [page(source, 1, cursor="A")])
+    reconcile_page(source=source)
+    run = ReconcileRun.objects.get()
+    with pytest.raises(IntegrityError, match="seen_cursor_once_per_run"), transaction.atomic():
+        SeenCursor.objects.create(run=run, digest=hashlib.sha256(b"A").hexdigest())
 
 
 def test_completion_with_a_cursor_fails_the_page(source_side, monkeypatch):
