@@ -265,9 +265,21 @@ def _high_water_kib(pid: int) -> int | None:
     return None
 
 
-def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int, float, float]:
+def wal_and_checkpoints() -> tuple[int, int]:
+    """The WAL position in bytes and the checkpoints the server has begun (timed or requested)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+            "checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+        )
+        return cursor.fetchone()
+
+
+def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int, float, float, int, int]:
     """(scan seconds, process wall seconds, peak RSS in KiB, the command's CPU seconds,
-    PostgreSQL's CPU seconds meanwhile) of one `manage.py reconcile`."""
+    PostgreSQL's CPU seconds meanwhile, WAL bytes written meanwhile, checkpoints begun meanwhile)
+    of one `manage.py reconcile`."""
+    wal_before, checkpoints_before = wal_and_checkpoints()
     pg_before = cpu_seconds()["postgres"]
     started = time.monotonic()
     overrides = {**limits_for(n), "CONDUIT_RECONCILE_PAGE_SIZE": page_size}
@@ -297,7 +309,9 @@ def reconcile(source: Source, n: int, page_size: int) -> tuple[float, float, int
     pg = cpu_seconds()["postgres"] - pg_before if reaped else float("nan")  # else not all counted
     scan = float(re.search(r"compared in ([0-9.]+) s", process.output).group(1))
     found = re.search(r"command cpu ([0-9.]+) s", process.output)
-    return scan, wall, peak, float(found.group(1)) if found else float("nan"), pg
+    wal_after, checkpoints_after = wal_and_checkpoints()
+    app = float(found.group(1)) if found else float("nan")
+    return scan, wall, peak, app, pg, wal_after - wal_before, checkpoints_after - checkpoints_before
 
 
 def main() -> None:
@@ -322,7 +336,7 @@ def main() -> None:
         gc.collect()
         gc.freeze()
         print(f"{n} events: prepared in {time.monotonic() - t0:.1f} s", flush=True)
-        scan, wall, rss, app_cpu, pg_cpu = reconcile(source, n, args.page_size)
+        scan, wall, rss, app_cpu, pg_cpu, wal, checkpoints = reconcile(source, n, args.page_size)
         counts = ReconcileReport.objects.filter(source=source).get().summary["counts"]
         expected = {
             "events_compared": n,
@@ -340,7 +354,7 @@ def main() -> None:
         print(
             f"{n:>7} events: scan {scan:7.2f} s  ({n / scan:,.0f} events/s)  process wall {wall:6.2f} s  "
             f"peak RSS {rss / 1024:6.1f} MiB  CPU {app_cpu:6.2f} s + PostgreSQL {pg_cpu:6.2f} s  "
-            f"duplicates sent {resent}",
+            f"WAL {wal / 2**20:,.0f} MiB  checkpoints {checkpoints}  duplicates sent {resent}",
             flush=True,
         )
     sizes = sorted(results)
