@@ -361,8 +361,10 @@ def actions_repair(
     planned.filter(action__isnull=True).update(
         repair_outcome=RepairOutcome.REFUSED, repair_code="action_gone"
     )
+    # In the reply ledger's order (its ids), whatever order the findings were written in: each
+    # chunk's UPDATE walks the ledger's pages forward instead of touching one at random a row.
     rows = (
-        planned.order_by("id")
+        planned.order_by("action_id", "id")
         .values_list("id", "action_id", "action_state", "reply_key")
         .iterator(chunk_size=CHUNK)
     )

@@ -22,7 +22,10 @@ REMADE = (
 def cursors_to_rows(apps, schema_editor):
     run_model = apps.get_model("reconcile", "ReconcileRun")
     seen_model = apps.get_model("reconcile", "SeenCursor")
-    for run_id, digests in run_model.objects.filter(state="SCANNING").values_list("pk", "cursors_seen"):
+    # Locked until the migration commits: a page an old worker commits meanwhile waits, then fails
+    # on the dropped column and is read again, rather than adding a cursor after the copy.
+    scanning = run_model.objects.select_for_update().filter(state="SCANNING")
+    for run_id, digests in scanning.values_list("pk", "cursors_seen"):
         seen_model.objects.bulk_create(
             [seen_model(run_id=run_id, digest=d) for d in dict.fromkeys(digests or [])],
             batch_size=1000,

@@ -267,11 +267,13 @@ def _high_water_kib(pid: int) -> int | None:
 
 def wal_and_checkpoints() -> tuple[int, int]:
     """The WAL position in bytes and the checkpoints the server has begun (timed or requested)."""
+    # PostgreSQL 17 moved the checkpoint counters from pg_stat_bgwriter to pg_stat_checkpointer.
+    if connection.pg_version >= 170000:
+        counted = "num_timed + num_requested FROM pg_stat_checkpointer"
+    else:
+        counted = "checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
-            "checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
-        )
+        cursor.execute(f"SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, {counted}")
         return cursor.fetchone()
 
 

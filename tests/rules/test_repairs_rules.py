@@ -1379,3 +1379,27 @@ def test_only_the_staged_event_of_the_same_key_is_evidence_for_a_local_event(ctx
     evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
     status = dict(InboundEvent.objects.values_list("event_key", "reconcile_status"))
     assert status == {shown.event_key: "MATCHED", hidden.event_key: "UNRECONCILED"}
+
+
+def test_planned_repairs_move_the_actions_in_the_ledgers_order(ctx, make_action, path, monkeypatch):
+    """Findings are written in reply-key order; their actions are repaired in the ledger's (the
+    actions' ids), a chunk after another, whichever path a chunk takes."""
+    monkeypatch.setattr(repairs, "CHUNK", 2)
+    actions = [make_action("SENDING") for _ in range(5)]
+    for action in reversed(actions):  # findings' ids against the ledger's order
+        StagedReceipt.objects.create(
+            run=ctx.run, reply_key=action.reply_key, provider_reply_id="m", event_key=action.event_id
+        )
+        ctx.finding("RECEIPT_ATTACHED", action=action, repair="receipt_attached_marked_sent")
+    batched = []
+    real_batch = repairs._actions_move_set
+
+    def recorded(run, chunk, **kwargs):
+        batched.extend(row[1] for row in chunk)
+        return real_batch(run, chunk, **kwargs)
+
+    monkeypatch.setattr(repairs, "_actions_move_set", recorded)
+    ctx.attach()
+    ids = [a.pk for a in actions]
+    assert (path.one_row if path.name == "one_row" else batched) == ids
+    assert ReplyAction.objects.filter(pk__in=ids, delivery_state="SENT").count() == 5
