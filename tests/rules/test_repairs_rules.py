@@ -1382,8 +1382,8 @@ def test_only_the_staged_event_of_the_same_key_is_evidence_for_a_local_event(ctx
 
 
 def test_planned_repairs_move_the_actions_in_the_ledgers_order(ctx, make_action, path, monkeypatch):
-    """Findings are written in reply-key order; their actions are repaired in the ledger's (the
-    actions' ids), a chunk after another, whichever path a chunk takes."""
+    """Findings are written in whatever order the comparison met them; their actions are repaired
+    in the ledger's (the actions' ids), a chunk after another, whichever path a chunk takes."""
     monkeypatch.setattr(repairs, "CHUNK", 2)
     actions = [make_action("SENDING") for _ in range(5)]
     for action in reversed(actions):  # findings' ids against the ledger's order
