@@ -132,9 +132,9 @@ class ReconcileRunTransition(TransitionRecord):
 class SeenCursor(models.Model):
     """A cursor a scan generation was handed, by its SHA-256, so a cycle A -> B -> A is caught.
 
-    A row a page rather than a list on the run: the run's row stays the same size however many
-    pages its generation reads, and the key says whether a cursor came before. Removed when the
-    scan ends, with its staging."""
+    A row a page rather than a list on the run: the run's row does not grow with the cursors its
+    generation is handed, and the key says whether a cursor came before. Removed when the scan
+    ends, with its staging."""
 
     run = models.ForeignKey(ReconcileRun, on_delete=models.CASCADE, related_name="+", db_index=False)
     digest = models.CharField(max_length=64)
