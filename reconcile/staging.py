@@ -117,7 +117,8 @@ def _cursor_digest(cursor: str) -> str:
 def page_check(run: ReconcileRun, page: SourcePage) -> None:
     """docs/concepts/reconciliation.md#page-protocol: one nonempty scan id per generation, no
     repeated cursor (nor a cycle back to any cursor of this generation), no completion with a cursor, and the per-page limits.
-    A token over 4 KiB is refused, never truncated."""
+    A token over 4 KiB is refused, never truncated. Records the page's next cursor as handed
+    (SeenCursor): run it inside the page's transaction."""
     if not page.scan_id:
         raise PageFailure("protocol", "page_scan_id_missing", "the page carries no scan id")
     if _token_bytes(page.scan_id) > MAX_TOKEN_BYTES:
@@ -132,9 +133,10 @@ def page_check(run: ReconcileRun, page: SourcePage) -> None:
         raise PageFailure("protocol", "page_cursor_too_long", "the page cursor exceeds 4 KiB")
     if page.next_cursor and page.next_cursor == run.cursor:
         raise PageFailure("protocol", "page_repeated_cursor", "the page repeats the cursor it was read from")
-    if (
-        page.next_cursor
-        and SeenCursor.objects.filter(run=run, digest=_cursor_digest(page.next_cursor)).exists()
+    # The cursor is recorded here, in the page's transaction (a failed page takes it back); the
+    # unique key on (run, digest) says whether this generation was handed it before.
+    if page.next_cursor and not _insert_new(
+        SeenCursor, ("run", "digest"), [(run.pk, _cursor_digest(page.next_cursor))]
     ):
         raise PageFailure(
             "protocol", "page_cursor_cycle", "the page leads back to a cursor this scan was already given"
@@ -345,8 +347,6 @@ def page_stage(run: ReconcileRun, page: SourcePage, began: datetime) -> None:
             kept.append({"page": run.pages + 1, "index": rejection.index, "code": rejection.reason_code})
     if run.staged_events + new_events + run.staged_receipts + new_receipts > scan_limit("items"):
         raise ScanLimit("scan_too_many_items")
-    if page.next_cursor:
-        SeenCursor.objects.create(run=run, digest=_cursor_digest(page.next_cursor))
     ReconcileRun.objects.filter(pk=run.pk).update(
         scan_id=page.scan_id,
         cursor=page.next_cursor or "",
