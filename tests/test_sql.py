@@ -1,7 +1,9 @@
 """The thin SQL helpers behave as the ORM does, and step aside for what they do not take; set-based
 writes (docs/internals.md#set-based-writes): upsert_counting, and several rows as one JSON parameter."""
 
+import json
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection, models
@@ -10,6 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.types.json import Jsonb
 
 from conduit import sql
 from conduit.sql import Unsupported, insert_rows, update_rows, upsert_counting
@@ -261,3 +264,151 @@ def test_positive_control_a_one_pass_that_skips_a_time_s_preparation_is_caught()
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(sql, "_PLAIN_FIELDS", (*sql._PLAIN_FIELDS, models.DateTimeField))
         assert sql.JsonRows(fields).encoded([row]) != expected
+
+
+# -- orjson writes the JSON parameters: the values the standard library wrote ----------------
+
+
+def _former_encoding(fields, rows) -> str | None:
+    """json_encoded as the standard library wrote it before orjson (the reference): the ORM's
+    prepared values, times as isoformat() text, a JSON column's value as it is, one json.dumps
+    refusing NaN and the infinities; None where a value had no exact JSON form."""
+    encoded = []
+    for row in sql._prepped(tuple(fields), rows):
+        out = []
+        for field, value in zip(fields, row):
+            if type(value) in (str, int, bool, type(None)) or isinstance(value, str):
+                out.append(value)
+            elif type(value) is datetime:
+                out.append(value.isoformat())
+            elif isinstance(value, Jsonb) and isinstance(field, models.JSONField) and field.encoder is None:
+                out.append(value.obj)
+            else:
+                return None
+        encoded.append(out)
+    try:
+        return json.dumps(encoded, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _past_orjson(value) -> bool:
+    """A prepared column value orjson has no form for: an integer past 64 bits, text with a lone surrogate."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not -(2**63) <= value < 2**64
+    return isinstance(value, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+
+
+def _same_values_as_the_former_encoding(fields, rows) -> bool:
+    """Whether the rows were compared (False: the ORM's preparation refuses a value, which the
+    property above covers); fails where the two encodings differ."""
+    try:
+        former = _former_encoding(fields, rows)
+    except Exception:
+        return False
+    for now in (sql.json_encoded(fields, rows), sql.JsonRows(fields).encoded(rows)):
+        if former is None:
+            assert now is None, f"a value the standard library refused was written: {now}"
+        elif now is None:
+            prepared = sql._prepped(tuple(fields), rows)
+            assert any(_past_orjson(v) for row in prepared for v in row), "rows refused with no reason"
+        else:
+            assert json.loads(now) == json.loads(former), "a value was written other than it was"
+    return True
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_WIDE_VALUES = (
+    _VALUES
+    | st.integers()  # past 64 bits too
+    | st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=3)  # lone surrogates
+    | st.datetimes(
+        timezones=st.sampled_from(
+            [timezone(timedelta(hours=5, minutes=30, seconds=15)), ZoneInfo("Europe/Paris")]
+        )
+    )
+    | _JSON
+)
+_AWKWARD_ROWS = [  # (parameter, a column's kind, its value): what the property must meet every run
+    (0, models.JSONField, [float("nan")]),
+    (0, models.JSONField, {"a": [1.5e-7, 2**70, {"b": float("-inf")}]}),
+    (0, models.JSONField, {1: "x", "y": -0.0}),
+    (0, models.DateTimeField, datetime(2026, 1, 15, 14, 30, tzinfo=timezone(timedelta(seconds=-19800 - 15)))),
+    (1, models.DateTimeField, datetime(1, 1, 1, tzinfo=timezone.utc)),
+    (1, models.CharField, "\ud800"),
+    (1, models.IntegerField, 2**64),
+]
+
+
+_PLAIN_BY_KIND = {
+    models.ForeignKey: 1,
+    models.IntegerField: 1,
+    models.BooleanField: True,
+    models.DateTimeField: datetime(2026, 1, 15, 14, 30, tzinfo=timezone.utc),
+    models.JSONField: [],
+}
+
+
+def _row_with(fields, kind, value) -> list:
+    """A row the ORM prepares, with `value` in each column of `kind`."""
+    return [
+        value
+        if isinstance(f, kind)
+        else next((v for k, v in _PLAIN_BY_KIND.items() if isinstance(f, k)), "x")
+        for f in fields
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("parameter, kind, value", _AWKWARD_ROWS)
+def test_orjson_writes_what_the_standard_library_wrote_for_awkward_values(parameter, kind, value):
+    """NaN and the infinities in a JSON column still have no JSON form (orjson alone would write
+    null); a time with an offset's seconds keeps them (orjson alone would cut them); an integer past
+    64 bits and a lone surrogate go to the VALUES path."""
+    fields = _statement_columns()[parameter]
+    assert _same_values_as_the_former_encoding(fields, [_row_with(fields, kind, value)])
+
+
+@pytest.mark.django_db
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_orjson_writes_the_values_the_standard_library_wrote(data):
+    """The statements' JSON parameters are written by orjson. For any values of any column ingest
+    writes, what it writes parses to the same JSON as the standard library's encoding did
+    (_former_encoding); a value the standard library refused is refused; and the rows go to the
+    VALUES path only for a value orjson has no form for. Canonical JSON (hashes) is not touched."""
+    fields = data.draw(st.sampled_from(_statement_columns()))
+    rows = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        row = _row_with(fields, (), None)  # one to three columns' values drawn, the rest plain
+        for column in data.draw(st.sets(st.integers(0, len(fields) - 1), min_size=1, max_size=3)):
+            row[column] = data.draw(_WIDE_VALUES)
+        rows.append(row)
+    _same_values_as_the_former_encoding(fields, rows)
+
+
+@pytest.mark.django_db
+def test_positive_control_a_json_column_given_to_orjson_as_it_is_writes_null_for_nan(monkeypatch):
+    """Break the guard (a JSON column's value handed to orjson as it is): NaN is written as null."""
+    real = sql._json_form
+    monkeypatch.setattr(sql, "_json_form", lambda f, v: v.obj if isinstance(v, Jsonb) else real(f, v))
+    fields = _statement_columns()[0]
+    with pytest.raises(AssertionError, match="a value the standard library refused was written"):
+        _same_values_as_the_former_encoding(fields, [_row_with(fields, models.JSONField, [float("nan")])])
+
+
+@pytest.mark.django_db
+def test_positive_control_every_aware_time_given_to_orjson_loses_an_offset_s_seconds(monkeypatch):
+    """Break the guard (every aware time handed to orjson, not only UTC's): the offset's seconds go."""
+    real = sql._json_form
+    monkeypatch.setattr(sql, "_json_form", lambda f, v: v if type(v) is datetime else real(f, v))
+    fields = _statement_columns()[0]
+    odd = datetime(2026, 1, 15, 14, 30, tzinfo=timezone(timedelta(hours=5, minutes=30, seconds=15)))
+    with pytest.raises(AssertionError, match="a value was written other than it was"):
+        _same_values_as_the_former_encoding(fields, [_row_with(fields, models.DateTimeField, odd)])
