@@ -45,6 +45,8 @@ _PLAIN_FIELDS = (
     models.ForeignKey,
 )
 _PLAIN_VALUES = (str, int, bool, type(None))
+# Fields whose preparation returns any text (a str subclass: a TextChoices member) as it is.
+_TEXT_FIELDS = (models.CharField, models.TextField)
 
 
 def columns_sql(model: type[models.Model], names: Sequence[str]) -> tuple[str, tuple]:
@@ -171,12 +173,13 @@ def json_encoded(fields: Sequence[models.Field], rows: list[Sequence[Any]]) -> s
 class JsonRows:
     """`json_encoded` for one column list used again and again (a statement's JSON parameter), in
     one pass: each column's way of preparing is decided once, not per call (a field's hash is not
-    free), and a plain value (a string, integer, boolean or None for a column that stores it as it
-    is; on PostgreSQL an aware time) goes into the JSON with no call at all, as `_preparer` passes it."""
+    free), and a value the ORM would store as it is (a string, integer, boolean or None for a column
+    that stores it as it is, any text for a text column; on PostgreSQL a time in UTC or none) goes
+    into the JSON with no call at all."""
 
     def __init__(self, fields: Sequence[models.Field]) -> None:
         self.fields = tuple(fields)
-        self._columns: dict[bool, tuple[tuple[bool, bool, models.Field], ...]] = {}
+        self._columns: dict[bool, tuple[tuple[bool, bool, bool, models.Field], ...]] = {}
 
     def encoded(self, rows: list[Sequence[Any]]) -> str | None:
         database = connections[DEFAULT_DB_ALIAS]
@@ -184,16 +187,25 @@ class JsonRows:
         columns = self._columns.get(postgres)
         if columns is None:
             columns = self._columns[postgres] = tuple(
-                (isinstance(f, _PLAIN_FIELDS), postgres and isinstance(f, models.DateTimeField), f)
+                (
+                    isinstance(f, _PLAIN_FIELDS),
+                    isinstance(f, _TEXT_FIELDS),
+                    postgres and isinstance(f, models.DateTimeField),
+                    f,
+                )
                 for f in self.fields
             )
         encoded = []
         for row in rows:
             out = []
-            for (plain, aware_time, field), value in zip(columns, row):
+            for (plain, text, aware_time, field), value in zip(columns, row):
                 kind = type(value)
-                if (plain and kind in _PLAIN_VALUES) or (
-                    aware_time and kind is datetime and value.tzinfo is timezone.utc
+                if (
+                    (plain and kind in _PLAIN_VALUES)
+                    # A TextChoices member: a text column's preparation returns it as it is.
+                    or (text and isinstance(value, str))
+                    # A time in UTC, or none: orjson writes it as _json_form would.
+                    or (aware_time and (value is None or (kind is datetime and value.tzinfo is timezone.utc)))
                 ):
                     out.append(value)
                     continue

@@ -266,6 +266,21 @@ def test_positive_control_a_one_pass_that_skips_a_time_s_preparation_is_caught()
         assert sql.JsonRows(fields).encoded([row]) != expected
 
 
+@pytest.mark.django_db
+def test_positive_control_a_one_pass_that_takes_any_column_s_text_as_it_is_is_caught():
+    """Break the one pass (text taken as it is for a time column too, where the ORM parses it into a
+    time written in ISO form): its JSON differs from the ORM's preparation, which the property
+    above compares. The pass takes text as it is for text columns only."""
+    fields = _statement_columns()[1]  # the events
+    row = _row_with(fields, models.DateTimeField, "2026-01-15 14:30:00+00:00")
+    expected = sql.json_encoded(fields, [row])
+    assert "2026-01-15T14:30:00+00:00" in expected
+    assert sql.JsonRows(fields).encoded([row]) == expected
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(sql, "_TEXT_FIELDS", (*sql._TEXT_FIELDS, models.DateTimeField))
+        assert sql.JsonRows(fields).encoded([row]) != expected
+
+
 # -- orjson writes the JSON parameters: the values the standard library wrote ----------------
 
 
