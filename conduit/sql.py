@@ -96,9 +96,10 @@ def _prepped(fields: tuple, rows: list[Sequence[Any]]) -> list[list[Any]]:
 
 _JSON_PLAIN = (str, int, bool, type(None))
 _NO_JSON_FORM = object()
-# A JSON column's value is written by the standard library's encoder, which refuses what JSON cannot
-# carry (NaN, the infinities, a circular value), where orjson would write null for a non-finite number.
-_STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
+# A JSON column's value is written by the standard library's encoder as it always was, which refuses
+# what JSON cannot carry (NaN, the infinities, a circular value) where orjson would write null for a
+# non-finite number; ASCII, so a lone surrogate goes as its escape, as before.
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
 
 
 def _json_form(field: models.Field, value: Any) -> Any:
