@@ -292,6 +292,26 @@ def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(c
     assert path.one_row == path.took(batch=[], one_row=[action])
 
 
+def test_reply_repairs_renew_the_lease_a_chunk_at_a_time(ctx, make_action, path, monkeypatch):
+    """A long repair keeps the scan lease by renewing it once a chunk, each chunk its own
+    transaction: five planned moves in chunks of two renew it three times, and all five move."""
+    monkeypatch.setattr(repairs, "CHUNK", 2)
+    renewed, real = [], repairs.lease_renew
+
+    def renew(source_id, token):
+        renewed.append(token)
+        return real(source_id, token)
+
+    monkeypatch.setattr(repairs, "lease_renew", renew)
+    actions = [make_action("SENT", provider_reply_id=f"msg_test_{n}") for n in range(5)]
+    findings = [
+        ctx.finding("RECEIPT_MISSING", action=a, repair="marked_send_status_unknown") for a in actions
+    ]
+    ctx.mark_unknown()
+    assert len(renewed) == 3
+    assert [outcome_of(f) for f in findings] == [("applied", "")] * 5
+
+
 def test_a_repair_acts_only_on_its_own_reports_planned_findings_of_its_kind(ctx, make_action, path):
     """Every repair acts only on findings still `planned` (so a resumed run applies each once),
     of its own report and kind: another report's planned finding on the same action waits for
@@ -388,11 +408,14 @@ def test_repair_code_names_the_class_of_error_only():
 
 
 def _observations(source, *events):
+    """The events as `source`'s adapter reads them from a body of its account."""
+    import json
+
     from conduit.providers.registry import get_adapter
     from ingress.selectors import source_config
-    from tests.reconcile.conftest import body
 
-    parsed = get_adapter(source.adapter).parse(body=body(*events), config=source_config(source))
+    document = json.dumps({"account": source.account_ref, "events": list(events)}).encode()
+    parsed = get_adapter(source.adapter).parse(body=document, config=source_config(source))
     assert not parsed.rejections
     return parsed.observations
 
@@ -541,6 +564,21 @@ def test_events_the_source_shows_with_the_same_payload_are_matched_and_unverifie
     assert ReplyAction.objects.count() == actions_before
     marked = InboundEvent.objects.filter(event_key__in=[same.event_key, unverified.event_key])
     assert None not in marked.values_list("reconciled_at", flat=True)
+
+
+def test_evidence_in_one_sources_staging_never_marks_another_sources_event(ctx):
+    """Only the scanned source's events are marked: a staged key naming another source's event
+    (its key, staged by this run) is no evidence for that event."""
+    from tests.reconcile.conftest import item
+
+    other = _other_source(ctx)
+    theirs = _accept(Ctx(other, "", ctx.run, ctx.report), item(7))[0]
+    mine = _accept(ctx, item(8))[0]
+    _stage(Ctx(other, "", ctx.run, ctx.report), item(7))  # into this run's staging
+    _stage(ctx, item(8))
+    evidence_mark(ctx.source, ctx.token, ctx.run, ctx.report)
+    status = dict(InboundEvent.objects.values_list("event_key", "reconcile_status"))
+    assert status == {theirs.event_key: "UNRECONCILED", mine.event_key: "MATCHED"}
 
 
 def test_evidence_marks_that_raise_fail_with_a_stable_code(ctx, monkeypatch, caplog):
