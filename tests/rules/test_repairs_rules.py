@@ -293,8 +293,8 @@ def test_sent_without_a_receipt_is_marked_unknown_with_the_reason_as_its_error(c
 
 
 def test_reply_repairs_renew_the_lease_a_chunk_at_a_time(ctx, make_action, path, monkeypatch):
-    """A long repair keeps the scan lease by renewing it once a chunk, each chunk its own
-    transaction: five planned moves in chunks of two renew it three times, and all five move."""
+    """A long repair keeps the scan lease by renewing it once a chunk: five planned moves in
+    chunks of two renew it three times, and all five move."""
     monkeypatch.setattr(repairs, "CHUNK", 2)
     renewed, real = [], repairs.lease_renew
 
