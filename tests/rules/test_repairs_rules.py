@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -409,8 +410,6 @@ def test_repair_code_names_the_class_of_error_only():
 
 def _observations(source, *events):
     """The events as `source`'s adapter reads them from a body of its account."""
-    import json
-
     from conduit.providers.registry import get_adapter
     from ingress.selectors import source_config
 
