@@ -18,6 +18,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.parsers import JSONParser as DRFJSONParser
 from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from conduit.door.site import second_factor_required
@@ -85,6 +86,34 @@ class AdminRules(BasePermission):
 
 def error(status_code: int, code: str, detail: str, **extra: Any) -> Response:
     return Response({"code": code, "detail": detail, **extra}, status=status_code)
+
+
+# JSONRenderer's own encoding (its settings read from it), for the values the standard library
+# writes without its encoder's `default`: the same text for those, with no call of DRF's.
+_RENDERED = json.JSONEncoder(
+    ensure_ascii=JSONRenderer.ensure_ascii,
+    allow_nan=not JSONRenderer.strict,
+    separators=(",", ":") if JSONRenderer.compact else (", ", ": "),
+)
+
+
+def json_answer(payload: Any, status_code: int) -> HttpResponse:
+    """`payload` answered as a Response under JSONOnly is, byte for byte, without the Response.
+
+    A Response is a template response: it is rendered after the view, through the negotiated
+    renderer and DRF's JSON encoder, work the webhooks' every answer paid. Here the payload is
+    written once, as JSONRenderer writes it (its separators, non-ASCII as UTF-8, U+2028 and
+    U+2029 escaped). A value the standard library writes only through an encoder's `default`
+    (a time, a Decimal, a lazy text) takes the Response, so its text is DRF's either way; so does
+    None, which a Response answers with no body and no Content-Type."""
+    try:
+        text = None if payload is None else _RENDERED.encode(payload)
+    except TypeError:
+        text = None
+    if text is None:
+        return Response(payload, status=status_code)
+    content = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+    return HttpResponse(content, status=status_code, content_type=JSONRenderer.media_type)
 
 
 class PayloadTooLarge(exceptions.APIException):

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from conduit.api import JSONOnly, error
+from conduit.api import JSONOnly, error, json_answer
 from conduit.metrics import SOURCE_ATTRIBUTE
 from conduit.providers.base import SecretUnavailable, SharedCallback
 from conduit.providers.registry import shared_callback
@@ -185,8 +185,8 @@ class WebhookView(APIView):
         if result.quarantined:
             payload["receipt_ids"] = result.receipt_ids
             payload["accepted"] = not result.refused
-            return Response(payload, status=status.HTTP_202_ACCEPTED)
-        return Response(payload, status=status.HTTP_200_OK)
+            return json_answer(payload, status.HTTP_202_ACCEPTED)
+        return json_answer(payload, status.HTTP_200_OK)
 
     @staticmethod
     def _unknown_source() -> Response:
@@ -254,7 +254,7 @@ class SharedCallbackView(APIView):
             payload["receipt_ids"] = result.receipt_ids
         if result.ignored:
             payload["ignored"] = result.ignored
-        return Response(payload, status=status.HTTP_200_OK)
+        return json_answer(payload, status.HTTP_200_OK)
 
     @staticmethod
     def _unknown_app(callback: SharedCallback) -> Response:
