@@ -41,7 +41,9 @@ def _as_response(payload, status_code):
 
 def _answered(answer, payload, status_code: int = 200, accept: str = "application/json; indent=4"):
     """The finished response's status, headers and bytes, as the handler sends them."""
-    request = APIRequestFactory().post("/webhooks/x/", b"{}", content_type="application/json", HTTP_ACCEPT=accept)
+    request = APIRequestFactory().post(
+        "/webhooks/x/", b"{}", content_type="application/json", HTTP_ACCEPT=accept
+    )
     response = _Answer.as_view(answer=answer)(request, payload=payload, status_code=status_code)
     if hasattr(response, "render"):
         response.render()
