@@ -1440,3 +1440,44 @@ def test_planned_repairs_move_the_actions_in_the_ledgers_order(ctx, make_action,
     ids = [a.pk for a in actions]
     assert (path.one_row if path.name == "one_row" else batched) == ids
     assert ReplyAction.objects.filter(pk__in=ids, delivery_state="SENT").count() == 5
+
+
+@pytest.mark.parametrize("staged", [0, 1, 3, 4, 6, 7, 11])
+def test_the_staged_keys_are_cut_into_ranges_of_the_chunk_each_key_in_exactly_one(ctx, monkeypatch, staged):
+    """The evidence marks' ranges (`_staged_key_ranges`): this run's staged keys in key order,
+    EVIDENCE_CHUNK to a range and the rest in the last, which has no upper bound; each staged key
+    in exactly one range. Up to one chunk, one range with no bounds at all. Another run's staged
+    keys, interleaved with this run's, count for nothing."""
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(repairs, "EVIDENCE_CHUNK", 3)
+    if staged:
+        _stage(ctx, *(item(n) for n in range(1, 2 * staged + 1, 2)))
+    other_run, _ = _run_and_report(_other_source(ctx), state="SCANNING")
+    _stage(ctx, *(item(n) for n in range(0, 2 * staged + 2, 2)), run=other_run)
+    keys = sorted(StagedEvent.objects.filter(run=ctx.run).values_list("event_key", flat=True))
+    assert len(keys) == staged
+
+    ranges = repairs._staged_key_ranges(ctx.run)
+
+    if staged <= 3:
+        assert ranges == [{}]
+        return
+    held = [
+        [k for k in keys if r["event_key__gte"] <= k and ("event_key__lt" not in r or k < r["event_key__lt"])]
+        for r in ranges
+    ]
+    assert held == [keys[i : i + 3] for i in range(0, staged, 3)]
+    assert [set(r) for r in ranges] == [{"event_key__gte", "event_key__lt"}] * (len(ranges) - 1) + [
+        {"event_key__gte"}
+    ]
+    assert [r["event_key__gte"] for r in ranges] == keys[::3]  # each starts at a staged key
+
+
+def test_elsewhere_than_postgresql_one_range_holds_every_key(ctx, monkeypatch):
+    from tests.reconcile.conftest import item
+
+    monkeypatch.setattr(repairs, "EVIDENCE_CHUNK", 1)
+    monkeypatch.setattr(repairs, "fast_sql", lambda: False)
+    _stage(ctx, item(1), item(2), item(3))
+    assert repairs._staged_key_ranges(ctx.run) == [{}]
