@@ -484,6 +484,23 @@ def test_missing_events_are_replayed_through_ingest_in_batches_with_replies_held
     assert set(events.values_list("transitions__actor", flat=True)) == {"system:reconcile"}
 
 
+@pytest.mark.parametrize("outcome", ["applied", "failed", "refused"])
+def test_a_replay_takes_only_the_findings_still_planned(ctx, outcome):
+    """A finding this report's replay already settled (a resumed run's earlier batch: applied,
+    failed or refused) is not replayed again: its event stays unwritten here, its outcome
+    unchanged; the planned one beside it is replayed."""
+    from tests.reconcile.conftest import item
+
+    settled, planned = _stage(ctx, item(1), item(2))
+    done = ctx.finding(
+        "MISSING_LOCAL", event_key=settled.event_key, repair="replayed_through_ingest", outcome=outcome
+    )
+    todo = ctx.finding("MISSING_LOCAL", event_key=planned.event_key, repair="replayed_through_ingest")
+    missing_replay(ctx.source, ctx.token, ctx.run, ctx.report)
+    assert list(InboundEvent.objects.values_list("event_key", flat=True)) == [planned.event_key]
+    assert (outcome_of(done)[0], outcome_of(todo)[0]) == (outcome, "applied")
+
+
 def test_a_replay_that_raises_fails_with_a_stable_code_and_logs_no_text(ctx, monkeypatch, caplog):
     """docs/concepts/reconciliation.md#repair-outcomes: `failed` with `database_error` or `unexpected_error`, the error's text never kept;
     the replay's findings of other reports stay planned."""
@@ -1177,6 +1194,28 @@ def test_only_families_a_complete_read_shows_whole_can_be_unverified(ctx, monkey
     kept = compare.recoverable(ctx.source, InboundEvent.objects.filter(source=ctx.source))
     expected = {"comment.created"} | ({"story.mention"} if undeclared == COMPLETE else set())
     assert set(kept.values_list("event_type", flat=True)) == expected
+
+
+def test_with_no_family_read_whole_no_event_is_unverified_and_the_findings_still_write(ctx, monkeypatch):
+    """A platform none of whose families a read shows whole (WhatsApp): no local event is
+    unverified by its absence, and the comparison's findings are still written (an empty IN
+    cannot be compiled into their INSERT ... SELECT)."""
+    from types import SimpleNamespace
+
+    from conduit.providers.reading import LIMITED, NOT_RECOVERABLE, Family
+    from reconcile.publication import compare, findings_write, generation_compare
+    from tests.reconcile.conftest import item
+
+    adapter = SimpleNamespace(
+        families=(Family("comment.created", LIMITED, "the read shows the newest 20 only"),),
+        undeclared_family=lambda event_type: Family(event_type, NOT_RECOVERABLE, "not declared"),
+        receipt_transports=None,
+    )
+    monkeypatch.setattr(compare, "get_adapter", lambda name: adapter)
+    _accept(ctx, item(1), item(2))  # local, and absent from the (empty) staged read
+    assert not compare.recoverable(ctx.source, InboundEvent.objects.filter(source=ctx.source)).exists()
+    findings_write(ctx.report, ctx.run, generation_compare(ctx.source, ctx.run))
+    assert not Finding.objects.filter(report=ctx.report, kind="SOURCE_UNVERIFIED").exists()
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["set_statement", "portable"])

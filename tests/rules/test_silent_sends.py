@@ -160,3 +160,48 @@ def test_with_no_route_through_a_reporting_transport_there_is_no_set(sandbox_sou
         _route(sandbox_source, purpose, transport)
     _sent(make_action)
     assert silent_sends(sandbox_source, NOW) is None
+
+
+NO_STATUS_DETAIL = "SENT, but the platform has reported no status of the message since: nothing resent"
+
+
+def _compared(source) -> tuple[dict[str, int], object]:
+    """The source's comparison (reconcile.publication), its findings written: what findings_write
+    returns (per kind a person closes, found again while open), and the report."""
+    from reconcile.publication import findings_write, generation_compare
+    from tests.rules.test_repairs_rules import _run_and_report
+
+    run, report = _run_and_report(source)
+    again = findings_write(report, run, generation_compare(source, run))
+    run.state = "PUBLISHED"  # ended, so that the next comparison is another scan's
+    run.save(update_fields=["state"])
+    return again, report
+
+
+def test_the_comparison_writes_a_silent_send_once_as_a_finding_for_a_person(reporting, make_action):
+    from reconcile.models import Finding
+
+    action = _sent(make_action)
+    again, report = _compared(reporting)
+    (finding,) = Finding.objects.filter(report=report, kind="NO_STATUS")
+    assert (finding.action_id, finding.reply_key, finding.repair, finding.detail) == (
+        action.pk,
+        action.reply_key,
+        "none",
+        NO_STATUS_DETAIL,
+    )
+    assert again["NO_STATUS"] == 0
+    again, report = _compared(reporting)  # found again while that one is open: counted, not written
+    assert not Finding.objects.filter(report=report, kind="NO_STATUS").exists()
+    assert again["NO_STATUS"] == 1
+
+
+def test_without_a_reporting_route_the_comparison_finds_and_counts_no_silent_send(
+    sandbox_source, make_action
+):
+    from reconcile.models import Finding
+
+    _sent(make_action)
+    again, report = _compared(sandbox_source)
+    assert not Finding.objects.filter(kind="NO_STATUS").exists()
+    assert again["NO_STATUS"] == 0
