@@ -101,7 +101,8 @@ def json_answer(payload: Any, status_code: int) -> HttpResponse:
     """`payload` answered as a Response under JSONOnly is, byte for byte, without the Response.
 
     A Response is a template response: it is rendered after the view, through the negotiated
-    renderer and DRF's JSON encoder, work the webhooks' every answer paid. Here the payload is
+    renderer and DRF's JSON encoder, work the webhooks' every answer paid. The answer keeps the
+    payload as `data`, as a Response does (conduit.metrics counts the events of its `results`). Here the payload is
     written once, as JSONRenderer writes it (its separators, non-ASCII as UTF-8, U+2028 and
     U+2029 escaped). A value the standard library writes only through an encoder's `default`
     (a time, a Decimal, a lazy text) takes the Response, so its text is DRF's either way; so does
@@ -113,7 +114,9 @@ def json_answer(payload: Any, status_code: int) -> HttpResponse:
     if text is None:
         return Response(payload, status=status_code)
     content = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
-    return HttpResponse(content, status=status_code, content_type=JSONRenderer.media_type)
+    response = HttpResponse(content, status=status_code, content_type=JSONRenderer.media_type)
+    response.data = payload  # as a Response keeps it: the webhook metrics count its results
+    return response
 
 
 class PayloadTooLarge(exceptions.APIException):
