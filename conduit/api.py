@@ -100,13 +100,13 @@ _RENDERED = json.JSONEncoder(
 def json_answer(payload: Any, status_code: int) -> HttpResponse:
     """`payload` answered as a Response under JSONOnly is, byte for byte, without the Response.
 
-    A Response is a template response: it is rendered after the view, through the negotiated
-    renderer and DRF's JSON encoder, work the webhooks' every answer paid. The answer keeps the
-    payload as `data`, as a Response does (conduit.metrics counts the events of its `results`). Here the payload is
-    written once, as JSONRenderer writes it (its separators, non-ASCII as UTF-8, U+2028 and
-    U+2029 escaped). A value the standard library writes only through an encoder's `default`
-    (a time, a Decimal, a lazy text) takes the Response, so its text is DRF's either way; so does
-    None, which a Response answers with no body and no Content-Type."""
+    A Response is a template response, rendered after the view through the negotiated renderer
+    and DRF's JSON encoder. Here the payload is written once, as JSONRenderer writes it (its
+    separators, non-ASCII as UTF-8, U+2028 and U+2029 escaped), and the answer keeps it as `data`,
+    as a Response does (conduit.metrics counts the events of its `results`). A value the
+    standard library writes only through an encoder's `default` (a time, a Decimal, a lazy text)
+    takes the Response, so its text is DRF's either way; so does None, which a Response answers
+    with no body and no Content-Type."""
     try:
         text = None if payload is None else _RENDERED.encode(payload)
     except TypeError:
