@@ -88,33 +88,22 @@ def error(status_code: int, code: str, detail: str, **extra: Any) -> Response:
     return Response({"code": code, "detail": detail, **extra}, status=status_code)
 
 
-# JSONRenderer's own encoding (its settings read from it), for the values the standard library
-# writes without its encoder's `default`: the same text for those, with no call of DRF's.
-_RENDERED = json.JSONEncoder(
-    ensure_ascii=JSONRenderer.ensure_ascii,
-    allow_nan=not JSONRenderer.strict,
-    separators=(",", ":") if JSONRenderer.compact else (", ", ": "),
-)
+# The renderer a Response under JSONOnly renders with (JSON, no indent: JSONOnly reads no
+# Accept header).
+_RENDERER = JSONRenderer()
 
 
 def json_answer(payload: Any, status_code: int) -> HttpResponse:
     """`payload` answered as a Response under JSONOnly is, byte for byte, without the Response.
 
-    A Response is a template response, rendered after the view through the negotiated renderer
-    and DRF's JSON encoder. Here the payload is written once, as JSONRenderer writes it (its
-    separators, non-ASCII as UTF-8, U+2028 and U+2029 escaped), and the answer keeps it as `data`,
-    as a Response does (conduit.metrics counts the events of its `results`). A value the
-    standard library writes only through an encoder's `default` (a time, a Decimal, a lazy text)
-    takes the Response, so its text is DRF's either way; so does None, which a Response answers
-    with no body and no Content-Type."""
-    try:
-        text = None if payload is None else _RENDERED.encode(payload)
-    except TypeError:
-        text = None
-    if text is None:
+    A Response is a template response, rendered after the view through the negotiated renderer.
+    Here the same renderer writes the payload at once, and the answer keeps it as `data`, as a
+    Response does (conduit.metrics counts the events of its `results`). None takes a Response,
+    which answers it with no body and no Content-Type."""
+    if payload is None:
         return Response(payload, status=status_code)
-    content = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
-    response = HttpResponse(content, status=status_code, content_type=JSONRenderer.media_type)
+    content = _RENDERER.render(payload, _RENDERER.media_type, {})
+    response = HttpResponse(content, status=status_code, content_type=_RENDERER.media_type)
     response.data = payload  # as a Response keeps it: the webhook metrics count its results
     return response
 
