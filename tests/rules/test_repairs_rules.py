@@ -22,6 +22,7 @@ from reconcile.models import (
 )
 from reconcile.repairs import actions_repair, evidence_mark, missing_replay, repair_code
 from replies.models import ReplyAction, ReplyTransition
+from tests.rules.runs import other_source, run_and_report
 
 pytestmark = pytest.mark.django_db
 
@@ -98,24 +99,16 @@ def repairs_end(monkeypatch):
     monkeypatch.setattr(repairs, "lease_renew", renew)
 
 
-def _run_and_report(source, *, state: str = "REPAIRING") -> tuple[ReconcileRun, ReconcileReport]:
-    now = timezone.now()
-    run = ReconcileRun.objects.create(
-        source=source, state=state, trigger="command", requested_by="tester", created_at=now
-    )
-    return run, ReconcileReport.objects.create(run=run, source=source, created_at=now, summary={})
-
-
 @pytest.fixture
 def ctx(sandbox_source) -> Ctx:
     """A run of the sandbox source in REPAIRING with its (empty) report, and the scan lease held."""
-    run, report = _run_and_report(sandbox_source)
+    run, report = run_and_report(sandbox_source)
     return Ctx(sandbox_source, lease_acquire(sandbox_source), run, report)
 
 
 def _other_report(ctx: Ctx) -> ReconcileReport:
     """An earlier, published run's report of the same source (one active run per source)."""
-    return _run_and_report(ctx.source, state="PUBLISHED")[1]
+    return run_and_report(ctx.source, state="PUBLISHED")[1]
 
 
 @dataclass
@@ -587,7 +580,7 @@ def test_evidence_in_one_sources_staging_never_marks_another_sources_event(ctx):
     (its key, staged by this run) is no evidence for that event."""
     from tests.reconcile.conftest import item
 
-    other = _other_source(ctx)
+    other = other_source(ctx.source)
     theirs = _accept(Ctx(other, "", ctx.run, ctx.report), item(7))[0]
     mine = _accept(ctx, item(8))[0]
     _stage(Ctx(other, "", ctx.run, ctx.report), item(7))  # into this run's staging
@@ -1069,7 +1062,9 @@ def test_only_purposes_whose_receipts_the_read_shows_are_compared(ctx, monkeypat
     ReplyRoute.objects.filter(source=ctx.source, purpose="private_delivery").update(
         transport_name="elsewhere"
     )
-    ReplyRoute.objects.create(source=_other_source(ctx), purpose="private_delivery", transport_name="sandbox")
+    ReplyRoute.objects.create(
+        source=other_source(ctx.source), purpose="private_delivery", transport_name="sandbox"
+    )
     sent, parked, attached = _accept(ctx, item(1), item(2), item(3))
     _stage(ctx, item(1), item(2), item(3))
     actions = {(a.event_id, a.purpose): a for a in ReplyAction.objects.all()}
@@ -1104,21 +1099,6 @@ def test_only_purposes_whose_receipts_the_read_shows_are_compared(ctx, monkeypat
         *{("RECEIPT_MISSING", p) for p in compared},
         *{("RETRY_CANDIDATE", p) for p in compared},
     }
-
-
-def _other_source(ctx):
-    from ingress.services import source_register
-
-    other, _ = source_register(
-        name="other_test",
-        adapter="sandbox-social",
-        account_ref="acct_test_02",
-        event_types=["comment.created"],
-        purposes=["public_ack"],
-        trigger_keywords=["CHECKLIST"],
-        secret_env=ctx.source.secret_env,
-    )
-    return other
 
 
 def test_a_finding_a_person_closes_is_recorded_once_while_open_and_counted_again(ctx):
@@ -1492,7 +1472,7 @@ def test_the_staged_keys_are_cut_into_ranges_of_the_chunk_each_key_in_exactly_on
     monkeypatch.setattr(repairs, "EVIDENCE_CHUNK", 3)
     if staged:
         _stage(ctx, *(item(n) for n in range(1, 2 * staged + 1, 2)))
-    other_run, _ = _run_and_report(_other_source(ctx), state="SCANNING")
+    other_run, _ = run_and_report(other_source(ctx.source), state="SCANNING")
     _stage(ctx, *(item(n) for n in range(0, 2 * staged + 2, 2)), run=other_run)
     keys = sorted(StagedEvent.objects.filter(run=ctx.run).values_list("event_key", flat=True))
     assert len(keys) == staged

@@ -6,7 +6,6 @@ other reply is."""
 from __future__ import annotations
 
 from datetime import timedelta
-from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
@@ -16,7 +15,7 @@ from ingress.statuses import MessageStatus
 from reconcile.publication import compare
 from reconcile.publication.compare import silent_sends
 from replies.models import ReplyAction, ReplyRoute, ReplyTransition
-from tests.rules.test_repairs_rules import _other_source
+from tests.rules.runs import other_source, run_and_report
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +88,7 @@ def test_a_reported_status_of_its_message_takes_it_out(reporting, make_action):
 def test_a_status_another_source_reported_for_the_same_id_does_not(reporting, make_action):
     action = _sent(make_action)
     MessageStatus.objects.create(
-        source=_other_source(SimpleNamespace(source=reporting)),
+        source=other_source(reporting),
         provider_id=action.provider_reply_id,
         status="delivered",
         occurred_at=NOW,
@@ -147,7 +146,7 @@ def test_every_purpose_routed_through_a_reporting_transport(sandbox_source, make
 
 def test_only_the_sources_own_replies(reporting, make_action):
     action = _sent(make_action)
-    other = _other_source(SimpleNamespace(source=reporting))
+    other = other_source(reporting)
     _route(other, "public_ack", "test_reporting")
     assert _silent(reporting) == {action.pk}
     assert _silent(other) == set()
@@ -169,9 +168,8 @@ def _compared(source) -> tuple[dict[str, int], object]:
     """The source's comparison (reconcile.publication), its findings written: what findings_write
     returns (per kind a person closes, found again while open), and the report."""
     from reconcile.publication import findings_write, generation_compare
-    from tests.rules.test_repairs_rules import _run_and_report
 
-    run, report = _run_and_report(source)
+    run, report = run_and_report(source)
     again = findings_write(report, run, generation_compare(source, run))
     run.state = "PUBLISHED"  # ended, so that the next comparison is another scan's
     run.save(update_fields=["state"])
