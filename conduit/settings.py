@@ -362,8 +362,9 @@ CONDUIT_EVIDENCE_MODEL = env.str("CONDUIT_EVIDENCE_MODEL", default="") or None
 # Webhook bodies above this size are refused with 413 before any parsing.
 CONDUIT_WEBHOOK_MAX_BYTES = env("CONDUIT_WEBHOOK_MAX_BYTES")
 # on: webhook bodies that reach one process while its commit is in flight share the next commit
-# (conduit/groupcommit.py); off: each body commits alone.
-_group_commit = env.str("CONDUIT_GROUP_COMMIT", default="on").strip().lower()
+# (conduit/groupcommit.py); off, the default: each body commits alone, on its own thread's
+# connection, while the process's other bodies run theirs (docs/benchmarks.md#group-commit).
+_group_commit = env.str("CONDUIT_GROUP_COMMIT", default="off").strip().lower()
 if _group_commit not in ("on", "off"):
     raise ImproperlyConfigured(f"CONDUIT_GROUP_COMMIT is on or off, not {_group_commit!r}")
 CONDUIT_GROUP_COMMIT = _group_commit == "on"

@@ -305,8 +305,8 @@ def _group_commit_setting(value: str | None):
     )
 
 
-@pytest.mark.parametrize("value, read", [(None, "True"), ("on", "True"), ("OFF", "False")])
-def test_group_commit_is_on_unless_turned_off(value, read):
+@pytest.mark.parametrize("value, read", [(None, "False"), ("on", "True"), (" ON ", "True"), ("OFF", "False")])
+def test_group_commit_is_off_unless_turned_on(value, read):
     run = _group_commit_setting(value)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == read

@@ -37,9 +37,11 @@ def _no_source_cached_by_an_earlier_test():
 
 
 @pytest.fixture(autouse=True)
-def patient(monkeypatch):
-    """The tests hold a commit in flight for longer than the queue's patience (0.25 s) on purpose:
-    what queues behind it waits for it here (tests/test_groupcommit.py holds the patience)."""
+def patient(monkeypatch, settings):
+    """Group commit on (CONDUIT_GROUP_COMMIT), and patient: the tests hold a commit in flight for
+    longer than the queue's patience (0.25 s) on purpose, and what queues behind it waits for it
+    here (tests/test_groupcommit.py holds the patience)."""
+    settings.CONDUIT_GROUP_COMMIT = True
     monkeypatch.setattr(groupcommit._process, "patience", 60.0)
 
 
@@ -189,7 +191,7 @@ def test_a_process_killed_in_a_shared_commit_loses_no_acknowledged_event(live_se
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, str(GROUP_SERVER), str(port), moment],
-        env=subprocess_env(),
+        env={**subprocess_env(), "CONDUIT_GROUP_COMMIT": "on"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
