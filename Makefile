@@ -41,10 +41,12 @@ bench: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/run.py $(BENCH_ARGS)
 
 # make bench-cpu: instructions and WAL per webhook request, Conduit beside the bare Django floor,
-# counted under valgrind's callgrind (steady on a shared machine, where timed figures are not).
+# counted under valgrind's callgrind (steady on a shared machine, where timed figures are not), then
+# the CPU a request costs the Python process and its PostgreSQL backend, timed (pg_stat_statements).
 bench-cpu: venv
 	@command -v valgrind >/dev/null || { echo "bench-cpu: valgrind is missing (Debian: apt-get install valgrind)" >&2; exit 1; }
-	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/instructions.py $(BENCH_ARGS)
+	SECRET_KEY=bench-only-not-secret PG_EXTRA_OPTS="$(PG_EXTRA_OPTS) -c shared_preload_libraries=pg_stat_statements" \
+	  scripts/with-postgres $(PY) tests/bench/instructions.py $(BENCH_ARGS)
 
 bench-send: venv
 	SECRET_KEY=bench-only-not-secret scripts/with-postgres $(PY) tests/bench/send.py $(BENCH_ARGS)
