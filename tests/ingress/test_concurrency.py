@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conduit import groupcommit
 from ingress.models import Delivery, InboundEvent
 from replies.models import ReplyAction
 from tests.conftest import fixture_body, sign
@@ -46,11 +47,28 @@ def deliver_concurrently(base_url: str, body: bytes, delivery_ids: list[str]) ->
 
 
 @pytest.mark.django_db(transaction=True)
-def test_32_concurrent_deliveries_leave_one_event_and_one_reply_per_purpose(live_server, sandbox_source):
+@pytest.mark.parametrize("group_commit", [False, True], ids=["alone", "grouped"])
+def test_32_concurrent_deliveries_leave_one_event_and_one_reply_per_purpose(
+    live_server, sandbox_source, settings, monkeypatch, group_commit
+):
+    # Each body committing alone (the default), and queued behind the process's commit in flight
+    # (CONDUIT_GROUP_COMMIT=on), where bodies of one event never share a group (their keys overlap).
+    settings.CONDUIT_GROUP_COMMIT = group_commit
+    queued = []
+    through_queue = groupcommit._process.fetchall
+
+    def counted(*args, **kwargs):
+        queued.append(1)
+        return through_queue(*args, **kwargs)
+
+    monkeypatch.setattr(groupcommit._process, "fetchall", counted)
     # Half are provider retries of one delivery id, half carry their own ids.
     ids = ["msg_test_shared"] * (WORKERS // 2) + [f"msg_test_{i:02d}" for i in range(WORKERS // 2)]
     statuses = deliver_concurrently(live_server.url, fixture_body("comment__northstar"), ids)
     assert statuses == [200] * WORKERS
+    # The path the setting names: every body's statement through the queue (a body whose statement
+    # meets a change of its source or a deadlock runs it again), or none.
+    assert len(queued) >= WORKERS if group_commit else not queued
     event = InboundEvent.objects.get()
     assert event.seen_count == WORKERS
     assert ReplyAction.objects.filter(event=event).count() == 2
