@@ -51,7 +51,7 @@ def deliver_concurrently(base_url: str, body: bytes, delivery_ids: list[str]) ->
 def test_32_concurrent_deliveries_leave_one_event_and_one_reply_per_purpose(
     live_server, sandbox_source, settings, monkeypatch, group_commit
 ):
-    # Each body committing alone (the default), and queued behind the process's commit in flight
+    # Each body committing alone (the default), and through the process's group commit queue
     # (CONDUIT_GROUP_COMMIT=on), where bodies of one event never share a group (their keys overlap).
     settings.CONDUIT_GROUP_COMMIT = group_commit
     queued = []
@@ -66,8 +66,11 @@ def test_32_concurrent_deliveries_leave_one_event_and_one_reply_per_purpose(
     ids = ["msg_test_shared"] * (WORKERS // 2) + [f"msg_test_{i:02d}" for i in range(WORKERS // 2)]
     statuses = deliver_concurrently(live_server.url, fixture_body("comment__northstar"), ids)
     assert statuses == [200] * WORKERS
-    # The path the setting names: every body's statement through the queue (a body whose statement
-    # meets a change of its source or a deadlock runs it again), or none.
+    # The path the setting names: with it on, every body's statement goes to the process's queue
+    # (which runs it at once when no commit is in flight, and queues it behind one that is; a body
+    # whose statement meets a change of its source runs it again), and with it off, none does.
+    # Whether any body did queue depends on timing: tests/ingress/test_group_commit.py holds a
+    # commit in flight to make sure of it.
     assert len(queued) >= WORKERS if group_commit else not queued
     event = InboundEvent.objects.get()
     assert event.seen_count == WORKERS
