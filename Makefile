@@ -42,10 +42,13 @@ bench: venv
 
 # make bench-cpu: instructions and WAL per webhook request, Conduit beside the bare Django floor,
 # counted under valgrind's callgrind (steady on a shared machine, where timed figures are not), then
-# the CPU a request costs the Python process and its PostgreSQL backend, timed (pg_stat_statements).
+# the CPU a request costs the Python process and its PostgreSQL backend, timed. PostgreSQL loads
+# pg_stat_statements for the statements' times where it is installed and PG_EXTRA_OPTS names no
+# shared_preload_libraries of its own (the bench prints "-" for them otherwise).
+PGSS_OPTS := $(if $(findstring shared_preload_libraries,$(PG_EXTRA_OPTS)),,$(if $(wildcard /usr/lib/postgresql/*/lib/pg_stat_statements.so),-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on))
 bench-cpu: venv
 	@command -v valgrind >/dev/null || { echo "bench-cpu: valgrind is missing (Debian: apt-get install valgrind)" >&2; exit 1; }
-	SECRET_KEY=bench-only-not-secret PG_EXTRA_OPTS="$(PG_EXTRA_OPTS) -c shared_preload_libraries=pg_stat_statements" \
+	SECRET_KEY=bench-only-not-secret PG_EXTRA_OPTS="$(PG_EXTRA_OPTS) $(PGSS_OPTS)" \
 	  scripts/with-postgres $(PY) tests/bench/instructions.py $(BENCH_ARGS)
 
 bench-send: venv

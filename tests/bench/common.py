@@ -9,6 +9,8 @@ import secrets
 import sys
 from pathlib import Path
 
+from procstat import stat_fields
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "conduit.settings")
@@ -54,18 +56,11 @@ def raw_dsn() -> str:
     return f"host={s['HOST']} port={s['PORT']} user={s['USER']} dbname={s['NAME']}"
 
 
-def _stat(pid: str) -> list[str]:
-    """The fields of /proc/PID/stat after the command name (state, ppid, ..., utime at 11)."""
-    with open(f"/proc/{pid}/stat") as stat_file:
-        stat = stat_file.read()
-    return stat[stat.rindex(")") + 2 :].split()
-
-
 @functools.cache
 def _postmaster() -> str:
     """The bench database's postmaster: the parent of this process's own backend."""
     connection.ensure_connection()
-    return _stat(str(connection.connection.info.backend_pid))[1]
+    return stat_fields(str(connection.connection.info.backend_pid))[1]
 
 
 def cpu_seconds() -> dict[str, float]:
@@ -78,7 +73,7 @@ def cpu_seconds() -> dict[str, float]:
     used = {"postgres": 0, "gunicorn": 0}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            fields = _stat(pid)
+            fields = stat_fields(pid)
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline_file:
                 cmdline = cmdline_file.read()
         except OSError:  # gone meanwhile

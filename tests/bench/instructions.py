@@ -14,12 +14,15 @@ event per body, half of them repeats, and for each the bench counts:
 It prints both per path and Conduit's ratio to the floor. It needs valgrind (Debian's package).
 
 Then, timed and so as noisy as the machine (`--timed N` requests a path a round, `--rounds`
-rounds alternating the paths, medians), each path answers fresh deliveries outside valgrind, and
+rounds, the paths' order reversed every other round, medians), each path answers fresh
+deliveries outside valgrind, and
 the bench reads what each request cost on either side of the connection: the CPU of the Python
-process, of its PostgreSQL backend (from /proc), and, where PostgreSQL loads
-pg_stat_statements (`make bench-cpu` loads it), the time the backend spent planning and
-executing the request's statements. What the backend spent beyond those is the rest of the
-request's round trip: reading the parameters, taking the locks, the commit and its WAL flush.
+process, of its PostgreSQL backend (from /proc: the server runs on this machine), and, where
+PostgreSQL loads pg_stat_statements with track_planning on (`make bench-cpu` has it do so), the
+time the backend spent planning and executing the request's statements, the foreign-key checks
+of their rows listed apart among them. What the backend spent beyond those is the rest of the
+request's round trip: parsing, binding and reading the parameters, taking the locks, the commit
+and its WAL flush.
 """
 
 from __future__ import annotations
@@ -99,20 +102,20 @@ def _callgrind(switch: str) -> None:
 
 
 def _backend_cpu(connection) -> tuple[int, float]:
-    """The connection's PostgreSQL backend: its pid and CPU seconds so far (utime and stime in /proc)."""
+    """The connection's PostgreSQL backend (on this machine): its pid and CPU seconds so far."""
+    from procstat import cpu_seconds
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         (pid,) = cursor.fetchone()
-    with open(f"/proc/{pid}/stat") as stat_file:
-        fields = stat_file.read().rsplit(")", 1)[1].split()
-    return pid, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return pid, cpu_seconds(pid)
 
 
-# The statements PostgreSQL planned and ran since the reset, the bench's own reads left out.
+# The statements this database planned and ran since the reset, the bench's own reads left out.
 STATEMENTS_SQL = (
     "SELECT coalesce(sum(calls), 0), coalesce(sum(total_plan_time + total_exec_time), 0) "
-    "FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' "
-    "AND query NOT LIKE '%pg_backend_pid%'"
+    "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_backend_pid%'"
 )
 
 
@@ -216,15 +219,15 @@ def _run_timed(path: str, args: argparse.Namespace) -> dict:
 def _timed_table(args: argparse.Namespace) -> None:
     """The timed rounds, the paths alternated; medians per path and of the per-round ratios."""
     rounds = {path: [] for path in PATHS}
-    for _ in range(args.rounds):
-        for path in PATHS:
+    for round_ in range(args.rounds):
+        for path in PATHS if round_ % 2 == 0 else reversed(PATHS):
             rounds[path].append(_run_timed(path, args))
     columns = ("python_ms", "backend_ms", "statement_ms", "statements")
     print(
-        f"\ntimed, outside valgrind: {args.timed} requests a path a round, {args.rounds} rounds "
-        "alternated, medians.\nms of CPU a request: the Python process's, its PostgreSQL backend's; "
-        "statements: their planning\nand execution in the backend (pg_stat_statements) and how many "
-        "a request ran\n"
+        f"\ntimed, outside valgrind: {args.timed} requests a path a round, {args.rounds} rounds (the "
+        "paths' order reversed every other\nround), medians. ms of CPU a request: the Python process's, "
+        "its PostgreSQL backend's; statements: their\nplanning and execution in the backend "
+        "(pg_stat_statements, the foreign-key checks among them) and how many\na request ran\n"
     )
     print(f"{'path':>8} {'python ms':>10} {'backend ms':>11} {'statement ms':>13} {'statements':>11}")
 
