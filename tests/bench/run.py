@@ -412,16 +412,24 @@ def summary(count: int, latencies: list[float], seconds: float, batch: int = 1) 
 
 def round_order(names: list[str], round_: int) -> list[str]:
     """The paths in the order round `round_` measures them: each round starts one path further on,
-    so over as many rounds as paths each path takes each place once. What a path leaves for the
-    database to finish (autovacuum of the rows it wrote, a GIN pending list to merge) is paid in
-    the next path's measurement; in a fixed order it would always fall on the same path."""
+    so over as many rounds as paths each path takes each place in a round once."""
     start = round_ % len(names)
     return names[start:] + names[:start]
 
 
-def compare(paths: dict, clients: int, batch: int, rounds: int, seconds: float, tag: str) -> dict:
+def settle(conn: psycopg.Connection) -> None:
+    """Finish what the windows before left the database to do, so that no path's window pays for
+    another's: VACUUM (ANALYZE) the database (the dead versions of counted repeats, the GIN
+    pending lists, fresh statistics) and CHECKPOINT (so the next window's first change to a page
+    logs its full image whichever path makes it). `conn` stays open through the windows: a
+    backend that ended during one would bring its CPU into the window's PostgreSQL figure."""
+    conn.execute("VACUUM (ANALYZE)")
+    conn.execute("CHECKPOINT")
+
+
+def compare(paths: dict, clients: int, batch: int, rounds: int, seconds: float, tag: str, dsn: str) -> dict:
     """Rounds of every path at one level (after a warm-up of each), in turn, each round in
-    `round_order`: name -> runs, in round order.
+    `round_order` and each window after `settle`: name -> runs, in round order.
 
     `paths`: name -> a factory of the path for (level tag, clients, batch); "full" is Conduit."""
     for name, make in paths.items():
@@ -429,12 +437,13 @@ def compare(paths: dict, clients: int, batch: int, rounds: int, seconds: float, 
         run_clients(clients, 1.0, warm)
         warm.close()
     runs: dict[str, list] = {name: [] for name in paths}
-    for round_ in range(rounds):
-        for name in round_order(list(paths), round_):
-            make = paths[name]
-            path = make(f"{name}{tag}r{round_}", clients, batch)
-            runs[name].append(measured(clients, seconds, path, batch))
-            path.close()
+    with psycopg.connect(dsn, autocommit=True) as settling:
+        for round_ in range(rounds):
+            for name in round_order(list(paths), round_):
+                path = paths[name](f"{name}{tag}r{round_}", clients, batch)
+                settle(settling)
+                runs[name].append(measured(clients, seconds, path, batch))
+                path.close()
     return runs
 
 
@@ -541,11 +550,16 @@ def main() -> None:
     paths["full"] = lambda level, clients, batch: HttpPath(port, level, clients, batch)
     try:
         for clients in args.clients:
-            report(f"{clients} clients", compare(paths, clients, 1, args.rounds, args.seconds, f"c{clients}"))
+            report(
+                f"{clients} clients",
+                compare(paths, clients, 1, args.rounds, args.seconds, f"c{clients}", dsn),
+            )
         if args.batch > 1:
             report(
                 f"{args.batch}/body {args.batch_clients}cl",
-                compare(paths, args.batch_clients, args.batch, args.rounds, args.seconds, f"b{args.batch}"),
+                compare(
+                    paths, args.batch_clients, args.batch, args.rounds, args.seconds, f"b{args.batch}", dsn
+                ),
             )
     finally:
         stop_server(server)
@@ -566,7 +580,7 @@ def main() -> None:
                 "raw": baselines["raw"],
                 "full": lambda level, clients, batch, port=port: HttpPath(port, level, clients, batch),
             }
-            report(name, compare(pair, args.compare_clients, 1, args.rounds, args.seconds, f"s{name}"))
+            report(name, compare(pair, args.compare_clients, 1, args.rounds, args.seconds, f"s{name}", dsn))
         finally:
             stop_server(server)
 
