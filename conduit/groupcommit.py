@@ -1,10 +1,10 @@
 """Group commit: statements that reach one process while a commit is in flight share the next one.
 
 A statement that runs in its own transaction (autocommit) pays a commit of its own: a round trip
-and a WAL flush. Where those are dear (a flush of milliseconds, a database a network away), sharing
-them pays; where they are cheap it does not, since a statement queued here does not run while the
-commit in flight does, where alone it would run at once on its own thread's connection. So it is
-on only with CONDUIT_GROUP_COMMIT=on (docs/benchmarks.md#group-commit). Here the first
+and a WAL flush. Where those are cheap, sharing them does not pay: a statement queued here does
+not run while the commit in flight does, where alone it would run at once on its own thread's
+connection. Where they are dear (a flush of milliseconds, a database a network away), it may. So
+it is on only with CONDUIT_GROUP_COMMIT=on (docs/benchmarks.md#group-commit). Here the first
 thread to arrive while no group is running leads: it runs its own statement at once, alone in a
 transaction, exactly as it would without this module. Threads that arrive while that commit is in
 flight queue; when it ends, the first of them leads the queue as one group: every queued statement
