@@ -43,9 +43,11 @@ bench: venv
 # make bench-cpu: instructions and WAL per webhook request, Conduit beside the bare Django floor,
 # counted under valgrind's callgrind (steady on a shared machine, where timed figures are not), then
 # the CPU a request costs the Python process and its PostgreSQL backend, timed. PostgreSQL loads
-# pg_stat_statements for the statements' times where it is installed and PG_EXTRA_OPTS names no
-# shared_preload_libraries of its own (the bench prints "-" for them otherwise).
-PGSS_OPTS := $(if $(findstring shared_preload_libraries,$(PG_EXTRA_OPTS)),,$(if $(wildcard /usr/lib/postgresql/*/lib/pg_stat_statements.so),-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on))
+# pg_stat_statements for the statements' times where the server scripts/with-postgres runs ($PGBIN,
+# else Debian's newest) has it and PG_EXTRA_OPTS names no preload libraries of its own; planning is
+# tracked either way (a setting PostgreSQL keeps aside until the module is loaded).
+PG_LIB := $(or $(PGBIN),$(lastword $(wildcard /usr/lib/postgresql/*/bin)))/../lib
+PGSS_OPTS := $(if $(findstring shared_preload_libraries,$(PG_EXTRA_OPTS))$(findstring shared-preload-libraries,$(PG_EXTRA_OPTS)),,$(if $(wildcard $(PG_LIB)/pg_stat_statements.so),-c shared_preload_libraries=pg_stat_statements)) -c pg_stat_statements.track_planning=on
 bench-cpu: venv
 	@command -v valgrind >/dev/null || { echo "bench-cpu: valgrind is missing (Debian: apt-get install valgrind)" >&2; exit 1; }
 	SECRET_KEY=bench-only-not-secret PG_EXTRA_OPTS="$(PG_EXTRA_OPTS) $(PGSS_OPTS)" \

@@ -206,6 +206,9 @@ class RawPath:
             .execute("SELECT id FROM reply_campaigns WHERE source_id = %s AND account_default", [source_id])
             .fetchone()
         )
+        # That read opened a transaction: ended here, so that each body's `transaction()` on this
+        # connection is a transaction of its own, committed, not a savepoint of this one.
+        self.conns[0].commit()
 
     def __call__(self, client: int, docs: list[dict]) -> None:
         if self.batch == 1:
@@ -420,11 +423,19 @@ def round_order(names: list[str], round_: int) -> list[str]:
 def settle(conn: psycopg.Connection) -> None:
     """Finish what the windows before left the database to do, so that no path's window pays for
     another's: VACUUM (ANALYZE) the database (the dead versions of counted repeats, the GIN
-    pending lists, fresh statistics) and CHECKPOINT (so the next window's first change to a page
-    logs its full image whichever path makes it). `conn` stays open through the windows: a
-    backend that ended during one would bring its CPU into the window's PostgreSQL figure."""
+    pending lists, fresh statistics) and CHECKPOINT (so every window starts just after one, and
+    logs the full image of each page it first changes, whichever path it is). `conn` stays open
+    through the windows: a backend that ends while `cpu_seconds` reads /proc, neither a live child
+    nor yet reaped, would be missing from one of the window's two readings.
+
+    CHECKPOINT needs a superuser (or pg_checkpoint): `make bench`'s own database has one."""
     conn.execute("VACUUM (ANALYZE)")
-    conn.execute("CHECKPOINT")
+    try:
+        conn.execute("CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        raise SystemExit(
+            "bench: settling the database needs CHECKPOINT (a superuser, or pg_checkpoint)"
+        ) from None
 
 
 def compare(paths: dict, clients: int, batch: int, rounds: int, seconds: float, tag: str, dsn: str) -> dict:
