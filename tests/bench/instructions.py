@@ -105,9 +105,8 @@ def _backend_cpu(connection) -> tuple[int, float]:
     """The connection's PostgreSQL backend (on this machine): its pid and CPU seconds so far."""
     from procstat import cpu_seconds
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (pid,) = cursor.fetchone()
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid  # psycopg's own record: no statement sent
     return pid, cpu_seconds(pid)
 
 
@@ -115,7 +114,7 @@ def _backend_cpu(connection) -> tuple[int, float]:
 STATEMENTS_SQL = (
     "SELECT coalesce(sum(calls), 0), coalesce(sum(total_plan_time + total_exec_time), 0) "
     "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_backend_pid%'"
+    "AND query NOT LIKE '%pg_stat_statements%'"
 )
 
 

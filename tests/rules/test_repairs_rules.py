@@ -720,19 +720,8 @@ def test_the_comparison_gives_each_difference_its_finding_repair_and_count(ctx):
             body_bytes=3,
         )
 
-    from ingress.services import source_register
-
-    other, _ = source_register(
-        name="other_test",
-        adapter="sandbox-social",
-        account_ref="acct_test_02",
-        event_types=["comment.created"],
-        purposes=["public_ack"],
-        trigger_keywords=["CHECKLIST"],
-        secret_env=ctx.source.secret_env,
-    )
     QuarantineReceipt.objects.create(
-        source=other,
+        source=other_source(ctx.source),
         reason_code="invalid_signature",
         authenticated=False,
         received_at=BASE_TIME,
